@@ -1,0 +1,72 @@
+"""One error hierarchy for ctxsim.
+
+Every error the library raises on bad input is a :class:`CtxsimError`. Messages name
+the file, the key and the offending value, so the CLI can print them as one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class CtxsimError(Exception):
+    """Base class of every error ctxsim raises on purpose."""
+
+    def __init__(self, message: str, *, source: str | Path | None = None, key: str | None = None):
+        self.source = str(source) if source is not None else None
+        self.key = key
+        where = []
+        if self.source:
+            where.append(self.source)
+        if key:
+            where.append(f"key '{key}'")
+        prefix = ": ".join(where)
+        super().__init__(f"{prefix}: {message}" if prefix else message)
+
+
+class ContextError(CtxsimError):
+    """A context unit or state was built with a bad value."""
+
+
+class ConfigError(CtxsimError):
+    """A configuration file (context_config, env spec, experiment) is invalid."""
+
+
+class ScenarioError(CtxsimError):
+    """A scenario file is invalid or names something unknown."""
+
+
+class TranscriptError(CtxsimError):
+    """A chat transcript could not be read."""
+
+
+class StrategyError(CtxsimError):
+    """An unknown strategy id or parameter, or a strategy that cannot run."""
+
+
+class RecoveryError(CtxsimError):
+    """Recovery mode 'error': the overflow could not be broken (BREAKER_FAILED)."""
+
+
+class PolicyError(CtxsimError):
+    """An unknown policy name or an unreadable policy directory."""
+
+
+class LogFormatError(CtxsimError):
+    """A JSONL transition log has a record that does not follow the schema."""
+
+
+class ContextWindowFull(CtxsimError):
+    """An item cannot fit in a ContextWindow even after compaction."""
+
+    def __init__(self, current: int, maximum: int, requested: int):
+        self.current, self.maximum, self.requested = current, maximum, requested
+        super().__init__(
+            f"context window full: current={current} tokens, max={maximum} tokens, requested={requested} tokens"
+        )
+
+
+def describe_value(value: object, limit: int = 60) -> str:
+    """A short repr of a user-supplied value for error messages."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,329 @@
+"""The context model: units, the immutable state they form, tool envelopes and facts.
+
+Everything here is frozen. Operations return new objects; the original log of a
+scenario is never mutated (seed 002's canonical log). A state's token total is the
+token count of what a model would receive: every unit's content plus the chat
+format's per-message framing, plus the reply priming (see :mod:`ctxsim.tokens`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Iterable, Mapping
+
+from .errors import ContextError, describe_value
+from .tokens import DEFAULT_FORMAT, MESSAGE_OVERHEAD, REPLY_PRIMING, count_tokens, message_overhead
+
+UNIT_TYPES = ("message", "code", "plan_ref", "log", "tool_result", "summary", "placeholder", "other")
+ROLES = ("system", "user", "assistant", "tool")
+OUTCOMES = ("success", "failure", "partial")
+DURABILITIES = ("ephemeral", "anchoring", "replayable", "non_replayable")
+PRIORITIES = (1, 2, 3)
+FACT_KINDS = ("fact", "rule")
+DEFAULT_MIN_LIMIT = 3500
+DEFAULT_WARNING_THRESHOLD = 0.8
+
+
+def _check_choice(obj: str, name: str, value: Any, choices: Iterable[Any]) -> None:
+    choices = tuple(choices)
+    if value not in choices:
+        raise ContextError(f"{obj}.{name} must be one of {list(choices)}, got {describe_value(value)}", key=name)
+
+
+def content_hash(text: str) -> str:
+    """Short, stable hash of a text (sha256, 16 hex digits)."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ToolEnvelope:
+    """Structured envelope of a tool result (seed 002).
+
+    ``arguments`` is canonical JSON (sorted keys) so that identical calls compare
+    equal; ``determinism_hash`` is the hash of the tool's source at call time
+    (for ``replayable`` results); ``target`` is the resource the call touched
+    (a file path, a URL), when there is one.
+    """
+
+    tool_name: str
+    call_id: str
+    arguments: str = "{}"
+    outcome: str = "success"
+    key_fields: tuple[tuple[str, str], ...] = ()
+    durability: str = "anchoring"
+    determinism_hash: str | None = None
+    target: str | None = None
+    error_message: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.tool_name:
+            raise ContextError("ToolEnvelope.tool_name must not be empty", key="tool_name")
+        _check_choice("ToolEnvelope", "outcome", self.outcome, OUTCOMES)
+        _check_choice("ToolEnvelope", "durability", self.durability, DURABILITIES)
+
+    @staticmethod
+    def canonical_arguments(arguments: Mapping[str, Any]) -> str:
+        return json.dumps(dict(arguments), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def call_key(self) -> tuple[str, str]:
+        """Tool name and canonical arguments: equal for repeated identical calls."""
+        return (self.tool_name, self.arguments)
+
+    def placeholder(self) -> str:
+        """Minimal text that stands for the cleared result, keeping its key fields."""
+        lines = [f"[{self.tool_name}: {self.outcome}]"]
+        if self.key_fields:
+            lines.append("Key data: " + json.dumps(dict(self.key_fields), sort_keys=True))
+        if self.error_message:
+            lines.append(f"Error: {self.error_message}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Fact:
+    """A planted fact or user rule: its exact value and the unit that holds it."""
+
+    id: str
+    value: str
+    unit_id: str
+    priority: int = 2
+    kind: str = "fact"
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.value:
+            raise ContextError(f"Fact {self.id!r} has an empty value", key="value")
+        _check_choice("Fact", "kind", self.kind, FACT_KINDS)
+        _check_choice("Fact", "priority", self.priority, PRIORITIES)
+
+
+@dataclass(frozen=True)
+class ContextUnit:
+    """One item of context: a message, a code block, a log, a tool result, ...
+
+    ``priority`` is seed 001's tag (1 = must keep). ``pinned`` units (seed 000)
+    survive every compaction. ``token_count`` is computed from ``content`` when not
+    given. ``source_ids`` lists the original units a synthetic unit (summary,
+    placeholder, pointer) stands for; ``summary_depth`` counts how many summaries
+    deep its content is (a summary of a summary has depth 2).
+    """
+
+    id: str
+    type: str
+    content: str
+    role: str = "user"
+    turn: int = 0
+    timestamp: float = 0.0
+    priority: int = 2
+    pinned: bool = False
+    token_count: int = -1
+    tool: ToolEnvelope | None = None
+    fact_ids: tuple[str, ...] = ()
+    source_ids: tuple[str, ...] = ()
+    summary_depth: int = 0
+    meta: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ContextError(f"ContextUnit.id must be a non-empty string, got {describe_value(self.id)}", key="id")
+        if not isinstance(self.content, str) or not self.content.strip():
+            raise ContextError(f"ContextUnit {self.id!r}: content must not be empty", key="content")
+        _check_choice(f"ContextUnit {self.id!r}", "type", self.type, UNIT_TYPES)
+        _check_choice(f"ContextUnit {self.id!r}", "role", self.role, ROLES)
+        if isinstance(self.priority, bool) or self.priority not in PRIORITIES:
+            raise ContextError(
+                f"ContextUnit {self.id!r}: priority must be 1, 2 or 3, got {describe_value(self.priority)}",
+                key="priority",
+            )
+        if self.token_count < 0:
+            object.__setattr__(self, "token_count", count_tokens(self.content))
+
+    def with_content(self, content: str, **changes: Any) -> "ContextUnit":
+        """A copy with new content (token count recomputed) and other changes."""
+        return replace(self, content=content, token_count=-1, **changes)
+
+    @property
+    def meta_dict(self) -> dict[str, str]:
+        return dict(self.meta)
+
+    @property
+    def fingerprint(self) -> str:
+        return content_hash(f"{self.id}\x00{self.type}\x00{self.role}\x00{self.priority}\x00{self.pinned}\x00{self.content}")
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """Content moved out of the prompt (seed 002's externalization)."""
+
+    id: str
+    content: str
+    source_ids: tuple[str, ...]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class DroppedSpan:
+    """Index entry for dropped content (seed 002's dropped-span index)."""
+
+    source_ids: tuple[str, ...]
+    keywords: tuple[str, ...]
+    summary: str
+    strategy: str
+
+
+@dataclass(frozen=True)
+class ContextState:
+    """An ordered, immutable context and its limits.
+
+    ``limit`` and ``min_limit`` are tokens; ``warning_threshold`` is a share of the
+    limit. ``facts`` is the ground truth planted by the generator (id -> Fact).
+    ``history`` lists the strategy ids applied since the original state;
+    ``artifacts`` and ``dropped`` hold what externalization and drops removed.
+    """
+
+    units: tuple[ContextUnit, ...]
+    limit: int
+    min_limit: int = DEFAULT_MIN_LIMIT
+    warning_threshold: float = DEFAULT_WARNING_THRESHOLD
+    priority_areas: tuple[str, ...] = ("To Do List",)
+    task: str = ""
+    fact_table: tuple[Fact, ...] = ()
+    artifacts: tuple[Artifact, ...] = ()
+    dropped: tuple[DroppedSpan, ...] = ()
+    history: tuple[str, ...] = ()
+    scenario: str = ""
+    seed: int | None = None
+    message_format: str = DEFAULT_FORMAT
+    # derived, filled in __post_init__
+    total_tokens: int = field(init=False, compare=False)
+    _index: dict = field(init=False, repr=False, compare=False)
+    _facts: dict = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.units, tuple):
+            object.__setattr__(self, "units", tuple(self.units))
+        for name in ("limit", "min_limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ContextError(f"ContextState.{name} must be a positive integer, got {describe_value(value)}", key=name)
+        if self.limit < self.min_limit:
+            raise ContextError(
+                f"ContextState.limit {self.limit} is under the min_limit floor {self.min_limit}", key="limit"
+            )
+        if not 0 < self.warning_threshold <= 1:
+            raise ContextError(
+                f"ContextState.warning_threshold must be in (0, 1], got {describe_value(self.warning_threshold)}",
+                key="warning_threshold",
+            )
+        if self.message_format not in MESSAGE_OVERHEAD:
+            raise ContextError(f"unknown message_format {self.message_format!r}", key="message_format")
+        index: dict[str, int] = {}
+        for i, unit in enumerate(self.units):
+            if not isinstance(unit, ContextUnit):
+                raise ContextError(f"units[{i}] is not a ContextUnit: {describe_value(unit)}", key="units")
+            if unit.id in index:
+                raise ContextError(f"duplicate unit id {unit.id!r}", key="units")
+            index[unit.id] = i
+        overhead = MESSAGE_OVERHEAD[self.message_format]
+        total = sum(u.token_count for u in self.units) + overhead * len(self.units)
+        total += REPLY_PRIMING[self.message_format] if self.units else 0
+        object.__setattr__(self, "total_tokens", total)
+        object.__setattr__(self, "_index", index)
+        object.__setattr__(self, "_facts", {f.id: f for f in self.fact_table})
+
+    # ---- reading -------------------------------------------------------
+    @property
+    def facts(self) -> Mapping[str, Fact]:
+        """The planted facts and rules (id -> Fact), read-only."""
+        return MappingProxyType(self._facts)
+
+    def unit(self, unit_id: str) -> ContextUnit:
+        return self.units[self._index[unit_id]]
+
+    def __contains__(self, unit_id: object) -> bool:
+        return unit_id in self._index
+
+    def position(self, unit_id: str) -> int:
+        return self._index[unit_id]
+
+    @property
+    def unit_ids(self) -> tuple[str, ...]:
+        return tuple(u.id for u in self.units)
+
+    def unit_cost(self, unit: ContextUnit) -> int:
+        """Tokens a unit adds to the request: content plus message framing."""
+        return unit.token_count + message_overhead(self.message_format)
+
+    def tokens_of(self, units: Iterable[ContextUnit]) -> int:
+        """Request tokens of the given units alone (no reply priming)."""
+        return sum(self.unit_cost(u) for u in units)
+
+    @property
+    def usage(self) -> float:
+        """total_tokens / limit."""
+        return self.total_tokens / self.limit
+
+    @property
+    def warning_tokens(self) -> int:
+        return int(self.limit * self.warning_threshold)
+
+    def fits(self, target: int | None = None) -> bool:
+        return self.total_tokens <= (self.limit if target is None else target)
+
+    def tokens_by(self, attribute: str) -> dict[Any, int]:
+        """Content+framing tokens grouped by a unit attribute (type, priority, role)."""
+        out: dict[Any, int] = {}
+        for u in self.units:
+            key = getattr(u, attribute)
+            out[key] = out.get(key, 0) + self.unit_cost(u)
+        return out
+
+    @property
+    def tokens_by_type(self) -> dict[str, int]:
+        return self.tokens_by("type")
+
+    @property
+    def tokens_by_priority(self) -> dict[int, int]:
+        return self.tokens_by("priority")
+
+    @property
+    def tokens_by_role(self) -> dict[str, int]:
+        return self.tokens_by("role")
+
+    def render_messages(self) -> list[dict[str, str]]:
+        """The chat messages a model would receive, in order."""
+        return [{"role": u.role, "content": u.content} for u in self.units]
+
+    def render(self) -> str:
+        """The text a model would receive: one ``role: content`` block per unit."""
+        return "\n\n".join(f"{u.role}: {u.content}" for u in self.units)
+
+    @property
+    def fingerprint(self) -> str:
+        """Stable identity of the rendered content, limits and history."""
+        parts = [str(self.limit), str(self.min_limit), self.message_format, "|".join(self.history)]
+        parts.extend(u.fingerprint for u in self.units)
+        return content_hash("\n".join(parts))
+
+    def read_artifact(self, artifact_id: str) -> str:
+        """Original content of an externalized span (seed 002's read_artifact)."""
+        for art in self.artifacts:
+            if art.id == artifact_id:
+                return art.content
+        raise ContextError(f"unknown artifact {artifact_id!r}", key="artifact_id")
+
+    # ---- deriving ------------------------------------------------------
+    def with_units(self, units: Iterable[ContextUnit], *, applied: str | None = None, **changes: Any) -> "ContextState":
+        """A new state with other units (and optionally one more strategy in history)."""
+        history = self.history + ((applied,) if applied else ())
+        return replace(self, units=tuple(units), history=history, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (see :func:`state_from_dict`)."""
+        from .serialize import state_to_dict
+
+        return state_to_dict(self)

