@@ -1,0 +1,64 @@
+"""Aggregate statistics, rliable style: interquartile mean and stratified bootstrap CIs.
+
+Scores are arranged as a (runs × tasks) matrix — here seeds × scenarios. The IQM is
+the mean of the middle 50 % of all scores; its confidence interval comes from a
+stratified bootstrap that resamples runs *within* each task (so every scenario keeps
+its weight), percentile method.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+
+def iqm(scores: np.ndarray) -> float:
+    """Interquartile mean of all values (the mean of the middle 50 %)."""
+    flat = np.sort(np.asarray(scores, dtype=float).ravel())
+    n = flat.size
+    if n == 0:
+        return float("nan")
+    lo, hi = int(np.floor(n * 0.25)), int(np.ceil(n * 0.75))
+    if hi <= lo:
+        return float(flat.mean())
+    return float(flat[lo:hi].mean())
+
+
+def stratified_bootstrap_ci(
+    scores: np.ndarray,
+    statistic: Callable[[np.ndarray], float] = iqm,
+    *,
+    reps: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile CI of ``statistic`` over a (runs × tasks) matrix."""
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim == 1:
+        scores = scores[:, None]
+    runs, tasks = scores.shape
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, runs, size=(reps, runs, tasks))
+    resampled = np.take_along_axis(np.broadcast_to(scores, (reps, runs, tasks)), idx, axis=1)
+    stats = np.array([statistic(r) for r in resampled])
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
+
+
+def paired_difference_ci(
+    a: np.ndarray, b: np.ndarray, *, reps: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """Mean of ``a − b`` (paired, runs × tasks) with its stratified bootstrap CI."""
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    lo, hi = stratified_bootstrap_ci(diff, lambda m: float(np.mean(m)), reps=reps, confidence=confidence, seed=seed)
+    return float(np.mean(diff)), lo, hi
+
+
+def normalized_score(reward: np.ndarray, random_reward: np.ndarray, oracle_reward: np.ndarray) -> np.ndarray:
+    """``(R − R_random) / (R_oracle − R_random)``; 1 where the oracle gains nothing over random."""
+    reward, lo, hi = (np.asarray(x, dtype=float) for x in (reward, random_reward, oracle_reward))
+    span = hi - lo
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(np.abs(span) > 1e-9, (reward - lo) / span, 1.0)
+    return out

@@ -1,0 +1,45 @@
+"""Breaking strategies: the action space of the environments.
+
+Families, one module each: ``seed001`` (seed 001's five), ``window`` (seed 000's
+compaction strategies), ``ladder`` (seed 002's externalize / clear / drop),
+``pruning`` (seed 004 / OpenCode DCP pruning and keep-recent compaction) and
+``recovery`` (fresh start, truncate, error). Each module registers its classes
+with :func:`~ctxsim.strategies.registry.register`.
+"""
+
+from importlib import import_module
+
+from .base import (
+    BREAKER_FAILED,
+    RECOVERY_TRIGGERED,
+    TOKEN_LIMIT_EXCEEDED,
+    ContextBudget,
+    Outcome,
+    ProgressEvent,
+    Strategy,
+    StrategyContext,
+    StrategyResult,
+)
+from .registry import describe_strategies, get_strategy, list_strategies, register, strategy_class, strategy_from_config
+
+FAMILIES = ("pruning", "ladder", "seed001", "window", "recovery")
+for _family in FAMILIES:
+    import_module(f"{__name__}.{_family}")
+
+__all__ = [
+    "BREAKER_FAILED",
+    "RECOVERY_TRIGGERED",
+    "TOKEN_LIMIT_EXCEEDED",
+    "ContextBudget",
+    "Outcome",
+    "ProgressEvent",
+    "Strategy",
+    "StrategyContext",
+    "StrategyResult",
+    "describe_strategies",
+    "get_strategy",
+    "list_strategies",
+    "register",
+    "strategy_class",
+    "strategy_from_config",
+]

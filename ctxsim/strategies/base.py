@@ -1,0 +1,289 @@
+"""The strategy contract (seed 003's pattern, in Python).
+
+A strategy is a pure function of a :class:`~ctxsim.model.ContextState`: it has an
+id, a display name, an aggressiveness ``rank`` (seed 002's ladder: lower ranks are
+applied first), typed parameters with the seeds' defaults, and
+``apply(state, ctx) -> StrategyResult``. The input state is never touched.
+
+Contract enforced here for every strategy:
+
+* pinned units come out unchanged (a violation is a bug and raises);
+* tokens never grow, except for recovery handovers: a non-recovery strategy whose
+  output is larger than its input returns the input unchanged;
+* the result lists which units were removed, compressed in place, or folded into a
+  summary/pointer, the modeled latency (ms) and seed 001's progress events.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from ..errors import StrategyError
+from ..latency import Cost, LatencyModel
+from ..model import ContextState, ContextUnit
+
+TOKEN_LIMIT_EXCEEDED = "TOKEN_LIMIT_EXCEEDED"
+BREAKER_FAILED = "BREAKER_FAILED"
+RECOVERY_TRIGGERED = "RECOVERY_TRIGGERED"
+
+#: seed 002's ladder, least to most aggressive (the ``rank`` of a strategy)
+RANK_PRUNE, RANK_EXTERNALIZE, RANK_COMPRESS, RANK_SUMMARIZE, RANK_CLEAR, RANK_SELECT, RANK_DROP, RANK_RECOVERY = range(8)
+
+
+class Params(BaseModel):
+    """Base of every strategy's parameter model (frozen, unknown keys rejected)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """One progress message in seed 001's phases (the sidebar's status line)."""
+
+    phase: str
+    message: str
+    tokens: int
+    limit: int
+    code: str | None = None
+
+    @property
+    def progress(self) -> int:
+        """Percent of the limit in use; -1 during recovery (seed 001)."""
+        return -1 if self.phase == "recovery" else min(100, round(self.tokens / self.limit * 100))
+
+
+@dataclass(frozen=True)
+class ContextBudget:
+    """Seed 003's budget: strategies that must run, and strategies never to run."""
+
+    max_tokens: int | None = None
+    required: tuple[str, ...] = ()
+    excluded: tuple[str, ...] = ()
+
+    def is_required(self, strategy_id: str) -> bool:
+        return strategy_id in self.required
+
+    def is_excluded(self, strategy_id: str) -> bool:
+        return strategy_id in self.excluded
+
+    def should_execute(self, strategy_id: str) -> bool:
+        return not self.is_excluded(strategy_id)
+
+
+@dataclass
+class StrategyContext:
+    """What a strategy may use besides the state.
+
+    ``target_tokens`` is the size to reach (default: the state's limit); ``query`` is
+    the text relevance is measured against (default: the state's task);
+    ``skip_aggressive`` is seed 002's turn flag after a rehydration (externalize and
+    drop then do nothing).
+    """
+
+    embedder_id: str = "hashed-tfidf"
+    summarizer_kind: str = "extractive"
+    latency: LatencyModel = field(default_factory=LatencyModel)
+    target_tokens: int | None = None
+    query: str | None = None
+    budget: ContextBudget | None = None
+    skip_aggressive: bool = False
+    summarizer_options: dict[str, Any] = field(default_factory=dict)
+
+    def target(self, state: ContextState) -> int:
+        return state.limit if self.target_tokens is None else self.target_tokens
+
+    def query_for(self, state: ContextState) -> str:
+        return self.query or state.task or "current task context"
+
+    @property
+    def embedder(self):
+        from ..relevance import get_embedder
+
+        return get_embedder(self.embedder_id)
+
+    @property
+    def summarizer(self):
+        from ..summarize import get_summarizer
+
+        return get_summarizer(self.summarizer_kind, **self.summarizer_options)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a strategy's ``run`` returns to the template in :meth:`Strategy.apply`."""
+
+    state: ContextState
+    cost: Cost = Cost()
+    fallback: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class StrategyResult:
+    """The result of one strategy application."""
+
+    strategy: str
+    state: ContextState
+    tokens_before: int
+    tokens_after: int
+    removed: tuple[str, ...]
+    compressed: tuple[str, ...]
+    summarized: tuple[str, ...]
+    cost: Cost
+    latency_ms: float
+    events: tuple[ProgressEvent, ...]
+    fallback: str | None = None
+    recovery: bool = False
+    note: str = ""
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.removed or self.compressed or self.summarized) or self.tokens_after != self.tokens_before
+
+    @property
+    def tokens_reduced(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
+class Strategy:
+    """Base class. Subclasses set the class attributes and implement :meth:`run`.
+
+    Class attributes: ``id`` (public name), ``display_name``, ``rank`` (ladder
+    order), ``phase`` (seed 001 progress phase), ``seed`` (design document it comes
+    from), ``keeps_p1`` (promise: every P1 unit survives, possibly compressed in
+    place), ``recovery`` (a recovery mode), ``Params`` (a :class:`Params` model).
+    """
+
+    id: ClassVar[str]
+    display_name: ClassVar[str]
+    rank: ClassVar[int]
+    phase: ClassVar[str] = ""
+    seed: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    keeps_p1: ClassVar[bool] = False
+    recovery: ClassVar[bool] = False
+    Params: ClassVar[type[Params]] = Params
+
+    def __init__(self, **params: Any):
+        try:
+            self.params = self.Params(**params)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            key = ".".join(str(p) for p in err["loc"]) or "?"
+            valid = ", ".join(self.Params.model_fields) or "none"
+            if err["type"] == "extra_forbidden":
+                raise StrategyError(
+                    f"strategy '{self.id}' has no parameter '{key}'; valid parameters: {valid}"
+                ) from None
+            raise StrategyError(
+                f"strategy '{self.id}' parameter '{key}': {err['msg']} (got {err.get('input')!r})"
+            ) from None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.params!r})"
+
+    # ---- to implement ----------------------------------------------------
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        """Cheap check: can this strategy change ``state`` at all? (action masks)"""
+        return any(not u.pinned for u in state.units)
+
+    # ---- template --------------------------------------------------------
+    def apply(self, state: ContextState, ctx: StrategyContext | None = None) -> StrategyResult:
+        ctx = ctx or StrategyContext()
+        if ctx.budget is not None and ctx.budget.is_excluded(self.id):
+            raise StrategyError(f"strategy '{self.id}' is excluded by the budget")
+        started = time.perf_counter()
+        out = self.run(state, ctx)
+        wall_ms = (time.perf_counter() - started) * 1000
+        new = out.state
+        if not self.recovery and new.total_tokens > state.total_tokens:
+            new, out = state, Outcome(state, out.cost, out.fallback, "output larger than input; unchanged")
+        _check_pinned(self.id, state, new)
+        latency = round(wall_ms, 3) if ctx.latency.measured else ctx.latency.ms(out.cost)
+        removed, compressed, summarized = _diff(state, new)
+        return StrategyResult(
+            strategy=self.id,
+            state=new,
+            tokens_before=state.total_tokens,
+            tokens_after=new.total_tokens,
+            removed=removed,
+            compressed=compressed,
+            summarized=summarized,
+            cost=out.cost,
+            latency_ms=latency,
+            events=self._events(state, new, ctx, out),
+            fallback=out.fallback,
+            recovery=self.recovery,
+            note=out.note,
+        )
+
+    def _events(self, before: ContextState, after: ContextState, ctx: StrategyContext, out: Outcome):
+        target = ctx.target(before)
+        events = []
+        if before.total_tokens > target:
+            events.append(
+                ProgressEvent("detection", "Checking context length…", before.total_tokens, before.limit, TOKEN_LIMIT_EXCEEDED)
+            )
+        if self.recovery:
+            events.append(
+                ProgressEvent(
+                    "recovery", "Overflow detected – starting fresh conversation", before.total_tokens, before.limit,
+                    RECOVERY_TRIGGERED,
+                )
+            )
+        events.append(
+            ProgressEvent(
+                self.phase or self.id,
+                f"{self.display_name}… ({_k(before.total_tokens)} → {_k(after.total_tokens)} tokens)",
+                after.total_tokens,
+                before.limit,
+            )
+        )
+        if out.fallback:
+            events.append(ProgressEvent(self.phase or self.id, f"Fallback: {out.fallback}", after.total_tokens, before.limit))
+        if self.recovery:
+            events.append(ProgressEvent("handover", "Resumed from summary. Continuing task…", after.total_tokens, before.limit))
+        if after.total_tokens <= target:
+            events.append(
+                ProgressEvent("success", f"Context reduced to {after.total_tokens:,} / {before.limit:,} tokens", after.total_tokens, before.limit)
+            )
+        return tuple(events)
+
+
+def _k(tokens: int) -> str:
+    return f"{tokens / 1000:.1f}k" if tokens >= 1000 else str(tokens)
+
+
+def _diff(before: ContextState, after: ContextState) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """Unit ids removed, compressed in place, and folded into a synthetic unit."""
+    folded = {sid for u in after.units if u.id not in before for sid in u.source_ids}
+    removed, summarized, compressed = [], [], []
+    for u in before.units:
+        if u.id not in after:
+            (summarized if u.id in folded else removed).append(u.id)
+        elif after.unit(u.id).token_count < u.token_count:
+            compressed.append(u.id)
+    return tuple(removed), tuple(compressed), tuple(summarized)
+
+
+def _check_pinned(strategy_id: str, before: ContextState, after: ContextState) -> None:
+    for u in before.units:
+        if u.pinned and (u.id not in after or after.unit(u.id).content != u.content):
+            raise StrategyError(f"strategy '{strategy_id}' broke the pinned unit {u.id!r} (bug)")
+
+
+def unchanged(state: ContextState, note: str = "nothing to do") -> Outcome:
+    """The outcome of a strategy that leaves the state as it is."""
+    return Outcome(state, Cost(), None, note)
+
+
+def is_protected(unit: ContextUnit, *, keep_p1: bool = False) -> bool:
+    """Pinned units are never touched; with ``keep_p1`` neither are P1 units."""
+    return unit.pinned or (keep_p1 and unit.priority == 1)

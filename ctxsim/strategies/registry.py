@@ -1,0 +1,67 @@
+"""One registry of strategies, keyed by id (seed 003's factory).
+
+Adding a strategy is one class with ``@register`` in a module of this package plus
+that module's import in ``ctxsim/strategies/__init__.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import StrategyError
+from .base import Strategy
+
+_REGISTRY: dict[str, type[Strategy]] = {}
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    """Class decorator: make a strategy available under its ``id``."""
+    if cls.id in _REGISTRY and _REGISTRY[cls.id] is not cls:
+        raise StrategyError(f"strategy id '{cls.id}' registered twice")
+    _REGISTRY[cls.id] = cls
+    return cls
+
+
+def list_strategies() -> list[str]:
+    """Registered strategy ids in ladder order (rank, then id)."""
+    return [c.id for c in sorted(_REGISTRY.values(), key=lambda c: (c.rank, c.id))]
+
+
+def strategy_class(strategy_id: str) -> type[Strategy]:
+    try:
+        return _REGISTRY[strategy_id]
+    except KeyError:
+        raise StrategyError(
+            f"unknown strategy '{strategy_id}'; valid ids: {', '.join(list_strategies())}"
+        ) from None
+
+
+def get_strategy(strategy_id: str, **params: Any) -> Strategy:
+    """A configured strategy; unknown ids or parameters fail with the valid ones."""
+    return strategy_class(strategy_id)(**params)
+
+
+def strategy_from_config(strategy_id: str, config) -> Strategy:
+    """A strategy with the parameters a ``context_config`` gives it."""
+    return get_strategy(strategy_id, **config.strategy_params(strategy_id))
+
+
+def describe_strategies() -> list[dict[str, Any]]:
+    """One row per strategy: id, name, rank, seed, summary, default parameters."""
+    rows = []
+    for sid in list_strategies():
+        cls = _REGISTRY[sid]
+        defaults = {k: f.default for k, f in cls.Params.model_fields.items()}
+        rows.append(
+            {
+                "id": sid,
+                "name": cls.display_name,
+                "rank": cls.rank,
+                "seed": cls.seed,
+                "keeps_p1": cls.keeps_p1,
+                "recovery": cls.recovery,
+                "summary": cls.summary,
+                "params": defaults,
+            }
+        )
+    return rows

@@ -1,0 +1,82 @@
+import pickle
+
+import pytest
+
+from ctxsim.errors import ContextError
+from ctxsim.model import ContextState, ContextUnit, Fact, ToolEnvelope
+from ctxsim.serialize import dumps_state, state_from_dict
+from ctxsim.tokens import count_messages, count_tokens
+
+
+def unit(uid="u1", **kw):
+    kw.setdefault("type", "message")
+    kw.setdefault("content", "The budget is $1,250 for the migration.")
+    return ContextUnit(id=uid, **kw)
+
+
+def test_unit_counts_its_tokens():
+    u = unit()
+    assert u.token_count == count_tokens(u.content)
+
+
+@pytest.mark.parametrize(
+    "field,value",
+    [("content", ""), ("content", "   "), ("priority", 0), ("priority", 4), ("priority", True), ("type", "video"), ("role", "robot"), ("id", "")],
+)
+def test_bad_unit_values_name_the_field(field, value):
+    with pytest.raises(ContextError) as exc:
+        unit(**({"uid": value} if field == "id" else {field: value}))
+    assert field in str(exc.value)
+
+
+def test_state_totals_equal_request_tokens():
+    s = ContextState((unit("a"), unit("b", role="assistant", content="Sure, I will keep it under budget.")), limit=4000)
+    assert s.total_tokens == count_messages(s.render_messages())
+    assert sum(s.tokens_by_type.values()) + 3 == s.total_tokens
+
+
+@pytest.mark.parametrize(
+    "kw,key", [({"limit": -5}, "limit"), ({"limit": 1000}, "limit"), ({"limit": 5000, "warning_threshold": 1.5}, "warning_threshold")]
+)
+def test_bad_state_values(kw, key):
+    with pytest.raises(ContextError) as exc:
+        ContextState((unit(),), **kw)
+    assert key in str(exc.value)
+
+
+def test_limit_under_floor_allowed_when_floor_lowered():
+    assert ContextState((unit(),), limit=1000, min_limit=500).limit == 1000
+
+
+def test_duplicate_ids_rejected():
+    with pytest.raises(ContextError, match="duplicate"):
+        ContextState((unit("a"), unit("a")), limit=4000)
+
+
+def test_state_is_immutable_and_derivations_return_new_states():
+    s = ContextState((unit("a"),), limit=4000)
+    with pytest.raises(AttributeError):
+        s.limit = 10
+    t = s.with_units((unit("a"), unit("b")), applied="remove_oldest")
+    assert len(s.units) == 1 and len(t.units) == 2 and t.history == ("remove_oldest",)
+
+
+def test_json_and_pickle_round_trip():
+    env = ToolEnvelope("read_file", "c1", '{"path":"a.py"}', key_fields=(("path", "a.py"),), durability="replayable")
+    s = ContextState(
+        (unit("a", priority=1, pinned=True), unit("b", type="tool_result", role="tool", tool=env)),
+        limit=4000,
+        fact_table=(Fact("f1", "$1,250", "a", 1, "fact", "The budget is $1,250."),),
+        task="migrate",
+    )
+    assert state_from_dict(__import__("json").loads(dumps_state(s))) == s
+    assert pickle.loads(pickle.dumps(s)) == s
+    assert s.facts["f1"].unit_id == "a"
+    with pytest.raises(TypeError):
+        s.facts["f2"] = None
+
+
+def test_tool_placeholder_keeps_key_fields():
+    env = ToolEnvelope("http_get", "c9", outcome="failure", key_fields=(("order_id", "A-17"),), error_message="503")
+    text = env.placeholder()
+    assert "A-17" in text and "503" in text and "failure" in text

@@ -1,0 +1,50 @@
+import numpy as np
+import pytest
+
+from ctxsim.metrics import BreakingOutcome
+from ctxsim.reward import RewardWeights, compute_reward, reward_terms
+from ctxsim.stats import iqm, normalized_score, paired_difference_ci, stratified_bootstrap_ci
+
+
+def make(success=True, recovery=False, coherence=0.9, reduced=5000, original=10000, p1=1.0, ms=0.0):
+    return BreakingOutcome(success, recovery, coherence, coherence - 1, reduced, original, original - reduced, 5000, p1, 1.0, 1.0, ms)
+
+
+def test_seed_formula_success():
+    o = make(ms=600)
+    assert compute_reward(o) == pytest.approx(1 + 0.5 * -0.1 + 0.3 * 0.5 + 0.2 * 1.0 - 0.06)
+
+
+def test_latency_free_under_500ms():
+    assert reward_terms(make(ms=500))["latency"] == 0
+    assert reward_terms(make(ms=501))["latency"] == pytest.approx(-0.0501)
+
+
+def test_failure_and_recovery():
+    assert compute_reward(make(success=False, recovery=True)) == pytest.approx(-1.7)
+    assert compute_reward(make(success=True, recovery=True, coherence=1.0, reduced=0, p1=0)) == pytest.approx(0.3)
+
+
+def test_clamped():
+    assert compute_reward(make(success=False, recovery=True, ms=10_000)) == -2.0
+    assert compute_reward(make(), RewardWeights(success=5)) == 2.0
+
+
+def test_terms_sum_to_unclamped_reward():
+    o = make(ms=900)
+    assert sum(reward_terms(o).values()) == pytest.approx(compute_reward(o))
+
+
+def test_iqm_and_bootstrap():
+    x = np.array([0, 1, 2, 3, 4, 5, 6, 100.0])
+    assert iqm(x) == pytest.approx(np.mean([2, 3, 4, 5]))
+    scores = np.random.default_rng(1).normal(0.5, 0.1, size=(10, 17))
+    lo, hi = stratified_bootstrap_ci(scores, reps=300)
+    assert lo < iqm(scores) < hi and hi - lo < 0.1
+    mean, lo, hi = paired_difference_ci(scores + 0.2, scores, reps=300)
+    assert mean == pytest.approx(0.2) and lo == pytest.approx(0.2) and hi == pytest.approx(0.2)
+
+
+def test_normalized_score():
+    out = normalized_score(np.array([0.5, 1.0, 0.0]), np.array([0.0, 0.0, 0.0]), np.array([1.0, 1.0, 0.0]))
+    assert out.tolist() == [0.5, 1.0, 1.0]
