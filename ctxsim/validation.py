@@ -1,0 +1,150 @@
+"""Shared loading and validation for every YAML file ctxsim reads.
+
+Two helpers that every loader (context_config, model limits, scenarios, env specs,
+experiments) uses, so that all of them fail the same way: one ctxsim error whose
+single-line message names the file, the dotted key path and the offending value.
+
+- :func:`load_yaml` reads a file as UTF-8 and parses it with ``yaml.safe_load``.
+- :func:`validate` runs a pydantic v2 model over parsed data and turns a
+  ``ValidationError`` into the caller's error class.
+
+Cross-field checks inside a model (``model_validator``) raise :class:`KeyedValueError`
+to point the message at the nested key they concern instead of at the whole model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from .errors import CtxsimError, describe_value
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+#: pydantic error types reworded for people who write YAML, not Python
+_TYPE_MESSAGES = {
+    "missing": "required key is missing",
+    "extra_forbidden": "unknown key",
+    "model_type": "expected a mapping",
+    "model_attributes_type": "expected a mapping",
+    "dict_type": "expected a mapping",
+    "tuple_type": "expected a list",
+    "list_type": "expected a list",
+    "invalid_key": "keys must be strings",
+    "too_short": "needs at least {min_length} item(s)",
+    "too_long": "allows at most {max_length} item(s)",
+}
+
+
+class KeyedValueError(ValueError):
+    """A failed cross-field check that names the key (relative to the model) and value.
+
+    Raise it from a pydantic validator; :func:`validate` appends ``key`` to the
+    model's own location, so the message says e.g. ``context_config.per_llm[1].limit``.
+    """
+
+    def __init__(self, key: str, value: Any, message: str):
+        self.key, self.value = key, value
+        super().__init__(message)
+
+
+def load_yaml(path: str | Path, error_cls: type[CtxsimError]) -> Any:
+    """Parse a UTF-8 YAML file with ``yaml.safe_load``.
+
+    Raises ``error_cls`` (one line, naming the file) when the file cannot be read, is
+    not UTF-8, or is not valid YAML (with line and column). An empty file yields None.
+    """
+    source = str(path)
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise error_cls(f"cannot read file ({exc.strerror or exc})", source=source) from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise error_cls(f"not UTF-8 text (byte {raw[exc.start:exc.start + 1]!r} at offset {exc.start})", source=source) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        problem = exc.problem or exc.context or "syntax error"
+        raise error_cls(f"invalid YAML at {where}: {_one_line(problem)}", source=source) from None
+    except (yaml.YAMLError, ValueError, RecursionError) as exc:
+        # ValueError: safe_load's timestamp constructor on dates like 2001-13-45
+        raise error_cls(f"invalid YAML: {_one_line(str(exc)) or type(exc).__name__}", source=source) from None
+
+
+def validate(
+    model_cls: type[ModelT],
+    data: Any,
+    source: str | Path,
+    error_cls: type[CtxsimError],
+    key_prefix: str = "",
+) -> ModelT:
+    """``model_cls.model_validate(data)``, raising ``error_cls`` on the first error.
+
+    ``key_prefix`` is prepended to every key path (for data nested in a larger file).
+    The message is one line: the file, the dotted key path (list items as ``[i]``),
+    what is wrong and the value; further errors are counted and their keys listed.
+    """
+    try:
+        return model_cls.model_validate(data)
+    except ValidationError as exc:
+        raise _to_error(exc, source, error_cls, key_prefix) from None
+
+
+def _to_error(exc: ValidationError, source: str | Path, error_cls: type[CtxsimError], key_prefix: str) -> CtxsimError:
+    described = [_describe(err, key_prefix) for err in exc.errors()]
+    key, message = described[0]
+    others = sorted({k or "<top level>" for k, _ in described[1:]} - {key or "<top level>"})
+    if len(described) > 1:
+        message += f" (+{len(described) - 1} more error(s)" + (f" at {', '.join(others)})" if others else ")")
+    return error_cls(message, source=str(source), key=key or None)
+
+
+def _describe(err: dict, key_prefix: str) -> tuple[str, str]:
+    """(dotted key path, 'what is wrong (got value)') for one pydantic error."""
+    loc = list(err["loc"])
+    value = err.get("input")
+    ctx = err.get("ctx") or {}
+    cause = ctx.get("error")
+    if isinstance(cause, KeyedValueError):
+        loc += cause.key.split(".")
+        value = cause.value
+        text = str(cause)
+    elif err["type"] in _TYPE_MESSAGES:
+        text = _TYPE_MESSAGES[err["type"]].format(**ctx)
+    else:
+        text = err["msg"].removeprefix("Value error, ")
+    if loc and loc[-1] == "[key]":  # pydantic's marker for a bad mapping key
+        loc.pop()
+        text = f"bad key name: {text}"
+    key = join_key(*([key_prefix] if key_prefix else []), *loc)
+    if err["type"] == "missing":
+        return key, text
+    return key, f"{_one_line(text)} (got {describe_value(value)})"
+
+
+def join_key(*parts: object) -> str:
+    """Dotted key path: ``join_key("a", "b", 0, "c") == "a.b[0].c"``.
+
+    Integers become ``[i]``; an empty or unprintable key is quoted (``a['\\n']``) so
+    the path stays on one line.
+    """
+    key = ""
+    for part in parts:
+        if isinstance(part, int) and not isinstance(part, bool):
+            key += f"[{part}]"
+        elif not isinstance(part, str) or part == "" or not part.isprintable():
+            key += f"[{part!r}]"
+        else:
+            key += f".{part}" if key else part
+    return key
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
