@@ -1,0 +1,154 @@
+"""Building the context string of a window within a token budget (seed 000's Build).
+
+The budget is ``max_tokens - reserve_for_response`` tokens and covers the whole
+request: the built string sent as one message in the window's chat format, with
+its framing and reply priming (:func:`ctxsim.tokens.count_messages`), so
+``count_tokens(content) <= total_tokens <= budget`` always holds (seed 002's budget
+test). Item types fall into build groups:
+
+==================  ==================================  ======================
+group               item types                          option
+==================  ==================================  ======================
+system prompt       system_prompt                       include_system_prompt
+instructions        instruction                         include_instructions
+recent history      user_message, assistant_message,    include_recent_history,
+                    tool_result                         max_history_items
+relevant memory     retrieved_document, working_memory  include_relevant_memory
+other               other                               always
+==================  ==================================  ======================
+
+Collection: pinned items first, then the rest, each in seed 000's order, greedily
+(an item that does not fit is skipped, smaller later ones may still fit). The
+string lists the chosen items in seed 000's order, joined by ``section_separator``;
+an item with a role is rendered with ``message_format``, one without as its content.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from ..errors import ContextError, describe_value
+from ..tokens import count_messages, count_tokens
+from .items import ContextItem, chronological
+
+HISTORY_TYPES = ("user_message", "assistant_message", "tool_result")
+_GROUP_OPTION = {
+    "system_prompt": "include_system_prompt",
+    "instruction": "include_instructions",
+    "user_message": "include_recent_history",
+    "assistant_message": "include_recent_history",
+    "tool_result": "include_recent_history",
+    "retrieved_document": "include_relevant_memory",
+    "working_memory": "include_relevant_memory",
+}
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Options of :meth:`ContextWindow.build` (seed 000's ``BuildContextOptions``).
+
+    ``max_history_items``: most recent non-pinned history items kept (count).
+    ``message_format``: template with ``{role}`` and ``{content}``.
+    ``reserve_for_response``: tokens left out of the budget for the reply.
+    ``include_ids``: when given, only these items are candidates; ``exclude_ids``:
+    never included (pinned or not).
+    """
+
+    include_system_prompt: bool = True
+    include_instructions: bool = True
+    include_recent_history: bool = True
+    max_history_items: int = 10
+    include_relevant_memory: bool = True
+    section_separator: str = "\n\n---\n\n"
+    message_format: str = "[{role}]: {content}"
+    reserve_for_response: int = 1000
+    include_ids: frozenset[str] | None = None
+    exclude_ids: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        for name in ("max_history_items", "reserve_for_response"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ContextError(f"BuildOptions.{name} must be an integer >= 0, got {describe_value(value)}", key=name)
+        if not isinstance(self.message_format, str) or "{content}" not in self.message_format:
+            raise ContextError(
+                f"BuildOptions.message_format must contain '{{content}}', got {describe_value(self.message_format)}",
+                key="message_format",
+            )
+        if self.include_ids is not None:
+            object.__setattr__(self, "include_ids", frozenset(self.include_ids))
+        object.__setattr__(self, "exclude_ids", frozenset(self.exclude_ids))
+
+    def admits(self, item: ContextItem) -> bool:
+        """True when the options let ``item`` be a candidate (before budget and history cap)."""
+        if item.id in self.exclude_ids or (self.include_ids is not None and item.id not in self.include_ids):
+            return False
+        option = _GROUP_OPTION.get(item.type)
+        return option is None or bool(getattr(self, option))
+
+    def render(self, item: ContextItem) -> str:
+        """One item's text: ``message_format`` filled in when it has a role."""
+        if item.role is None:
+            return item.content
+        return self.message_format.replace("{role}", item.role).replace("{content}", item.content)
+
+
+@dataclass(frozen=True)
+class BuiltContext:
+    """A built context (seed 000's ``BuiltContext``).
+
+    ``total_tokens`` is the request size of ``content`` sent as one message (content,
+    framing, reply priming; 0 when empty). ``excluded_ids`` are the items of the
+    window that are not in ``content``: filtered by the options, over the budget,
+    or removed by the compaction this build ran. ``tokens_freed`` is that
+    compaction's gain (0 without one).
+    """
+
+    content: str
+    total_tokens: int
+    included_ids: tuple[str, ...]
+    excluded_ids: tuple[str, ...]
+    was_compacted: bool
+    tokens_freed: int
+
+
+def request_tokens(content: str, chat_format: str) -> int:
+    """Tokens of ``content`` sent as one chat message (0 for an empty string)."""
+    return count_messages([{"role": "system", "content": content}], chat_format) if content else 0
+
+
+def _history_cap(candidates: Sequence[ContextItem], keep: int) -> set[str]:
+    """Ids of non-pinned history items older than the ``keep`` most recent."""
+    history = chronological(i for i in candidates if i.type in HISTORY_TYPES and not i.pinned)
+    return {i.id for i in history[: max(0, len(history) - keep)]}
+
+
+def compose(
+    items: Iterable[ContextItem], options: BuildOptions, budget: int, chat_format: str
+) -> tuple[str, tuple[str, ...]]:
+    """The context string and the included ids, for ``items`` in seed 000's order.
+
+    Greedy estimate from per-piece counts, then an exact count of the joined string;
+    while that is over ``budget`` the last-collected item is dropped (BPE counts of
+    a concatenation may differ from the sum of the parts).
+    """
+    candidates = [i for i in items if options.admits(i)]
+    capped = _history_cap(candidates, options.max_history_items)
+    candidates = [i for i in candidates if i.id not in capped]
+    collection = [i for i in candidates if i.pinned] + [i for i in candidates if not i.pinned]
+    separator = count_tokens(options.section_separator)
+    used = request_tokens(" ", chat_format) - count_tokens(" ")  # framing + reply priming
+    chosen: list[ContextItem] = []
+    for item in collection:
+        cost = count_tokens(options.render(item)) + (separator if chosen else 0)
+        if used + cost <= budget:
+            chosen.append(item)
+            used += cost
+    while True:
+        ids = {i.id for i in chosen}
+        included = [i for i in candidates if i.id in ids]
+        content = options.section_separator.join(options.render(i) for i in included)
+        if not chosen or request_tokens(content, chat_format) <= budget:
+            return content, tuple(i.id for i in included)
+        chosen.pop()

@@ -1,0 +1,509 @@
+"""The runtime context window (seed 000's ``IContextWindow``) that strategies and
+learned policies plug into.
+
+Token accounting: ``current_tokens`` is the request size of the items as chat
+messages — every item's content tokens (exact cl100k) plus the chat format's
+per-message framing, plus the reply priming when there is any item. It equals
+``to_state().total_tokens`` (:class:`~ctxsim.model.ContextState`).
+
+Compaction runs a ctxsim strategy, a chain of them, or a learned policy on the
+mapped state (:mod:`ctxsim.window.items`) and maps the result back. Precedence
+when no strategy is named: ``policy`` > ``chain`` > ``default_strategy``.
+
+Concurrency: one re-entrant lock guards the state and every public method is
+atomic. Event callbacks run after the lock is released. Compaction is optimistic
+(seed 002's ``CompactionTransaction``): :meth:`ContextWindow.plan_compaction` runs
+the strategy on a snapshot without holding the lock and
+:meth:`ContextWindow.commit` installs it only if the window's ``version`` has not
+moved. ``add`` and ``build`` compact inside their own atomic section.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any, Callable, Iterable, Sequence
+
+from ..config import usage_tier
+from ..errors import ContextError, ContextWindowFull, describe_value
+from ..model import DEFAULT_MIN_LIMIT, ContextState
+from ..strategies import Strategy
+from ..tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, message_overhead
+from .build import BuildOptions, BuiltContext, compose, request_tokens
+from .compaction import BreakingPolicy, CompactionProposal, StrategySpec, plan, resolve, run_chain, run_policy
+from .events import Built, Cleared, Compacted, Event, EventHub, ItemAdded, ItemRemoved
+from .items import ContextItem, check_priority, check_type, chronological, items_to_state, ordered
+
+#: optimistic attempts of compact() before it runs the strategy under the lock
+COMMIT_RETRIES = 3
+#: seed 000: auto-compaction reaches ``threshold - 15`` percent; builds compact to 70 %
+THRESHOLD_MARGIN_PERCENT = 15.0
+BUILD_TARGET_PERCENT = 70.0
+
+
+@dataclass(frozen=True)
+class ContextSnapshot:
+    """The window's content and settings at ``version`` (items in seed 000's order)."""
+
+    version: int
+    items: tuple[ContextItem, ...]
+    max_tokens: int
+    compaction_threshold: float
+    strategy: str
+    agent_id: str = "agent"
+
+
+@dataclass(frozen=True)
+class WindowStats:
+    """Seed 000's statistics. ``tokens_by_type`` counts content plus framing per
+    item type (the reply priming is in ``current_tokens`` only)."""
+
+    total_items: int
+    pinned_items: int
+    current_tokens: int
+    max_tokens: int
+    available_tokens: int
+    usage_percent: float
+    usage_tier: str
+    items_by_type: dict[str, int]
+    tokens_by_type: dict[str, int]
+    compaction_count: int
+    total_tokens_freed: int
+    version: int
+
+
+def _percent(value: Any, key: str, low: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low < value <= 100:
+        raise ContextError(f"{key} must be a percentage in ({low:g}, 100], got {describe_value(value)}", key=key)
+    return float(value)
+
+
+class ContextWindow:
+    """A token-bounded, priority-ordered context window (seed 000).
+
+    ``max_tokens``: window size (tokens). ``compaction_threshold``: percent of
+    ``max_tokens`` above which ``add`` compacts first (to ``threshold - 15`` %).
+    ``policy``: a :class:`BreakingPolicy`; ``chain``: strategy ids applied in order
+    until the target is reached; ``default_strategy``: a strategy id.
+    ``message_format``: the chat format whose framing is counted (``openai``,
+    ``anthropic``, ``plain``). ``max_items``: item limit (seed 000: 1,000).
+    ``task``: the text relevance-based strategies score against (``ContextState.task``).
+    """
+
+    def __init__(
+        self,
+        max_tokens: int,
+        compaction_threshold: float = 85.0,
+        *,
+        policy: BreakingPolicy | None = None,
+        chain: Sequence[str | Strategy] | None = None,
+        default_strategy: str | Strategy = "remove_low_priority",
+        message_format: str = "openai",
+        max_items: int = 1000,
+        agent_id: str = "agent",
+        task: str = "",
+    ):
+        for name, value in (("max_tokens", max_tokens), ("max_items", max_items)):
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ContextError(f"ContextWindow.{name} must be a positive integer, got {describe_value(value)}", key=name)
+        if message_format not in MESSAGE_OVERHEAD:
+            raise ContextError(
+                f"unknown message_format {describe_value(message_format)}; known: {sorted(MESSAGE_OVERHEAD)}", key="message_format"
+            )
+        if policy is not None and not callable(getattr(policy, "break_context", None)):
+            raise ContextError(f"policy has no break_context(state, target_tokens): {describe_value(policy)}", key="policy")
+        self.max_tokens, self.max_items, self.agent_id, self.task = max_tokens, max_items, agent_id, task
+        self.message_format = message_format
+        self.policy = policy
+        self._chain = resolve(chain, "chain") if chain is not None else None
+        self._default = resolve(default_strategy, "default_strategy")[0]
+        self._threshold = _percent(compaction_threshold, "compaction_threshold", THRESHOLD_MARGIN_PERCENT)
+        self._overhead = message_overhead(message_format)
+        self._priming = REPLY_PRIMING[message_format]
+        self._lock = threading.RLock()
+        self._events = EventHub()
+        self._clock = itertools.count()
+        self._items: dict[str, ContextItem] = {}
+        self._tokens = 0  # content + framing of every item, without the reply priming
+        self._version = self._compactions = self._freed = 0
+
+    # ---- settings and readings ------------------------------------------------
+    @property
+    def compaction_threshold(self) -> float:
+        return self._threshold
+
+    @compaction_threshold.setter
+    def compaction_threshold(self, value: float) -> None:
+        with self._lock:
+            self._threshold = _percent(value, "compaction_threshold", THRESHOLD_MARGIN_PERCENT)
+
+    @property
+    def default_strategy(self) -> str:
+        return self._default.id
+
+    @default_strategy.setter
+    def default_strategy(self, value: str | Strategy) -> None:
+        strategy = resolve(value, "default_strategy")[0]
+        with self._lock:
+            self._default = strategy
+
+    @property
+    def version(self) -> int:
+        """Increments on every change of the window's content."""
+        return self._version
+
+    @property
+    def current_tokens(self) -> int:
+        with self._lock:
+            return self._tokens + (self._priming if self._items else 0)
+
+    @property
+    def available_tokens(self) -> int:
+        return self.max_tokens - self.current_tokens
+
+    @property
+    def usage_percent(self) -> float:
+        return self.current_tokens / self.max_tokens * 100
+
+    @property
+    def usage_tier(self) -> str:
+        """Seed 004's tier of the current usage: safe, warning, critical, exceeded."""
+        return usage_tier(self.current_tokens, self.max_tokens)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, item_id: object) -> bool:
+        return item_id in self._items
+
+    def get(self, item_id: str) -> ContextItem | None:
+        return self._items.get(item_id)
+
+    def items(self, type: str | None = None) -> list[ContextItem]:
+        """Items in seed 000's order (type rank, priority descending, added first)."""
+        if type is not None:
+            check_type(type, "items()")
+        with self._lock:
+            values = list(self._items.values())
+        return ordered(i for i in values if type is None or i.type == type)
+
+    def pinned_items(self) -> list[ContextItem]:
+        return [i for i in self.items() if i.pinned]
+
+    def to_state(self) -> ContextState:
+        """The items as a context state (chronological; limit = max_tokens)."""
+        with self._lock:
+            items = list(self._items.values())
+        return self._state_of(items)
+
+    def on(self, event_name: str, callback: Callable[[Event], None]) -> Callable[[Event], None]:
+        """Call ``callback(event)`` on every event ``event_name`` (see :mod:`.events`)."""
+        return self._events.on(event_name, callback)
+
+    def off(self, event_name: str, callback: Callable[[Event], None]) -> bool:
+        return self._events.off(event_name, callback)
+
+    # ---- changing the content -------------------------------------------------
+    def add(self, item: ContextItem) -> ContextItem:
+        """Add ``item``; returns it as stored (``added_at`` set).
+
+        When the projected usage is above the threshold, compacts to ``threshold −
+        15`` % first. Raises :class:`ContextWindowFull` when it still does not fit
+        (without compacting when not even the pinned items leave room), and
+        ContextError for a duplicate id or a full item count (``max_items``).
+        """
+        events: list[Event] = []
+        try:
+            with self._lock:
+                return self._add_locked(item, events)
+        finally:
+            self._events.emit(events)
+
+    def add_range(self, items: Iterable[ContextItem]) -> int:
+        """Add items in order, atomically; returns how many were added. Items that do
+        not fit are skipped; any other error stops the batch (earlier items stay)."""
+        events: list[Event] = []
+        added = 0
+        try:
+            with self._lock:
+                for item in items:
+                    try:
+                        self._add_locked(item, events)
+                        added += 1
+                    except ContextWindowFull:
+                        continue
+            return added
+        finally:
+            self._events.emit(events)
+
+    def remove(self, item_id: str) -> bool:
+        with self._lock:
+            item = self._items.pop(item_id, None)
+            if item is None:
+                return False
+            self._tokens -= self._cost(item)
+            self._version += 1
+            event = ItemRemoved(self.agent_id, item.id, item.type, item.token_count, "manual", self._tick())
+        self._events.emit([event])
+        return True
+
+    def update_priority(self, item_id: str, priority: int) -> bool:
+        check_priority(priority, "update_priority()")
+        return self._change(item_id, priority=priority)
+
+    def pin(self, item_id: str) -> bool:
+        return self._change(item_id, pinned=True)
+
+    def unpin(self, item_id: str) -> bool:
+        return self._change(item_id, pinned=False)
+
+    def clear(self, include_pinned: bool = False) -> int:
+        """Remove every item (pinned ones only with ``include_pinned``); returns the count."""
+        with self._lock:
+            gone = [i for i in chronological(self._items.values()) if include_pinned or not i.pinned]
+            before = self.current_tokens
+            for item in gone:
+                del self._items[item.id]
+                self._tokens -= self._cost(item)
+            if gone:
+                self._version += 1
+            events: list[Event] = [
+                ItemRemoved(self.agent_id, i.id, i.type, i.token_count, "clear", self._tick()) for i in gone
+            ]
+            events.append(Cleared(self.agent_id, len(gone), before - self.current_tokens, include_pinned, self._tick()))
+        self._events.emit(events)
+        return len(gone)
+
+    def snapshot(self) -> ContextSnapshot:
+        with self._lock:
+            return ContextSnapshot(
+                self._version, tuple(self.items()), self.max_tokens, self._threshold, self._default.id, self.agent_id
+            )
+
+    def restore(self, snapshot: ContextSnapshot) -> None:
+        """Replace the content by the snapshot's items (ids, priorities, ``added_at``
+        kept) and take its threshold and default strategy. The window keeps its own
+        ``max_tokens``; a snapshot that does not fit raises ContextWindowFull. No
+        events are emitted."""
+        default = resolve(snapshot.strategy, "strategy")[0]
+        items = list(snapshot.items)
+        tokens = sum(self._cost(i) for i in items)
+        needed = tokens + (self._priming if items else 0)
+        with self._lock:
+            if needed > self.max_tokens:
+                raise ContextWindowFull(self.current_tokens, self.max_tokens, needed)
+            if len(items) > self.max_items:
+                raise ContextError(f"snapshot has {len(items)} items, over max_items={self.max_items}", key="max_items")
+            if len({i.id for i in items}) != len(items):
+                raise ContextError("snapshot has duplicate item ids", key="items")
+            self._threshold = _percent(snapshot.compaction_threshold, "compaction_threshold", THRESHOLD_MARGIN_PERCENT)
+            self._default = default
+            self._items = {i.id: i for i in items}
+            self._tokens = tokens
+            start = max([next(self._clock)] + [i.added_at + 1 for i in items])
+            self._clock = itertools.count(start)
+            self._version += 1
+
+    def stats(self) -> WindowStats:
+        with self._lock:
+            items = self.items()
+            current = self.current_tokens
+            compactions, freed, version = self._compactions, self._freed, self._version
+        by_count: dict[str, int] = {}
+        by_tokens: dict[str, int] = {}
+        for item in items:
+            by_count[item.type] = by_count.get(item.type, 0) + 1
+            by_tokens[item.type] = by_tokens.get(item.type, 0) + self._cost(item)
+        return WindowStats(
+            total_items=len(items),
+            pinned_items=sum(i.pinned for i in items),
+            current_tokens=current,
+            max_tokens=self.max_tokens,
+            available_tokens=self.max_tokens - current,
+            usage_percent=current / self.max_tokens * 100,
+            usage_tier=usage_tier(current, self.max_tokens),
+            items_by_type=by_count,
+            tokens_by_type=by_tokens,
+            compaction_count=compactions,
+            total_tokens_freed=freed,
+            version=version,
+        )
+
+    # ---- building ---------------------------------------------------------------
+    def build(self, options: BuildOptions | None = None) -> str:
+        return self.build_structured(options).content
+
+    def build_structured(self, options: BuildOptions | None = None) -> BuiltContext:
+        """Compose the context within ``max_tokens - reserve_for_response`` tokens.
+
+        When the window is over that budget it compacts first (to 70 %, seed 000)
+        with the policy/chain/default strategy. See :mod:`.build` for the rules.
+        """
+        options = options or BuildOptions()
+        budget = self.max_tokens - options.reserve_for_response
+        if budget <= 0:
+            raise ContextError(
+                f"reserve_for_response={options.reserve_for_response} leaves no budget in max_tokens={self.max_tokens}",
+                key="reserve_for_response",
+            )
+        events: list[Event] = []
+        try:
+            with self._lock:
+                before_ids = [i.id for i in ordered(self._items.values())]
+                proposal = None
+                if self.current_tokens > budget:
+                    proposal = self._compact_locked(None, BUILD_TARGET_PERCENT, "build", events)
+                items = self.items()
+            content, included = compose(items, options, budget, self.message_format)
+            kept = set(included)
+            built = BuiltContext(
+                content=content,
+                total_tokens=request_tokens(content, self.message_format),
+                included_ids=included,
+                excluded_ids=tuple(i for i in before_ids if i not in kept),
+                was_compacted=bool(proposal and proposal.changed),
+                tokens_freed=proposal.tokens_freed if proposal and proposal.changed else 0,
+            )
+            events.append(
+                Built(self.agent_id, len(included), len(built.excluded_ids), built.total_tokens, built.was_compacted, self._tick())
+            )
+            return built
+        finally:
+            self._events.emit(events)
+
+    # ---- compaction ---------------------------------------------------------------
+    def plan_compaction(self, strategy: StrategySpec | None = None, target_percent: float = 70.0) -> CompactionProposal:
+        """Run a compaction on a snapshot of the items without holding the lock.
+
+        ``strategy``: an id, a Strategy, or a sequence of them (a chain); None uses
+        the policy/chain/default. Target: ``target_percent`` % of ``max_tokens``.
+        Pinned items are never removed or changed (a policy that does so raises
+        StrategyError).
+        """
+        target = int(self.max_tokens * _percent(target_percent, "target_percent") / 100)
+        with self._lock:
+            version, before = self._version, dict(self._items)
+        if strategy is None and self.policy is not None:
+            label, compact = "policy", partial(run_policy, self.policy, target=target)
+        else:
+            strategies = resolve(strategy, "strategy") if strategy is not None else (self._chain or (self._default,))
+            label, compact = "+".join(s.id for s in strategies), partial(run_chain, strategies, target=target)
+        return plan(
+            before, self._state_of(before.values()), version=version, target=target, label=label,
+            compact=compact, next_tick=self._tick, window_key=id(self),
+        )
+
+    def commit(self, proposal: CompactionProposal) -> bool:
+        """Install ``proposal``; False (nothing changed) when the window's version
+        moved since it was planned, or it was planned on another window."""
+        events: list[Event] = []
+        with self._lock:
+            ok = self._commit_locked(proposal, "manual", events)
+        self._events.emit(events)
+        return ok
+
+    def compact(self, strategy: StrategySpec | None = None, target_percent: float = 70.0) -> int:
+        """Compact to ``target_percent`` % of ``max_tokens``; returns tokens freed.
+
+        Plans and commits optimistically up to :data:`COMMIT_RETRIES` times, then
+        plans and commits under the lock (which cannot conflict).
+        """
+        for _ in range(COMMIT_RETRIES):
+            proposal = self.plan_compaction(strategy, target_percent)
+            if self.commit(proposal):
+                return proposal.tokens_freed if proposal.changed else 0
+        events: list[Event] = []
+        try:
+            with self._lock:
+                proposal = self._compact_locked(strategy, target_percent, "manual", events)
+            return proposal.tokens_freed if proposal.changed else 0
+        finally:
+            self._events.emit(events)
+
+    # ---- internals (callers hold the lock where noted) ---------------------------------
+    def _tick(self) -> int:
+        return next(self._clock)
+
+    def _cost(self, item: ContextItem) -> int:
+        return item.token_count + self._overhead
+
+    def _requested(self, cost: int) -> int:
+        """Tokens an item of ``cost`` adds now (the reply priming comes with the first)."""
+        return cost + (0 if self._items else self._priming)
+
+    def _state_of(self, items: Iterable[ContextItem]) -> ContextState:
+        return items_to_state(
+            items,
+            limit=self.max_tokens,
+            min_limit=min(DEFAULT_MIN_LIMIT, self.max_tokens),
+            warning_threshold=self._threshold / 100,
+            task=self.task,
+            message_format=self.message_format,
+        )
+
+    def _change(self, item_id: str, **changes: Any) -> bool:
+        with self._lock:
+            item = self._items.get(item_id)
+            if item is None:
+                return False
+            new = replace(item, **changes)
+            if new != item:
+                self._items[item_id] = new
+                self._version += 1
+            return True
+
+    def _add_locked(self, item: ContextItem, events: list[Event]) -> ContextItem:
+        if not isinstance(item, ContextItem):
+            raise ContextError(f"add() takes a ContextItem, got {describe_value(item)}", key="item")
+        if item.id in self._items:
+            raise ContextError(f"an item with id {item.id!r} is already in the window", key="id")
+        if len(self._items) >= self.max_items:
+            raise ContextError(f"the window holds max_items={self.max_items} items", key="max_items")
+        cost = self._cost(item)
+        pinned = sum(self._cost(i) for i in self._items.values() if i.pinned)
+        if pinned + cost + self._priming > self.max_tokens:  # no compaction can make room
+            raise ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
+        if (self.current_tokens + self._requested(cost)) / self.max_tokens * 100 > self._threshold:
+            self._compact_locked(None, self._threshold - THRESHOLD_MARGIN_PERCENT, "threshold", events)
+        if self.current_tokens + self._requested(cost) > self.max_tokens:
+            raise ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
+        stored = replace(item, added_at=self._tick())
+        self._items[stored.id] = stored
+        self._tokens += cost
+        self._version += 1
+        events.append(ItemAdded(self.agent_id, stored.id, stored.type, stored.token_count, self.current_tokens, self._tick()))
+        return stored
+
+    def _compact_locked(
+        self, strategy: StrategySpec | None, target_percent: float, reason: str, events: list[Event]
+    ) -> CompactionProposal:
+        proposal = self.plan_compaction(strategy, target_percent)  # re-entrant: the version cannot move
+        self._commit_locked(proposal, reason, events)
+        return proposal
+
+    def _commit_locked(self, proposal: CompactionProposal, reason: str, events: list[Event]) -> bool:
+        if proposal.window_key != id(self) or proposal.expected_version != self._version:
+            return False
+        if not proposal.changed:
+            return True
+        usage_before = self.usage_percent
+        self._items = {i.id: i for i in proposal.items}
+        self._tokens = sum(self._cost(i) for i in proposal.items)
+        self._version += 1
+        self._compactions += 1
+        self._freed += proposal.tokens_freed
+        events.extend(
+            ItemRemoved(self.agent_id, i.id, i.type, i.token_count, "compaction", self._tick()) for i in proposal.removed
+        )
+        events.extend(
+            ItemAdded(self.agent_id, i.id, i.type, i.token_count, self.current_tokens, self._tick()) for i in proposal.added
+        )
+        events.append(
+            Compacted(
+                self.agent_id, proposal.strategy, proposal.applied, len(proposal.removed), len(proposal.added),
+                proposal.tokens_freed, usage_before, self.usage_percent, reason, self._tick(),
+            )
+        )
+        return True
