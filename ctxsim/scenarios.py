@@ -1,0 +1,267 @@
+"""Overflow scenarios: the YAML schema, the loader and the suite shipped in data/scenarios.
+
+A scenario describes one overflowing context, either *generated* (by
+:mod:`ctxsim.generator`) or read from a chat *transcript* (:mod:`ctxsim.transcripts`).
+
+Generated scenario keys (tokens are cl100k tokens, shares are in [0, 1]):
+
+- ``name`` (required), ``description``;
+- exactly one of ``limit`` (tokens) or ``model`` (a model id of ``data/models.yaml``);
+- exactly one of ``target_tokens`` (tokens) or ``overflow`` (target / limit);
+- ``mix``: share of tokens per unit type (message, code, plan_ref, log, tool_result,
+  other), summing to 1 within 1e-6. Shares are measured over the units of those
+  types by their true type (see :func:`ctxsim.generator.token_mix`); prior summaries
+  count toward the target but not toward the mix;
+- ``p1_ratio``: share of units tagged P1;
+- ``facts`` (planted facts + rules, default 8, a third of them rules, rounded),
+  ``duplicates`` (older copies of repeated identical tool reads), ``superseded_writes``
+  (file writes read back later), ``errors`` (failed tool calls), ``pinned`` (pinned
+  instruction units), ``misclassified`` (share of units with a wrong type label),
+  ``prior_summaries`` (summary units already in the context);
+- ``unit_tokens: {min, max}``: typical size of a generated unit (tokens);
+- ``min_limit`` (default 3,500, seed 001's floor), ``warning_threshold`` (default 0.8),
+  ``task`` (the current task text; generated when absent).
+
+Transcript scenario keys: ``name``, ``transcript`` (a chat JSONL path relative to the
+scenario file), ``limit`` or ``model`` (optional: without them the limit is the
+transcript's size), ``description``, ``min_limit``, ``warning_threshold``.
+
+A file holds one scenario mapping or a list of them under ``scenarios``. Every
+invalid file raises :class:`~ctxsim.errors.ScenarioError` naming the file, the key
+path and the value in one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
+
+from .errors import ScenarioError, describe_value
+from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextState
+from .transcripts import load_transcript
+from .validation import KeyedValueError, join_key, load_yaml, validate
+
+#: the folder of scenarios shipped with ctxsim (one YAML file per scenario)
+DEFAULT_SUITE = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+
+MixType = Literal["message", "code", "plan_ref", "log", "tool_result", "other"]
+MIX_TYPES: tuple[str, ...] = MixType.__args__  # type: ignore[attr-defined]
+MIX_TOLERANCE = 1e-6
+
+Share = Annotated[float, Field(ge=0, le=1)]
+Count = Annotated[int, Field(ge=0)]
+Tokens = Annotated[int, Field(gt=0)]
+
+#: keys that only make sense for generated scenarios
+_GENERATED_KEYS = frozenset(
+    {
+        "target_tokens", "overflow", "mix", "p1_ratio", "facts", "duplicates", "superseded_writes",
+        "errors", "pinned", "misclassified", "prior_summaries", "unit_tokens", "task",
+    }
+)
+
+
+class UnitTokens(BaseModel):
+    """Typical size of one generated unit, in tokens (``min`` <= ``max``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    min: Tokens
+    max: Tokens
+
+    @model_validator(mode="after")
+    def _ordered(self) -> UnitTokens:
+        if self.min > self.max:
+            raise KeyedValueError("min", self.min, f"must not exceed max ({self.max})")
+        return self
+
+
+class Scenario(BaseModel):
+    """One overflow scenario (see the module docstring for the keys)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    description: StrictStr = ""
+    limit: Tokens | None = None
+    model: Annotated[StrictStr, Field(min_length=1)] | None = None
+    target_tokens: Tokens | None = None
+    overflow: Annotated[float, Field(gt=0)] | None = None
+    mix: dict[MixType, Share] | None = None
+    p1_ratio: Share | None = None
+    facts: Count = 8
+    duplicates: Count = 0
+    superseded_writes: Count = 0
+    errors: Count = 0
+    pinned: Count = 0
+    misclassified: Annotated[float, Field(ge=0, lt=1)] = 0.0
+    prior_summaries: Count = 0
+    unit_tokens: UnitTokens | None = None
+    min_limit: Tokens = DEFAULT_MIN_LIMIT
+    warning_threshold: Annotated[float, Field(gt=0, le=1)] = DEFAULT_WARNING_THRESHOLD
+    task: Annotated[StrictStr, Field(min_length=1)] | None = None
+    transcript: Annotated[StrictStr, Field(min_length=1)] | None = None
+
+    _source: Path | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        if self.limit is not None and self.model is not None:
+            raise KeyedValueError("model", self.model, f"give either 'limit' or 'model', not both (limit={self.limit})")
+        if self.limit is not None and self.limit < self.min_limit:
+            raise KeyedValueError("limit", self.limit, f"below min_limit {self.min_limit}")
+        if self.transcript is not None:
+            extra = sorted(self.model_fields_set & _GENERATED_KEYS)
+            if extra:
+                raise KeyedValueError(extra[0], getattr(self, extra[0]), "not allowed in a transcript scenario")
+            return self
+        if self.limit is None and self.model is None:
+            raise KeyedValueError("limit", None, "exactly one of 'limit' or 'model' is required")
+        if (self.target_tokens is None) == (self.overflow is None):
+            value = None if self.target_tokens is None else (self.target_tokens, self.overflow)
+            raise KeyedValueError("target_tokens", value, "exactly one of 'target_tokens' or 'overflow' is required")
+        for key in ("mix", "p1_ratio"):
+            if getattr(self, key) is None:
+                raise KeyedValueError(key, None, "required key is missing")
+        total = sum(self.mix.values())
+        if abs(total - 1) > MIX_TOLERANCE:
+            raise KeyedValueError("mix", self.mix, f"shares must sum to 1, they sum to {total:.6g}")
+        if (self.duplicates or self.superseded_writes or self.errors) and not self.mix.get("tool_result"):
+            raise KeyedValueError("mix", self.mix, "planted tool calls (duplicates, superseded_writes, errors) need a tool_result share")
+        return self
+
+    # ---- derived -------------------------------------------------------
+    @property
+    def source(self) -> Path | None:
+        """The file this scenario was loaded from (None when built in code)."""
+        return self._source
+
+    @property
+    def is_transcript(self) -> bool:
+        return self.transcript is not None
+
+    @property
+    def transcript_path(self) -> Path:
+        """The transcript file, resolved against the scenario file's folder."""
+        if self.transcript is None:
+            raise ScenarioError("not a transcript scenario", source=self._source, key="transcript")
+        path = Path(self.transcript)
+        return path if path.is_absolute() or self._source is None else self._source.parent / path
+
+    @property
+    def resolved_limit(self) -> int | None:
+        """The context limit in tokens: ``limit``, or the model's window from the limits
+        table. None for a transcript scenario without either (its size is the limit)."""
+        if self.limit is not None:
+            return self.limit
+        if self.model is None:
+            return None
+        from .config import model_limit  # lazy: config reads data/models.yaml
+
+        return model_limit(self.model)
+
+    @property
+    def resolved_target(self) -> int:
+        """Tokens the generator produces: ``target_tokens`` or ``overflow`` x the limit."""
+        if self.is_transcript:
+            raise ScenarioError("a transcript scenario has no generated target", source=self._source, key="transcript")
+        if self.target_tokens is not None:
+            return self.target_tokens
+        return round(self.overflow * self.resolved_limit)
+
+    @property
+    def rule_count(self) -> int:
+        """How many of the planted ``facts`` are user rules (a third, rounded)."""
+        return round(self.facts / 3)
+
+
+def load_scenarios(path: str | Path) -> list[Scenario]:
+    """Scenarios of one YAML file, or of every ``*.yaml`` of a folder (sorted by file name).
+
+    Raises ScenarioError (file, key path, value; one line) for an unreadable,
+    non-UTF-8 or malformed file, an invalid scenario, or a name used twice.
+    """
+    path = Path(path)
+    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    if path.is_dir() and not files:
+        raise ScenarioError("no *.yaml scenario files in this folder", source=path)
+    scenarios: list[Scenario] = []
+    seen: dict[str, Path] = {}
+    for file in files:
+        for key, scenario in _read_file(file):
+            if scenario.name in seen:
+                raise ScenarioError(
+                    f"duplicate scenario name {scenario.name!r} (first defined in {seen[scenario.name]})",
+                    source=file,
+                    key=join_key(key, "name") if key else "name",
+                )
+            seen[scenario.name] = file
+            scenarios.append(scenario)
+    return scenarios
+
+
+def _read_file(file: Path) -> list[tuple[str, Scenario]]:
+    """(key prefix, scenario) pairs of one file."""
+    data = load_yaml(file, ScenarioError)
+    if isinstance(data, dict) and "scenarios" in data:
+        extra = sorted(set(data) - {"scenarios"})
+        if extra:
+            raise ScenarioError(f"unknown key beside 'scenarios' (got {describe_value(data[extra[0]])})", source=file, key=extra[0])
+        items = data["scenarios"]
+        if not isinstance(items, list) or not items:
+            raise ScenarioError(f"expected a non-empty list of scenarios (got {describe_value(items)})", source=file, key="scenarios")
+        entries = [(join_key("scenarios", i), item) for i, item in enumerate(items)]
+    elif isinstance(data, dict):
+        entries = [("", data)]
+    else:
+        raise ScenarioError(f"expected a scenario mapping or a 'scenarios' list (got {describe_value(data)})", source=file)
+    out = []
+    for key, item in entries:
+        scenario = validate(Scenario, item, file, ScenarioError, key_prefix=key)
+        scenario._source = file.resolve()
+        if scenario.model is not None and scenario.resolved_limit < scenario.min_limit:
+            raise ScenarioError(
+                f"model {scenario.model!r} has a limit of {scenario.resolved_limit} tokens, below min_limit {scenario.min_limit}",
+                source=file,
+                key=join_key(key, "model") if key else "model",
+            )
+        out.append((key, scenario))
+    return out
+
+
+def find_scenario(name_or_file: str | Path, suite: str | Path | None = None) -> Scenario:
+    """A scenario from a YAML file path (which must hold exactly one scenario), or
+    by name from ``suite`` (a file or folder; default :data:`DEFAULT_SUITE`)."""
+    candidate = Path(name_or_file)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+        scenarios = load_scenarios(candidate)
+        if len(scenarios) != 1:
+            names = ", ".join(s.name for s in scenarios)
+            raise ScenarioError(f"holds {len(scenarios)} scenarios ({names}); name one of them instead", source=candidate)
+        return scenarios[0]
+    suite_path = Path(suite) if suite is not None else DEFAULT_SUITE
+    scenarios = load_scenarios(suite_path)
+    for scenario in scenarios:
+        if scenario.name == str(name_or_file):
+            return scenario
+    known = ", ".join(sorted(s.name for s in scenarios))
+    raise ScenarioError(f"unknown scenario {str(name_or_file)!r}; known: {known}", source=suite_path)
+
+
+def build_context(scenario: Scenario, seed: int) -> ContextState:
+    """The overflowing context of ``scenario``: generated with ``seed``, or read from its
+    transcript (deterministic, so ``seed`` is not used)."""
+    if scenario.is_transcript:
+        return load_transcript(
+            scenario.transcript_path,
+            limit=scenario.resolved_limit,
+            min_limit=scenario.min_limit if "min_limit" in scenario.model_fields_set else None,
+            warning_threshold=scenario.warning_threshold,
+            name=scenario.name,
+        )
+    from .generator import generate  # the generator imports this module
+
+    return generate(scenario, seed)
+

@@ -1,0 +1,272 @@
+"""Real chat transcripts (OpenAI-style JSON Lines) as contexts.
+
+One message per line: ``{"role": "system"|"user"|"assistant"|"tool", "content": str,
+"name": str?}``; other keys are ignored. An assistant's tool calls are appended to its
+content as ``[tool_call] NAME ARGS_JSON`` lines (see data/transcripts/SOURCES.md).
+
+Unit types are inferred:
+
+- a ``tool`` message is a ``tool_result`` whose :class:`~ctxsim.model.ToolEnvelope`
+  takes the tool name and arguments from the matching ``[tool_call]`` line of the
+  preceding assistant message (else from the message's ``name``);
+- a ``user`` message that answers an assistant message ending in a fenced command
+  (SWE-agent's action/observation format without function calling) is also a
+  ``tool_result`` of that command; its role stays ``user``;
+- a tool result fails (``outcome="failure"``) when its output looks like an error or
+  a traceback; its first error line is the envelope's ``error_message``;
+- any other message is ``code`` when mostly fenced code, ``log`` when mostly
+  timestamped or level-prefixed lines, else ``message``.
+
+The system prompt and the task message are P1: the task message is the first user
+message that is not a demonstration (SWE-agent puts a worked example, marked
+``--- DEMONSTRATION ---``, before the real task; demonstrations are P3). Everything
+else is P2. ``state.task`` is the issue title of the task message when it has an
+``ISSUE:`` section, else its first line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .errors import TranscriptError, describe_value
+from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
+
+#: durability class per tool or command name (seed 002); other tools are "anchoring",
+#: seed 002's default
+DURABILITY_BY_TOOL: dict[str, str] = {
+    **dict.fromkeys(
+        ("read_file", "open", "goto", "scroll_up", "scroll_down", "cat", "head", "tail", "ls", "find", "find_file",
+         "search_file", "search_dir", "grep"),
+        "replayable",
+    ),
+    **dict.fromkeys(("write_file", "create", "edit", "submit", "rm", "mv", "cp"), "anchoring"),
+    **dict.fromkeys(("run_tests", "search", "bash", "python", "python3", "pytest", "strings"), "ephemeral"),
+    **dict.fromkeys(("http_get", "curl", "wget"), "non_replayable"),
+}
+#: argument names that hold the resource a call touched (else the "[File: ...]" header of its output)
+TARGET_KEYS = ("path", "filename", "file_name", "file", "url")
+DEMONSTRATION_MARK = "--- DEMONSTRATION ---"
+
+_TOOL_CALL = re.compile(r"^\[tool_call\] (\S+) ?(.*)$", re.MULTILINE)
+_FENCED_BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
+#: language tags of a fenced block that is an action to run (no tag: SWE-agent's commands)
+COMMAND_TAGS = ("", "bash", "sh", "shell", "console")
+_LOG_LINE = re.compile(
+    r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\d{2}:\d{2}:\d{2})|^\s*\[?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
+)
+_ERROR_LINE = re.compile(
+    r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:|No such file|command not found|syntax error|^\s*ERRORS?:",
+    re.MULTILINE,
+)
+_FILE_HEADER = re.compile(r"^\[File: (\S+) \((\d+) lines total\)\]", re.MULTILINE)
+
+
+def load_transcript(
+    path: str | Path,
+    *,
+    limit: int | None = None,
+    model: str | None = None,
+    min_limit: int | None = None,
+    name: str | None = None,
+    warning_threshold: float = DEFAULT_WARNING_THRESHOLD,
+) -> ContextState:
+    """The context of a chat JSONL transcript.
+
+    ``limit`` (tokens) or ``model`` (a model id of the limits table) sets the limit;
+    without either, the limit is the transcript's own size, so it fits. ``min_limit``
+    defaults to seed 001's 3,500-token floor, lowered to the limit when the limit is
+    smaller and was not given. ``name`` names the state's scenario (default: the
+    file stem). Raises TranscriptError naming the file and line on bad input.
+    """
+    path = Path(path)
+    units = _units(_read_messages(path))
+    if limit is not None and model is not None:
+        raise TranscriptError(f"give either limit or model, not both (limit={limit}, model={model!r})", source=path, key="model")
+    if model is not None:
+        from .config import model_limit  # lazy: config reads data/models.yaml
+
+        limit = model_limit(model)
+    task = next((u for u in units if u.priority == 1 and u.role == "user"), None)
+    state = ContextState(  # sized first: without a limit, its size is the limit
+        units=tuple(units),
+        limit=10**12,
+        min_limit=1,
+        warning_threshold=warning_threshold,
+        task=_task_text(task.content) if task else "",
+        scenario=name or path.stem,
+    )
+    if limit is None:
+        limit = state.total_tokens
+        min_limit = min(DEFAULT_MIN_LIMIT, limit) if min_limit is None else min_limit
+    min_limit = DEFAULT_MIN_LIMIT if min_limit is None else min_limit
+    for key, value in (("limit", limit), ("min_limit", min_limit)):
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise TranscriptError(f"must be a positive number of tokens, got {describe_value(value)}", source=path, key=key)
+    if limit < min_limit:
+        raise TranscriptError(f"limit {limit} is below min_limit {min_limit}", source=path, key="limit")
+    return replace(state, limit=limit, min_limit=min_limit)
+
+
+def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, message) pairs, validated; blank lines are skipped."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise TranscriptError(f"cannot read file ({exc.strerror or exc})", source=path) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise TranscriptError(f"line {line}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at offset {exc.start})", source=path) from None
+    messages = []
+    for number, line in enumerate(text.split("\n"), start=1):  # JSON Lines end lines with \n only
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TranscriptError(f"line {number}: bad JSON ({exc.msg} at column {exc.colno})", source=path) from None
+        if not isinstance(message, dict):
+            raise TranscriptError(f"line {number}: expected a JSON object, got {describe_value(message)}", source=path)
+        role, content, name = message.get("role"), message.get("content"), message.get("name")
+        if role is None or content is None:
+            missing = "role" if role is None else "content"
+            raise TranscriptError(f"line {number}: missing '{missing}'", source=path)
+        if not isinstance(role, str) or role not in ROLES:
+            raise TranscriptError(f"line {number}: 'role' must be one of {list(ROLES)}, got {describe_value(role)}", source=path)
+        if not isinstance(content, str):
+            raise TranscriptError(f"line {number}: 'content' must be a string, got {describe_value(content)}", source=path)
+        if not content.strip():
+            raise TranscriptError(f"line {number}: 'content' is empty", source=path)
+        if name is not None and not isinstance(name, str):
+            raise TranscriptError(f"line {number}: 'name' must be a string, got {describe_value(name)}", source=path)
+        messages.append((number, message))
+    if not messages:
+        raise TranscriptError("empty transcript (no messages)", source=path)
+    return messages
+
+
+def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
+    units: list[ContextUnit] = []
+    calls: list[tuple[str, str]] = []  # pending (tool name, arguments) of the last assistant message
+    command: str | None = None  # fenced command of the last assistant message (no function calling)
+    task_seen = False
+    turn = 0
+    for number, message in messages:
+        role, content = message["role"], message["content"]
+        tool = None
+        priority = 2
+        if role == "assistant":
+            turn += 1
+            calls = [(m[1], m[2]) for m in _TOOL_CALL.finditer(content)]
+            command = None if calls else _final_command(content)
+        elif role == "tool":
+            name, arguments = calls.pop(0) if calls else (message.get("name") or "tool", "")
+            tool = _envelope(name, _arguments(arguments), content, number)
+        elif role == "user" and command is not None:
+            tool = _envelope(*_command_call(command), content, number)
+            command = None
+        elif role == "system":
+            priority = 1
+        elif role == "user" and DEMONSTRATION_MARK in content:
+            priority = 3
+        elif role == "user" and not task_seen:
+            priority, task_seen = 1, True
+        units.append(
+            ContextUnit(
+                id=f"line-{number}",
+                type="tool_result" if tool else _infer_type(content),
+                content=content,
+                role=role,
+                turn=turn,
+                timestamp=float(number),
+                priority=priority,
+                tool=tool,
+            )
+        )
+    return units
+
+
+def _final_command(content: str) -> str | None:
+    """The command of a message that ends with a fenced block tagged as a command."""
+    blocks = list(_FENCED_BLOCK.finditer(content))
+    if not blocks or content[blocks[-1].end() :].strip() or blocks[-1][1].strip() not in COMMAND_TAGS:
+        return None
+    return blocks[-1][2].strip()
+
+
+def _arguments(text: str) -> dict[str, Any]:
+    """Arguments of a ``[tool_call]`` line; unparseable JSON is kept under ``raw``."""
+    if not text.strip():
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return {"raw": text}
+    return value if isinstance(value, dict) else {"raw": value}
+
+
+def _command_call(command: str) -> tuple[str, dict[str, Any]]:
+    """(tool name, arguments) of a shell-style command: its first word when it is a
+    known tool, else ``bash``."""
+    words = command.split()
+    name = words[0] if words and words[0] in DURABILITY_BY_TOOL else "bash"
+    arguments: dict[str, Any] = {"command": command}
+    if name in ("open", "create", "cat") and len(words) > 1:
+        arguments["path"] = words[1]
+    return name, arguments
+
+
+def _envelope(name: str, arguments: dict[str, Any], output: str, number: int) -> ToolEnvelope:
+    durability = DURABILITY_BY_TOOL.get(name, "anchoring")
+    error = _ERROR_LINE.search(output)
+    error_message = None
+    if error:
+        start = output.rfind("\n", 0, error.start()) + 1
+        end = output.find("\n", error.end())
+        error_message = output[start : end if end >= 0 else None].strip()[:200]
+    fields = {"status": "error" if error else "ok"}
+    header = _FILE_HEADER.search(output)
+    if header:
+        fields.update(path=header[1], lines=header[2])
+    target = next((str(arguments[k]) for k in TARGET_KEYS if k in arguments), header[1] if header else None)
+    return ToolEnvelope(
+        tool_name=name,
+        call_id=f"call-line-{number}",
+        arguments=ToolEnvelope.canonical_arguments(arguments),
+        outcome="failure" if error else "success",
+        key_fields=tuple(sorted(fields.items())),
+        durability=durability,
+        determinism_hash=content_hash(output) if durability == "replayable" and not error else None,
+        target=target,
+        error_message=error_message,
+    )
+
+
+def _infer_type(content: str) -> str:
+    """code when most non-blank lines (fence markers aside) are inside ``` fences,
+    log when most are timestamped or level-prefixed, else message."""
+    lines = [line for line in content.splitlines() if line.strip()]
+    fenced = fences = 0
+    for line in lines:
+        if line.lstrip().startswith("```"):
+            fences += 1
+        elif fences % 2:
+            fenced += 1
+    if fenced >= 3 and fenced >= 0.6 * (len(lines) - fences):
+        return "code"
+    if len(lines) >= 3 and sum(1 for line in lines if _LOG_LINE.match(line)) >= 0.5 * len(lines):
+        return "log"
+    return "message"
+
+
+def _task_text(content: str) -> str:
+    """The issue title after an ``ISSUE:`` line, else the first non-blank line (<= 240 chars)."""
+    lines = [line.strip() for line in content.splitlines() if line.strip()]
+    if "ISSUE:" in lines and lines.index("ISSUE:") + 1 < len(lines):
+        return lines[lines.index("ISSUE:") + 1][:240]
+    return lines[0][:240] if lines else ""

@@ -1,0 +1,37 @@
+"""Fixtures shared by every test module (keep this file small)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The checkout's root folder."""
+    return REPO_ROOT
+
+
+@pytest.fixture
+def write_file(tmp_path: Path) -> Callable[[str, str | bytes], Path]:
+    """``write_file(name, text_or_bytes)``: write a file under tmp_path (text as UTF-8) and return its path."""
+
+    def write(name: str, content: str | bytes) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+        return path
+
+    return write
+
+
+@pytest.fixture(scope="session")
+def scenario_suite():
+    """The shipped scenarios (data/scenarios), loaded once per session."""
+    from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios
+
+    return load_scenarios(DEFAULT_SUITE)
