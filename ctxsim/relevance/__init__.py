@@ -1,0 +1,363 @@
+"""Embedders for relevance and coherence, a registry of them, and similarity helpers.
+
+An :class:`Embedder` maps texts to float32 rows of unit L2 norm (a zero row for a
+text with no features). Every embedder built on :class:`CachedEmbedder` caches its
+rows per text content (a bounded LRU keyed by a blake2b digest of the text) and
+computes the missing rows of a batch in one call, so strategies may embed the same
+units many times per environment step at little cost.
+
+Registered ids (one shared instance per id, so caches are shared):
+
+``hashed-tfidf``  the default: numpy only, no downloads (:mod:`.hashed`)
+``minilm``        sentence-transformers all-MiniLM-L6-v2, extra ``ctxsim[minilm]``
+                  (:mod:`.minilm`; torch is imported only when it is requested)
+
+Adding an embedder is one module plus one ``register_embedder`` line below.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from typing import Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
+
+import numpy as np
+
+from ..errors import ConfigError, describe_value
+from ..tokens import count_tokens
+
+__all__ = [
+    "Embedder",
+    "CachedEmbedder",
+    "SparseRows",
+    "RowSimilarity",
+    "embed_sparse",
+    "LRUCache",
+    "register_embedder",
+    "get_embedder",
+    "list_embedders",
+    "cosine_to_query",
+    "document_embedding",
+    "similarity",
+    "DEFAULT_EMBEDDER",
+]
+
+DEFAULT_EMBEDDER = "hashed-tfidf"
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRUCache(Generic[K, V]):
+    """A bounded, thread-safe least-recently-used map (embedding and summary caches)."""
+
+    def __init__(self, maxsize: int):
+        if maxsize < 1:
+            raise ConfigError(f"cache maxsize must be >= 1, got {describe_value(maxsize)}", key="maxsize")
+        self.maxsize = maxsize
+        self._data: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            value = self._data.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._data.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Texts -> float32 array (n, dim) with unit-norm rows (zero rows for empty texts)."""
+
+    id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _text_key(text: str) -> bytes:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+class SparseRows(NamedTuple):
+    """An (n, dim) batch of rows as its non-zero entries, sorted by row.
+
+    ``rows`` are int64, ``cols`` int32, ``values`` float32. Long inputs give thousands
+    of sentence rows; kept sparse, a hashed batch stays small and its products stay
+    cheap (see :class:`RowSimilarity`).
+    """
+
+    shape: tuple[int, int]
+    rows: np.ndarray
+    cols: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def from_dense(cls, matrix: np.ndarray) -> SparseRows:
+        rows, cols = np.nonzero(matrix)
+        return cls(matrix.shape, rows.astype(np.int64), cols.astype(np.int32), matrix[rows, cols].astype(np.float32))
+
+    def dense(self) -> np.ndarray:
+        out = np.zeros(self.shape, dtype=np.float32)
+        out[self.rows, self.cols] = self.values
+        return out
+
+    def dot(self, vector: np.ndarray) -> np.ndarray:
+        """Each row's dot product with a dense (dim,) vector, float64 (n,)."""
+        weights = self.values.astype(np.float64) * vector[self.cols]
+        return np.bincount(self.rows, weights=weights, minlength=self.shape[0])
+
+    def weighted_sum(self, weights: np.ndarray) -> np.ndarray:
+        """Σ weights[i] · row i, float64 (dim,)."""
+        products = self.values.astype(np.float64) * weights[self.rows]
+        return np.bincount(self.cols, weights=products, minlength=self.shape[1])
+
+
+class RowSimilarity:
+    """Dot products of one row of a :class:`SparseRows` batch with every row.
+
+    Builds a column index once; each query then touches only the entries that
+    share a column with the row (a few hundred for a hashed sentence).
+    """
+
+    def __init__(self, batch: SparseRows):
+        self.batch = batch
+        n, dim = batch.shape
+        self._row_ptr = np.searchsorted(batch.rows, np.arange(n + 1))
+        order = np.argsort(batch.cols, kind="stable")
+        self._col_rows = batch.rows[order]
+        self._col_values = batch.values[order].astype(np.float64)
+        self._col_ptr = np.searchsorted(batch.cols[order], np.arange(dim + 1))
+
+    def to_row(self, k: int) -> np.ndarray:
+        """float64 (n,): the dot product of row ``k`` with each row."""
+        a, b = self._row_ptr[k], self._row_ptr[k + 1]
+        cols, values = self.batch.cols[a:b], self.batch.values[a:b].astype(np.float64)
+        starts = self._col_ptr[cols]
+        lengths = self._col_ptr[cols + 1] - starts
+        total = int(lengths.sum())
+        # indices of the concatenated column slices, without a Python loop
+        index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+        weights = self._col_values[index] * np.repeat(values, lengths)
+        return np.bincount(self._col_rows[index], weights=weights, minlength=self.batch.shape[0])
+
+
+class CachedEmbedder:
+    """Base of the shipped embedders: per-text LRU cache around a batch ``_compute``.
+
+    Subclasses set ``id`` and ``dim`` and implement ``_compute(texts)`` returning
+    the unit-norm (or zero) rows of the texts as :class:`SparseRows`. The cache
+    stores only the non-zero entries of each row, so sparse hashed rows stay small.
+    """
+
+    id: str = ""
+    dim: int = 0
+
+    def __init__(self, cache_size: int = 20_000):
+        self._cache: LRUCache[bytes, tuple[np.ndarray, np.ndarray]] = LRUCache(cache_size)
+
+    def _compute(self, texts: list[str]) -> SparseRows:
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of ``texts`` (n, dim) float32; cached rows are reused."""
+        return self.embed_sparse(texts).dense()
+
+    def embed_sparse(self, texts: Sequence[str]) -> SparseRows:
+        """The same embeddings as :meth:`embed`, as :class:`SparseRows`."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not one string")
+        found: list[tuple[np.ndarray, np.ndarray] | None] = []
+        missing: dict[bytes, list[int]] = {}
+        missing_texts: list[str] = []
+        for i, text in enumerate(texts):
+            key = _text_key(text)
+            if key in missing:
+                missing[key].append(i)
+                found.append(None)
+                continue
+            row = self._cache.get(key)
+            if row is None:
+                missing[key] = [i]
+                missing_texts.append(text)
+            found.append(row)
+        if missing_texts:
+            computed = self._compute(missing_texts)
+            bounds = np.searchsorted(computed.rows, np.arange(len(missing_texts) + 1))
+            for j, (key, positions) in enumerate(missing.items()):
+                a, b = bounds[j], bounds[j + 1]
+                row = (computed.cols[a:b].astype(np.int32), computed.values[a:b].astype(np.float32))
+                self._cache.put(key, row)
+                for i in positions:
+                    found[i] = row
+        lengths = [len(r[0]) for r in found]
+        empty = (np.zeros(0, np.int32), np.zeros(0, np.float32))
+        return SparseRows(
+            (len(texts), self.dim),
+            np.repeat(np.arange(len(texts), dtype=np.int64), lengths),
+            np.concatenate([r[0] for r in found] or [empty[0]]),
+            np.concatenate([r[1] for r in found] or [empty[1]]),
+        )
+
+    def cache_info(self) -> dict[str, int]:
+        """Cache statistics: hits, misses (texts looked up) and current size."""
+        return {"hits": self._cache.hits, "misses": self._cache.misses, "size": len(self._cache)}
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r}, dim={self.dim})"
+
+
+# ---- registry ------------------------------------------------------------------
+_FACTORIES: dict[str, Callable[[], Embedder]] = {}
+_INSTANCES: dict[str, Embedder] = {}
+_REGISTRY_LOCK = threading.Lock()
+
+
+def register_embedder(embedder_id: str, factory: Callable[[], Embedder]) -> None:
+    """Register a factory under ``embedder_id``; an id can be registered once."""
+    if not isinstance(embedder_id, str) or not embedder_id:
+        raise ConfigError(f"embedder id must be a non-empty string, got {describe_value(embedder_id)}", key="embedder")
+    with _REGISTRY_LOCK:
+        if embedder_id in _FACTORIES:
+            raise ConfigError(f"embedder {embedder_id!r} is already registered", key="embedder")
+        _FACTORIES[embedder_id] = factory
+
+
+def list_embedders() -> list[str]:
+    """Registered embedder ids, sorted."""
+    return sorted(_FACTORIES)
+
+
+def get_embedder(embedder_id: str = DEFAULT_EMBEDDER) -> Embedder:
+    """The shared instance for ``embedder_id`` (built on first use).
+
+    Raises :class:`ConfigError` for an unknown id (naming the known ones) or for an
+    embedder whose optional dependencies are missing.
+    """
+    with _REGISTRY_LOCK:
+        instance = _INSTANCES.get(embedder_id)
+        if instance is not None:
+            return instance
+        factory = _FACTORIES.get(embedder_id)
+        if factory is None:
+            raise ConfigError(
+                f"unknown embedder {describe_value(embedder_id)}; known: {sorted(_FACTORIES)}", key="embedder"
+            )
+        instance = factory()
+        _INSTANCES[embedder_id] = instance
+        return instance
+
+
+def embed_sparse(embedder: Embedder, texts: Sequence[str]) -> SparseRows:
+    """``embedder``'s rows for ``texts`` as :class:`SparseRows` (cached embedders
+    give them directly; others are converted from their dense rows)."""
+    if isinstance(embedder, CachedEmbedder):
+        return embedder.embed_sparse(texts)
+    return SparseRows.from_dense(np.asarray(embedder.embed(list(texts)), dtype=np.float32))
+
+
+def _resolve(embedder: Embedder | str | None) -> Embedder:
+    if embedder is None:
+        return get_embedder()
+    if isinstance(embedder, str):
+        return get_embedder(embedder)
+    return embedder
+
+
+# ---- helpers -------------------------------------------------------------------
+def cosine_to_query(texts: Sequence[str], query: str, embedder: Embedder | str | None = None) -> np.ndarray:
+    """Cosine similarity of each text to ``query``, float64 in [0, 1] (negatives clipped)."""
+    emb = _resolve(embedder)
+    if not texts:
+        return np.zeros(0)
+    query_vector = emb.embed([query])[0].astype(np.float64)
+    return np.clip(embed_sparse(emb, texts).dot(query_vector), 0.0, 1.0)
+
+
+def document_embedding(
+    texts: Sequence[str], weights: Sequence[float] | None = None, embedder: Embedder | str | None = None
+) -> np.ndarray:
+    """One unit-norm vector for a document given as parts (float64, shape (dim,)).
+
+    The weighted mean of the parts' embeddings, re-normalized; ``weights`` default
+    to each part's token count. This is how a long rendered context gets one
+    vector: MiniLM truncates long inputs, so a context is embedded unit by unit.
+    A document without features gives the zero vector.
+    """
+    emb = _resolve(embedder)
+    if not texts:
+        return np.zeros(emb.dim)
+    if weights is None:
+        weights = [count_tokens(t) for t in texts]
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (len(texts),) or not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ConfigError(
+            f"weights must be {len(texts)} finite non-negative numbers, got {describe_value(list(weights))}",
+            key="weights",
+        )
+    vector = embed_sparse(emb, texts).weighted_sum(w)
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
+
+
+def similarity(
+    a_texts: Sequence[str],
+    a_weights: Sequence[float] | None,
+    b_texts: Sequence[str],
+    b_weights: Sequence[float] | None,
+    embedder: Embedder | str | None = None,
+) -> float:
+    """Cosine similarity of two documents' embeddings, in [0, 1].
+
+    Two documents without features are equal (1.0); one without features is
+    unrelated to any other (0.0).
+    """
+    emb = _resolve(embedder)
+    a = document_embedding(a_texts, a_weights, emb)
+    b = document_embedding(b_texts, b_weights, emb)
+    a_zero, b_zero = not a.any(), not b.any()
+    if a_zero or b_zero:
+        return 1.0 if a_zero and b_zero else 0.0
+    return float(np.clip(a @ b, 0.0, 1.0))
+
+
+def _minilm() -> Embedder:
+    from .minilm import MiniLMEmbedder
+
+    return MiniLMEmbedder()
+
+
+def _hashed() -> Embedder:
+    from .hashed import HashedTfidfEmbedder
+
+    return HashedTfidfEmbedder()
+
+
+register_embedder("hashed-tfidf", _hashed)
+register_embedder("minilm", _minilm)

@@ -1,0 +1,136 @@
+"""``hashed-tfidf``: the default embedder; numpy only, nothing downloaded.
+
+Features of a text:
+
+* word tokens, lowercased; identifiers are split on ``_`` and camelCase
+  (``getUserName`` -> ``get user name``); numbers keep their inner ``.``/``,``
+  (``3.2.1``, ``1,250`` -> ``1250``); English stop-words and one-character tokens
+  are dropped;
+* unigrams and bigrams of the remaining tokens, hashed with crc32 (stable across
+  processes, unlike Python's ``hash``) into ``DIM`` = 4,096 buckets.
+
+Weight of a feature = sublinear tf (``1 + ln tf``) x idf. The idf is a fixed
+background weight, not fitted on the texts being embedded (that would make a
+text's vector depend on its batch and defeat the cache). It comes from the one
+word-frequency table ctxsim ships: the merge ranks of the cl100k BPE vocabulary,
+which was learned from a large web corpus and merges frequent strings first. A
+word that is a single cl100k token of rank ``r`` is treated as having Zipf
+frequency ~ 1/r, so its idf is ``1 + ln(1 + r / 256)`` (``data``: 2.4,
+``budget``: 4.5); a word that needs several tokens is rare, with the rank taken
+as ``RARE_RANK`` (idf 7.0). A bigram's idf is the mean of its words'. Without the
+cl100k file every idf is 1 (plain hashed tf).
+
+Rows are L2-normalized; a text with no features gives a zero row.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import zlib
+from functools import lru_cache
+
+import numpy as np
+
+from ..tokens import encode, encoding_available
+from . import CachedEmbedder, SparseRows
+
+DIM = 1 << 12
+RARE_RANK = 100_000
+RANK_SCALE = 256.0
+_BIGRAM_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all also am an and any are aren't as at be because been before being
+    below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
+    during each few for from further had hadn't has hasn't have haven't having he he'd he'll he's her here
+    here's hers herself him himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself
+    just let's me more most mustn't my myself no nor not now of off on once only or other ought our ours
+    ourselves out over own same shan't she she'd she'll she's so some such than that that's the their
+    theirs them themselves then there there's these they they'd they'll they're they've this those through
+    to too under until up us very was wasn't we we'd we'll we're we've were weren't what what's when when's
+    where where's which while who who's whom why why's will with won't would wouldn't you you'd you'll
+    you're you've your yours yourself yourselves
+    """.split()
+)
+
+# a number with inner . or , (1,250.00), or a word/identifier: letters and digits,
+# ``.digits`` (v3.2.1), an inner apostrophe (don't), ``_`` joins (user_name)
+_RAW_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:\.\d+)*(?:['’][^\W\d_]+)?(?:_+[^\W_]+)*")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+@lru_cache(maxsize=200_000)
+def _split_raw(raw: str) -> tuple[str, ...]:
+    """Normalized tokens of one raw token (identifier parts, number, word)."""
+    if raw[0].isdigit() and not raw.isalnum():
+        return (raw.replace(",", ""),)
+    parts: list[str] = []
+    for piece in raw.replace("’", "'").split("_"):
+        parts.extend(_CAMEL.sub(" ", piece).lower().split())
+    return tuple(p for p in parts if len(p) > 1 and p not in STOP_WORDS)
+
+
+def tokenize(text: str) -> list[str]:
+    """The normalized word tokens of ``text`` in order (stop-words removed)."""
+    out: list[str] = []
+    for raw in _RAW_TOKEN.findall(text):
+        out.extend(_split_raw(raw))
+    return out
+
+
+@lru_cache(maxsize=200_000)
+def _word_info(word: str) -> tuple[int, float]:
+    """(32-bit crc32 hash, background idf) of a normalized token."""
+    idf = 1.0
+    if encoding_available():
+        pieces = encode(word if word[0].isdigit() else " " + word)
+        rank = pieces[0] if len(pieces) == 1 else RARE_RANK
+        idf = 1.0 + math.log1p(rank / RANK_SCALE)
+    return zlib.crc32(word.encode("utf-8", "surrogatepass")), idf
+
+
+def idf(word: str) -> float:
+    """Background idf of a normalized token (see the module docstring)."""
+    return _word_info(word)[1]
+
+
+class HashedTfidfEmbedder(CachedEmbedder):
+    """Hashed unigram+bigram sublinear-tf x background-idf vectors (``DIM`` dims)."""
+
+    id = "hashed-tfidf"
+    dim = DIM
+
+    def _compute(self, texts: list[str]) -> SparseRows:
+        # all texts at once: word hashes and idfs in one array, with the text of each
+        words = [tokenize(t) for t in texts]
+        info = [_word_info(w) for ws in words for w in ws]
+        if not info:
+            return SparseRows((len(texts), DIM), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
+        owner = np.repeat(np.arange(len(texts), dtype=np.int64), [len(ws) for ws in words])
+        hashes = np.fromiter((h for h, _ in info), dtype=np.uint64, count=len(info))
+        idfs = np.fromiter((v for _, v in info), dtype=np.float64, count=len(info))
+        # unigram keys are the 32-bit hashes; bigram keys (within one text) mix both
+        # hashes into 64 bits with bit 63 set, so the two kinds of key never coincide
+        inner = owner[:-1] == owner[1:]
+        bigrams = ((hashes[:-1][inner] * _BIGRAM_MIX) ^ hashes[1:][inner]) | np.uint64(1 << 63)
+        keys = np.concatenate([hashes, bigrams])
+        key_owner = np.concatenate([owner, owner[:-1][inner]])
+        key_idf = np.concatenate([idfs, ((idfs[:-1] + idfs[1:]) / 2)[inner]])
+        # count each distinct (text, key): sort, then find the runs
+        order = np.lexsort((keys, key_owner))
+        keys, key_owner, key_idf = keys[order], key_owner[order], key_idf[order]
+        starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]) | (key_owner[1:] != key_owner[:-1])])
+        counts = np.diff(np.r_[starts, len(keys)])
+        weights = (1.0 + np.log(counts)) * key_idf[starts]
+        unique = keys[starts]
+        buckets = ((unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)).astype(np.int64)
+        # features of one text that share a bucket add up
+        cells, inverse = np.unique(key_owner[starts] * DIM + buckets, return_inverse=True)
+        values = np.bincount(inverse, weights=weights)
+        rows = cells // DIM
+        norms = np.sqrt(np.bincount(rows, weights=values**2, minlength=len(texts)))
+        return SparseRows(
+            (len(texts), DIM), rows, (cells % DIM).astype(np.int32), (values / norms[rows]).astype(np.float32)
+        )

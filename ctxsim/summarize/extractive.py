@@ -1,0 +1,352 @@
+"""The default summarizer: extractive, structured, deterministic, no model call.
+
+Every item of a summary is a verbatim sentence of the input (or a prefix of one,
+cut at a word boundary, to fill the budget), so planted values survive intact.
+
+How ``summarize_units`` builds a :class:`StructuredSummary`:
+
+1. Candidates. Each unit's text is split into sentences
+   (:func:`~ctxsim.summarize.sentences.segments`; code and log units line by
+   line; a leading bullet marker is dropped) and each sentence gets a section:
+   *rules* (a sentence of a user or system message, or of a summary, with
+   never/always/must/don't/do not/should/prefer/constraint/rule/policy, seed
+   004), *decisions* (decided/chose/will use/agreed/going with), *open items*
+   (TODO/``[ ]``/next/pending/blocked, and every sentence of a ``plan_ref``
+   unit), *facts* (prose holding a number, amount, date, path, file name, URL,
+   version, id, quoted string or name), else *notes* ("Context"). A unit with a
+   :class:`~ctxsim.model.ToolEnvelope` adds a tool outcome; a pointer unit (meta
+   ``artifact_id``; optional ``description``, ``rehydrate_hint``) adds an artifact
+   instead of its text. A summary unit is parsed and its items are carried into
+   the same sections, so rules and facts survive summaries of summaries.
+2. Scores. ``0.6·centrality + 0.4·relevance to task + 0.1·recency``, where
+   centrality is the cosine to the token-weighted centroid of all candidates
+   (embedder similarities), times the unit's priority weight (P1 or pinned 1.5,
+   P3 0.75).
+3. Order. Rules first (imperative ones before the others), then every candidate
+   holding a fact marker (facts, and decisions, open items, tool outcomes and
+   artifacts with values), then the rest; within each tier by maximal marginal
+   relevance (``λ·score − (1−λ)·max similarity to those ranked before``), which
+   keeps near-duplicates out.
+4. Budget. :func:`~ctxsim.summarize.structured.fit_summary` takes the ranked
+   candidates greedily under ``target_tokens`` and fills the remainder with a
+   partial sentence; the rendering never exceeds the target and, when the input
+   holds enough material, reaches 95 % of it.
+
+Results are cached (see :mod:`ctxsim.summarize.structured`) under a sha256 of the
+units and every parameter and version that shapes the output.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..errors import StrategyError, describe_value
+from ..model import ContextUnit
+from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
+from ..tokens import count_tokens
+from .sentences import segments
+from .structured import (
+    SUMMARY_RENDER_VERSION,
+    ArtifactRef,
+    Candidate,
+    StructuredSummary,
+    SummaryResult,
+    SummarySpan,
+    ToolOutcome,
+    cache_key,
+    cached,
+    fit_candidates,
+    fit_summary,
+    parse_summary,
+    prefix_within,
+)
+
+SUMMARIZER_VERSION = "extractive-1"
+FILL_RATIO = 0.95
+PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
+
+RULE = re.compile(
+    r"\b(?:never|always|must|should|prefer|constraints?|rules?|polic(?:y|ies)|requirements?)\b|\bdo not\b|\bdon['’]t\b",
+    re.IGNORECASE,
+)
+STRONG_RULE = re.compile(
+    r"^\W*(?:never|always|do not|don['’]t|must|only)\b|\b(?:constraints?|rules?|polic(?:y|ies)|requirements?)\b",
+    re.IGNORECASE,
+)
+DECISION = re.compile(
+    r"\b(?:decided|decide to|chose|chosen|choose to|will use|agreed|going with|opted|settled on)\b", re.I
+)
+OPEN_ITEM = re.compile(r"\bTODO\b|\bFIXME\b|\[ \]|\b(?:next|pending|blocked)\b", re.IGNORECASE)
+FACT = re.compile(
+    r"\d|[$€£¥]|https?://|\w@\w|`[^`]+`|\"[^\"]{2,}\""
+    r"|(?:^|[\s(])[~.]{0,2}/\w"
+    r"|\b\w+\.(?:py|js|ts|tsx|json|ya?ml|md|txt|go|rs|java|c|h|cpp|sql|sh|toml|cfg|ini|log|csv|html|css)\b"
+    r"|(?<=[a-z,;:)] )[A-Z][A-Za-z]+"
+)
+
+_BULLET = re.compile(r"^[-*•+]\s+")
+
+
+class ExtractiveSummarizer:
+    """Structured extractive summaries under an exact token budget (see module doc).
+
+    ``embedder_id`` names the embedder used for centrality, relevance to the task
+    and redundancy; ``mmr_lambda`` trades score against redundancy (1 = none).
+    """
+
+    kind = "extractive"
+
+    def __init__(self, embedder_id: str = DEFAULT_EMBEDDER, *, mmr_lambda: float = 0.7):
+        if not 0.0 <= mmr_lambda <= 1.0:
+            raise StrategyError(f"mmr_lambda must be in [0, 1], got {describe_value(mmr_lambda)}", key="mmr_lambda")
+        self.embedder_id = embedder_id
+        self.mmr_lambda = mmr_lambda
+        self._params = (SUMMARIZER_VERSION, SUMMARY_RENDER_VERSION, embedder_id, mmr_lambda)
+
+    @property
+    def embedder(self) -> Embedder:
+        return get_embedder(self.embedder_id)
+
+    # ---- public API -----------------------------------------------------------
+    def summarize_units(
+        self, units: Sequence[ContextUnit], target_tokens: int, *, task: str = "", depth: int = 0
+    ) -> SummaryResult:
+        """A structured summary of ``units`` of at most ``target_tokens`` tokens.
+
+        ``task`` is the current task (rendered, and used for relevance); ``depth``
+        the summary depth of the input (rendered in the header when > 0). When the
+        input is smaller than the target the summary is no larger than the input.
+        """
+        check_target(target_tokens)
+        units = tuple(units)
+        if not units:
+            raise StrategyError("summarize_units needs at least one unit", key="units")
+        key = cache_key("units", *self._params, target_tokens, task, depth, *(unit_cache_key(u) for u in units))
+        return cached(key, lambda: self._summarize_units(units, target_tokens, task, depth))
+
+    def summarize_text(self, text: str, target_tokens: int, *, task: str = "") -> SummaryResult:
+        """The most central sentences of ``text`` (in original order) within the budget.
+
+        A text already within ``target_tokens`` is returned unchanged.
+        """
+        check_target(target_tokens)
+        key = cache_key("text", *self._params, target_tokens, task, text)
+        return cached(key, lambda: self._summarize_text(text, target_tokens, task))
+
+    # ---- units ----------------------------------------------------------------
+    def _summarize_units(
+        self, units: tuple[ContextUnit, ...], target_tokens: int, task: str, depth: int
+    ) -> SummaryResult:
+        input_tokens = sum(u.token_count for u in units)
+        budget = min(target_tokens, input_tokens)
+        base = StructuredSummary(
+            span=SummarySpan(units[0].id, units[-1].id, min(u.turn for u in units), max(u.turn for u in units)),
+            depth=depth,
+        )
+        candidates, tiers, weights = unit_candidates(units)
+        texts = [_text_of(c.payload) for c in candidates]
+        scored = self._scores(texts, candidates, weights, task, len(units))
+        ranked = [candidates[i] for i in self._rank(texts, scored, tiers, budget)]
+        if task.strip():
+            ranked.insert(0, Candidate("current_task", task.strip()))
+        summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO)
+        if summary is None:  # the budget cannot even hold the header: plain best text
+            text = prefix_within("\n".join(_text_of(c.payload) for c in ranked), budget)
+            return SummaryResult(text, None, count_tokens(text), input_tokens)
+        text = summary.render()
+        return SummaryResult(text, summary, count_tokens(text), input_tokens)
+
+    # ---- text -----------------------------------------------------------------
+    def _summarize_text(self, text: str, target_tokens: int, task: str) -> SummaryResult:
+        input_tokens = count_tokens(text)
+        if input_tokens <= target_tokens:
+            return SummaryResult(text, None, input_tokens, input_tokens)
+        segs = segments(text)
+        sentences = [text[s.start : s.end] for s in segs]
+        separators = [
+            "\n" if "\n" in text[(segs[i - 1].end if i else 0) : s.start] else " " for i, s in enumerate(segs)
+        ]
+        candidates = [Candidate("text", sentences[i], (i, 0)) for i in range(len(segs))]
+        scored = self._scores(sentences, candidates, [1.0] * len(segs), task, len(segs))
+        ranked = [candidates[i] for i in self._rank(sentences, scored, [0.0] * len(segs), target_tokens)]
+
+        def render(chosen: list[Candidate]) -> str:
+            ordered = sorted(chosen, key=lambda c: c.position)
+            return "".join((separators[c.position[0]] if k else "") + c.payload for k, c in enumerate(ordered))
+
+        chosen = fit_candidates(
+            ranked,
+            target_tokens,
+            fixed_cost=0,
+            # the first sentence goes without its separator, which can cost more
+            # ("Produce" is 2 tokens, " Produce" 1): price each piece both ways
+            marginal=lambda c, _opened: max(
+                count_tokens(separators[c.position[0]] + c.payload), count_tokens(c.payload)
+            ),
+            render=render,
+            fill_ratio=FILL_RATIO,
+        )
+        out = render(chosen or [])
+        return SummaryResult(out, None, count_tokens(out), input_tokens)
+
+    # ---- scoring and ranking ---------------------------------------------------
+    def _scores(
+        self, texts: list[str], candidates: list[Candidate], weights: list[float], task: str, n_positions: int
+    ) -> tuple[np.ndarray, RowSimilarity, np.ndarray]:
+        """(score, similarity index, token count) of the texts; see the module docstring."""
+        embedder = self.embedder
+        vectors = embed_sparse(embedder, texts)
+        query = embedder.embed([task])[0].astype(np.float64)
+        sizes = np.array([count_tokens(t) for t in texts], dtype=np.float64)
+        centroid = vectors.weighted_sum(sizes)
+        norm = np.linalg.norm(centroid)
+        central = vectors.dot(centroid / norm) if norm > 0 else np.zeros(len(texts))
+        relevance = vectors.dot(query)
+        recency = np.array([c.position[0] for c in candidates], dtype=np.float64) / max(n_positions - 1, 1)
+        base = 0.6 * np.clip(central, 0, 1) + 0.4 * np.clip(relevance, 0, 1) + 0.1 * recency
+        return base * np.asarray(weights, dtype=np.float64), RowSimilarity(vectors), sizes
+
+    def _rank(
+        self,
+        texts: list[str],
+        scored: tuple[np.ndarray, RowSimilarity, np.ndarray],
+        tiers: Sequence[float],
+        budget: int,
+    ) -> list[int]:
+        """Candidate indices best first: by tier, then maximal marginal relevance.
+
+        MMR orders candidates until twice ``budget`` tokens are ranked; the rest
+        (which can only serve as filler) follow by score.
+        """
+        scores, similarity, sizes = scored
+        order: list[int] = []
+        seen: set[str] = set()
+        ranked_tokens = 0.0
+        for tier in sorted(set(tiers)):
+            group = [i for i, t in enumerate(tiers) if t == tier]
+            for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens):
+                if texts[i] not in seen:  # exact repeats (re-run tools, carried items) once
+                    seen.add(texts[i])
+                    order.append(i)
+                    ranked_tokens += sizes[i]
+        return order
+
+    def _mmr(
+        self, group: list[int], scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float
+    ) -> list[int]:
+        by_score = sorted(group, key=lambda i: (-scores[i], i))
+        if len(group) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
+            return by_score
+        members = np.array(group)
+        s = scores[members]
+        top = s.max()
+        rel = s / top if top > 0 else s
+        best_sim = np.zeros(len(group))
+        free = np.ones(len(group), dtype=bool)
+        picked: list[int] = []
+        lam = self.mmr_lambda
+        while len(picked) < len(group) and tokens > 0:
+            value = np.where(free, lam * rel - (1 - lam) * best_sim, -np.inf)
+            k = int(np.argmax(value))
+            picked.append(group[k])
+            free[k] = False
+            tokens -= sizes[group[k]]
+            best_sim = np.maximum(best_sim, similarity.to_row(group[k])[members])
+        taken = set(picked)
+        return picked + [i for i in by_score if i not in taken]
+
+
+# ---- candidates ------------------------------------------------------------------
+def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
+    """(candidates, tier of each, priority weight of each) in input order."""
+    candidates: list[Candidate] = []
+    tiers: list[float] = []
+    weights: list[float] = []
+
+    def add(section: str, payload, index: int, sub: int, unit: ContextUnit) -> None:
+        text = _text_of(payload)
+        if section == "rules":
+            tier = 0.0 if STRONG_RULE.search(text) else 0.5
+        elif section != "notes" and (not isinstance(payload, str) or FACT.search(text)):
+            tier = 1.0
+        else:
+            tier = 2.0
+        candidates.append(Candidate(section, payload, (index, sub)))
+        tiers.append(tier)
+        weights.append(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority])
+
+    for index, unit in enumerate(units):
+        sub = 0
+        meta = unit.meta_dict
+        if "artifact_id" in meta:
+            art = meta["artifact_id"]
+            description = meta.get("description") or unit.content.strip().split("\n", 1)[0]
+            hint = meta.get("rehydrate_hint") or f'read_artifact("{art}")'
+            add("artifacts", ArtifactRef(art, description, hint), index, sub, unit)
+            continue
+        if unit.tool is not None:
+            env = unit.tool
+            outcome = ToolOutcome(env.tool_name, env.outcome, tuple(sorted(env.key_fields)), env.error_message)
+            add("tool_outcomes", outcome, index, sub, unit)
+            sub += 1
+        carried = parse_summary(unit.content) if unit.type == "summary" else None
+        if carried is not None:
+            for section in ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts", "notes"):
+                for item in getattr(carried, section):
+                    add(section, item, index, sub, unit)
+                    sub += 1
+            continue
+        rule_role = unit.role in ("user", "system") or unit.type == "summary"
+        for seg in segments(unit.content, by_line=unit.type in ("code", "log")):
+            sentence = _BULLET.sub("", unit.content[seg.start : seg.end], count=1)
+            if not sentence:
+                continue
+            add(_section(sentence, seg.code, rule_role, unit.type == "plan_ref"), sentence, index, sub, unit)
+            sub += 1
+    return candidates, tiers, weights
+
+
+def _section(sentence: str, code: bool, rule_role: bool, plan: bool) -> str:
+    if code:
+        return "open_items" if plan or OPEN_ITEM.search(sentence) else "notes"
+    if rule_role and RULE.search(sentence):
+        return "rules"
+    if DECISION.search(sentence):
+        return "decisions"
+    if plan or OPEN_ITEM.search(sentence):
+        return "open_items"
+    if FACT.search(sentence):
+        return "facts"
+    return "notes"
+
+
+def _text_of(payload: str | ToolOutcome | ArtifactRef) -> str:
+    return payload if isinstance(payload, str) else payload.line()
+
+
+def unit_cache_key(unit: ContextUnit) -> str:
+    tool = unit.tool
+    tool_key = "" if tool is None else f"{tool.tool_name}|{tool.outcome}|{tool.key_fields}|{tool.error_message}"
+    return "\x1f".join(
+        (
+            unit.id,
+            unit.type,
+            unit.role,
+            str(unit.turn),
+            str(unit.priority),
+            str(unit.pinned),
+            str(unit.meta),
+            tool_key,
+            unit.content,
+        )
+    )
+
+
+def check_target(target_tokens: int) -> None:
+    if isinstance(target_tokens, bool) or not isinstance(target_tokens, int) or target_tokens < 1:
+        raise StrategyError(
+            f"target_tokens must be a positive integer, got {describe_value(target_tokens)}", key="target_tokens"
+        )

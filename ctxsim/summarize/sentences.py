@@ -1,0 +1,147 @@
+"""A hand-written sentence splitter (no NLTK: its data cannot be downloaded here).
+
+Every sentence is an exact substring of the input, stripped of surrounding
+whitespace, so extracted text stays verbatim and planted values survive intact.
+Together the sentences hold every non-whitespace character of the input, in order.
+
+How text is cut:
+
+* fenced blocks (```` ``` ````), code lines and log lines: each non-empty line is
+  one sentence (a line is code-like when it starts like a statement, a log record,
+  a stack frame or a shell prompt, or is indented by 4+ spaces, or opens/closes a
+  block);
+* bullet (``-``, ``*``, ``•``, ``+``) and numbered (``1.``, ``2)``) lines and
+  markdown headings start a new block, as does a blank line or any other line,
+  except that an unindented line starting with a lowercase letter continues the
+  prose block above (wrapped prose) unless that block ends with ``:``;
+* prose blocks split after ``.``, ``!``, ``?`` or ``…`` (and closing quotes or
+  brackets) followed by whitespace, unless the next word starts lowercase or
+  the period ends an abbreviation (``e.g.``, ``Mr.``, an initial ``J.``, ``U.S.``)
+  or a list number. Periods inside ``3.2.1``, ``$1,250.00``, ``/srv/app.py`` or
+  URLs are never followed by whitespace, so they never split.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import NamedTuple
+
+ABBREVIATIONS = frozenset(
+    """
+    mr mrs ms dr prof sr jr st mt no nos fig figs vol vols pp ch sec eq approx vs viz cf al e.g i.e
+    a.m p.m jan feb mar apr jun jul aug sep sept oct nov dec inc ltd corp co dept est ref
+    """.split()
+)
+
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•+]\s|\d{1,3}[.)]\s|#{1,6}\s)")
+_CODE_LINE = re.compile(
+    r"""^(?:\t|\ {4,})\S
+    |^\s*(?:def|class|import|return|elif|else|try|except|finally|with|while|for|if|function|const|let|var
+            |public|private|protected|static|package|func|fn|async|await|raise|throw|yield)(?:\s|\(|:|$)
+    |^\s*from\s+\S+\s+import\b
+    |^\s*(?:\$\s|>>>\s|\#include|//|/\*|\*/|<!--|</?\w+[^>]*>|\|)
+    |^\s*@\w[\w.]*(?:\(.*\))?\s*$
+    |^\s*(?:[{})\]]|\[\s*[\]"'\d{\[])
+    |[{;]\s*$
+    |^\s*\[?\d{4}-\d{2}-\d{2}[T\ ]\d
+    |^\s*\[?\d{2}:\d{2}:\d{2}
+    |^\s*\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b
+    |^\s*(?:Traceback\ \(|File\ "|at\ [\w$.<>]+\()
+    |^\s*\w*(?:Error|Exception):
+    """,
+    re.VERBOSE,
+)
+_BOUNDARY = re.compile(r"(?:[.!?]+|…)[\"'”’)\]]*(?=\s)")
+_NEXT_CHAR = re.compile(r"\s*(\S)")
+_INITIALISM = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$|^[A-Z]$")
+
+
+class Segment(NamedTuple):
+    """One sentence: ``text[start:end]``; ``code`` for a code or log line."""
+
+    start: int
+    end: int
+    code: bool
+
+
+def split_sentences(text: str, *, by_line: bool = False) -> list[str]:
+    """The sentences of ``text``, each an exact substring, in order.
+
+    ``by_line=True`` treats every non-empty line as one sentence (code, logs).
+    """
+    return [text[s.start : s.end] for s in segments(text, by_line=by_line)]
+
+
+@lru_cache(maxsize=4096)
+def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
+    """Sentence spans of ``text`` (see :func:`split_sentences`), cached by content."""
+    out: list[Segment] = []
+    block: list[int] | None = None  # [start, end] of the current prose block
+    in_fence = False
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        start, pos = pos, pos + len(line)
+        body = line.rstrip("\r\n")
+        if not body.strip():
+            _flush(text, block, out)
+            block = None
+            continue
+        end = start + len(body)
+        fence = bool(_FENCE.match(body))
+        wrapped = block is not None and body[:1].islower() and not text[block[0] : block[1]].rstrip().endswith(":")
+        if not (by_line or in_fence or fence) and wrapped:
+            block[1] = end
+            continue
+        if by_line or in_fence or fence or (not _LIST_ITEM.match(body) and _CODE_LINE.search(body)):
+            _flush(text, block, out)
+            block = None
+            lead = len(body) - len(body.lstrip())
+            out.append(Segment(start + lead, start + len(body.rstrip()), True))
+            in_fence = in_fence != fence
+            continue
+        _flush(text, block, out)
+        block = [start, end]
+    _flush(text, block, out)
+    return tuple(out)
+
+
+def _flush(text: str, block: list[int] | None, out: list[Segment]) -> None:
+    """Split one prose block into sentences and append them to ``out``."""
+    if block is None:
+        return
+    start, end = block
+    chunk = text[start:end]
+    first_word_end = len(chunk) - len(chunk.lstrip()) + len((chunk.split() or [""])[0])
+    piece_start = 0
+    for m in _BOUNDARY.finditer(chunk):
+        nxt = _NEXT_CHAR.match(chunk, m.end())
+        if nxt is None or nxt.group(1).islower() or _is_abbreviation(chunk, m, first_word_end):
+            continue
+        _append(start, chunk, piece_start, m.end(), out)
+        piece_start = m.end()
+    _append(start, chunk, piece_start, len(chunk), out)
+
+
+def _is_abbreviation(chunk: str, m: re.Match, first_word_end: int) -> bool:
+    """True when the boundary ``m`` is the period of an abbreviation or list number."""
+    if m.group() != ".":
+        return False
+    start = m.start()
+    while start > 0 and not chunk[start - 1].isspace():
+        start -= 1
+    token = chunk[start : m.start()].lstrip("([\"'“‘")
+    if not token:
+        return False
+    if token.lower() in ABBREVIATIONS or _INITIALISM.match(token):
+        return True
+    return token.isdigit() and m.end() == first_word_end
+
+
+def _append(offset: int, chunk: str, a: int, b: int, out: list[Segment]) -> None:
+    piece = chunk[a:b]
+    stripped = piece.strip()
+    if stripped:
+        lead = len(piece) - len(piece.lstrip())
+        out.append(Segment(offset + a + lead, offset + a + lead + len(stripped), False))

