@@ -1,0 +1,259 @@
+"""One overflow event, broken step by step: the logic every consumer shares.
+
+The Gymnasium environment, the evaluation loop, the oracle and the deployable
+policy all run an :class:`OverflowEpisode`, so "success", "forced recovery" and the
+reward mean the same thing everywhere. No gymnasium import here.
+
+Semantics (seed 001, MISSION.md): each step applies one strategy. The episode ends
+when the context fits the target (success), when a recovery action ran, or when
+``max_steps`` strategies ran and it is still over the target — then the configured
+``recovery_mode`` is applied and the outcome counts as a failure that used
+recovery (mode ``error``: a failure without recovery, the state left as it was).
+The reward (seed 001's formula) is paid once, on the last step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from .errors import ConfigError, RecoveryError
+from .latency import LatencyModel
+from .metrics import BreakingOutcome, outcome
+from .model import ContextState
+from .reward import RewardWeights, compute_reward, reward_terms
+from .strategies import ContextBudget, Strategy, StrategyContext, StrategyResult, get_strategy
+from .strategies.registry import strategy_class
+
+SEED_CHAIN = ("summarize_old", "prioritize_recent", "content_type_chunking", "discard_low_rel", "hybrid")
+DEFAULT_ACTIONS = SEED_CHAIN + ("fresh_start",)
+RECOVERY_MODES = ("fresh_start", "truncate", "error")
+
+
+@dataclass(frozen=True)
+class EpisodeSettings:
+    """Everything that decides how an overflow event is broken and scored."""
+
+    actions: tuple[str, ...] = DEFAULT_ACTIONS
+    max_steps: int = 3
+    target: str = "limit"
+    recovery_mode: str = "fresh_start"
+    reward: RewardWeights = field(default_factory=RewardWeights)
+    latency: LatencyModel = field(default_factory=LatencyModel)
+    embedder: str = "hashed-tfidf"
+    strategy_params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+    budget: ContextBudget = field(default_factory=ContextBudget)
+    cache_size: int = 50_000
+
+    def __post_init__(self) -> None:
+        if not self.actions:
+            raise ConfigError("actions must not be empty", key="actions")
+        for sid in self.actions:
+            strategy_class(sid)  # unknown ids fail with the list of valid ones
+        if len(set(self.actions)) != len(self.actions):
+            raise ConfigError(f"actions repeat an id: {list(self.actions)}", key="actions")
+        if self.max_steps < 1:
+            raise ConfigError(f"max_steps must be >= 1, got {self.max_steps}", key="max_steps")
+        if self.target not in ("limit", "warning"):
+            raise ConfigError(f"target must be 'limit' or 'warning', got {self.target!r}", key="target")
+        if self.recovery_mode not in RECOVERY_MODES:
+            raise ConfigError(f"recovery_mode must be one of {list(RECOVERY_MODES)}, got {self.recovery_mode!r}", key="recovery_mode")
+        object.__setattr__(self, "_strategies", {})
+        object.__setattr__(self, "_cache", OrderedDict())
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, Any]) -> "EpisodeSettings":
+        """Settings from plain data (an env config's relevant keys)."""
+        data = dict(data)
+        params = data.pop("strategy_params", None) or {}
+        budget = data.pop("budget", None) or {}
+        return cls(
+            actions=tuple(data.pop("actions", DEFAULT_ACTIONS)),
+            reward=RewardWeights(**(data.pop("reward", None) or {})),
+            latency=LatencyModel(**(data.pop("latency", None) or {})),
+            strategy_params=tuple(sorted((k, tuple(sorted(v.items()))) for k, v in params.items())),
+            budget=ContextBudget(
+                required=tuple(budget.get("required", ())), excluded=tuple(budget.get("excluded", ()))
+            ),
+            **data,
+        )
+
+    @property
+    def key(self) -> str:
+        """Stable hash of the settings that change transitions (cache key)."""
+        blob = json.dumps(
+            [self.actions, self.target, self.recovery_mode, self.latency.model_dump(), self.embedder,
+             self.strategy_params, self.budget.excluded],
+            sort_keys=True, default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def params_for(self, strategy_id: str) -> dict[str, Any]:
+        return dict(dict(self.strategy_params).get(strategy_id, ()))
+
+    def strategy(self, strategy_id: str) -> Strategy:
+        cache = self._strategies
+        if strategy_id not in cache:
+            cache[strategy_id] = get_strategy(strategy_id, **self.params_for(strategy_id))
+        return cache[strategy_id]
+
+    def target_tokens(self, state: ContextState) -> int:
+        return state.warning_tokens if self.target == "warning" else state.limit
+
+    def context(self, state: ContextState) -> StrategyContext:
+        return StrategyContext(
+            embedder_id=self.embedder, latency=self.latency, target_tokens=self.target_tokens(state), budget=self.budget
+        )
+
+    # ---- memoized pure functions ---------------------------------------------
+    def _memo(self, key: tuple, compute):
+        cache: OrderedDict = self._cache
+        if key in cache:
+            cache.move_to_end(key)
+            return cache[key]
+        value = compute()
+        cache[key] = value
+        if len(cache) > self.cache_size:
+            cache.popitem(last=False)
+        return value
+
+    def apply(self, strategy_id: str, state: ContextState) -> StrategyResult:
+        """The strategy's result on ``state`` (memoized: strategies are pure)."""
+        if self.latency.measured:
+            return self.strategy(strategy_id).apply(state, self.context(state))
+        return self._memo(
+            ("apply", state.fingerprint, strategy_id),
+            lambda: self.strategy(strategy_id).apply(state, self.context(state)),
+        )
+
+    def valid(self, strategy_id: str, state: ContextState) -> bool:
+        """Can the action run on ``state``? (recovery actions always can)"""
+        if self.budget.is_excluded(strategy_id):
+            return False
+        strategy = self.strategy(strategy_id)
+        if strategy.recovery:
+            return True
+        return self._memo(("valid", state.fingerprint, strategy_id), lambda: strategy.applicable(state, self.context(state)))
+
+    def mask(self, state: ContextState) -> np.ndarray:
+        mask = np.array([self.valid(sid, state) for sid in self.actions], dtype=bool)
+        if not mask.any():  # never an all-False mask: recovery stays possible
+            mask[:] = [self.strategy(sid).recovery for sid in self.actions]
+            if not mask.any():
+                mask[:] = True
+        return mask
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_strategies"], state["_cache"] = {}, OrderedDict()
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One applied action and what it did."""
+
+    action: str
+    before: ContextState
+    after: ContextState
+    result: StrategyResult | None
+    forced_recovery: str | None
+    done: bool
+    reward: float
+    latency_ms: float
+
+
+class OverflowEpisode:
+    """The state of one overflow event being broken (cheap to copy for search)."""
+
+    def __init__(self, original: ContextState, settings: EpisodeSettings | None = None):
+        self.settings = settings or EpisodeSettings()
+        self.original = original
+        self.state = original
+        self.chain: tuple[str, ...] = ()
+        self.latency_ms = 0.0
+        self.done = original.total_tokens <= self.settings.target_tokens(original)
+        self.forced_recovery = False
+        self._outcome: BreakingOutcome | None = None
+
+    def copy(self) -> "OverflowEpisode":
+        other = object.__new__(OverflowEpisode)
+        other.__dict__.update(self.__dict__)
+        return other
+
+    @property
+    def steps_taken(self) -> int:
+        return len(self.chain)
+
+    @property
+    def target_tokens(self) -> int:
+        return self.settings.target_tokens(self.original)
+
+    def action_mask(self) -> np.ndarray:
+        return self.settings.mask(self.state)
+
+    def valid_actions(self) -> list[str]:
+        return [sid for sid, ok in zip(self.settings.actions, self.action_mask()) if ok]
+
+    def step(self, action: str | int | Strategy) -> Step:
+        """Apply one action: an id, an index into ``settings.actions``, or any
+        :class:`Strategy` object (peers use their own strategies this way)."""
+        if self.done:
+            raise RecoveryError("the episode is over; reset it")
+        before = self.state
+        if isinstance(action, Strategy):
+            sid = action.id
+            result = action.apply(before, self.settings.context(before))
+        else:
+            sid = self.settings.actions[action] if isinstance(action, (int, np.integer)) else action
+            result = self.settings.apply(sid, before)
+        self.state = result.state
+        self.chain += (sid,)
+        self.latency_ms += result.latency_ms
+        forced = None
+        if result.recovery or self.state.total_tokens <= self.target_tokens:
+            self.done = True
+        elif self.steps_taken >= self.settings.max_steps:
+            forced = self.settings.recovery_mode
+            self._force_recovery(forced)
+        reward = self.reward if self.done else 0.0
+        return Step(sid, before, self.state, result, forced, self.done, reward, result.latency_ms)
+
+    def _force_recovery(self, mode: str) -> None:
+        self.done = True
+        self.forced_recovery = True
+        if mode == "error":
+            return
+        result = self.settings.apply(mode, self.state)
+        self.state = result.state
+        self.latency_ms += result.latency_ms
+
+    @property
+    def outcome(self) -> BreakingOutcome:
+        if self._outcome is None or not self.done:
+            o = outcome(
+                self.original, self.state, time_ms=self.latency_ms, target_tokens=self.target_tokens,
+                embedder_id=self.settings.embedder,
+            )
+            if self.forced_recovery:
+                o = replace(o, success=False, used_recovery=self.settings.recovery_mode != "error")
+            if not self.done:
+                return o
+            self._outcome = o
+        return self._outcome
+
+    @property
+    def reward_terms(self) -> dict[str, float]:
+        return reward_terms(self.outcome, self.settings.reward)
+
+    @property
+    def reward(self) -> float:
+        return compute_reward(self.outcome, self.settings.reward)

@@ -1,0 +1,270 @@
+"""Seed 004's automatic pruning (OpenCode DCP) and keep-recent compaction.
+
+Three zero-LLM-cost prunings of tool results: ``dedupe_tool_results`` (older copies
+of identical calls), ``supersede_writes`` (file writes read back later) and
+``purge_errors`` (old failed calls keep only their error). They remove redundancy,
+not information, so they run to completion whatever the target (seed 004 runs them
+on every compaction); tools named in ``protected_tools`` are never pruned.
+
+``compact_keep_recent`` is seed 004's AI-driven compaction: everything but the last
+N units becomes one structured summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+from pydantic import Field
+
+from ..latency import Cost
+from ..model import ContextState, ContextUnit, ToolEnvelope
+from .base import RANK_PRUNE, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, unchanged
+from .common import replace_span, summarize_units
+from .registry import register
+from .window import MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_saves
+
+#: OpenCode DCP's tools that are never pruned (seed 004 §2.2)
+DCP_PROTECTED_TOOLS = ("task", "todowrite", "todoread", "distill", "compress", "prune", "batch", "plan_enter", "plan_exit")
+#: argument names that hold the file a call touched, when the envelope has no target
+_PATH_ARGUMENTS = ("path", "file_path", "filePath", "filename")
+
+
+class PruneParams(Params):
+    """``protected_tools``: tool names whose results are never pruned."""
+
+    protected_tools: tuple[str, ...] = DCP_PROTECTED_TOOLS
+
+
+def call_target(tool: ToolEnvelope) -> str | None:
+    """The resource a call touched: the envelope's target, else a path argument."""
+    if tool.target:
+        return tool.target
+    try:
+        arguments = json.loads(tool.arguments)
+    except ValueError:
+        return None
+    if not isinstance(arguments, dict):
+        return None
+    return next((str(arguments[k]) for k in _PATH_ARGUMENTS if arguments.get(k)), None)
+
+
+class _Prune(Strategy):
+    """Removes the units :meth:`select` picks; applicable iff it picks any."""
+
+    rank = RANK_PRUNE
+    phase = "prune"
+    seed = "004"
+    Params = PruneParams
+
+    def tool_units(self, state: ContextState) -> list[ContextUnit]:
+        """Tool results of unprotected tools, pinned ones included, in order."""
+        protected = set(self.params.protected_tools)
+        return [u for u in state.units if u.tool is not None and u.tool.tool_name not in protected]
+
+    def select(self, state: ContextState) -> list[ContextUnit]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        return bool(self.select(state))
+
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        gone = {u.id for u in self.select(state)}
+        if not gone:
+            return unchanged(state, "nothing to prune")
+        units = [u for u in state.units if u.id not in gone]
+        return Outcome(state.with_units(units, applied=self.id), Cost(units_touched=len(gone)))
+
+
+@register
+class DedupeToolResults(_Prune):
+    """Seed 004 / DCP deduplication: keep only the newest of identical tool calls.
+
+    Tool results with the same tool name and canonical arguments
+    (``ToolEnvelope.call_key``) are copies of one call; every non-pinned copy but
+    the newest (by position) is removed. The newest copy holds the current result,
+    so an older copy is removed even when it is P1 (no P1 promise by unit id; the
+    content survives in the newest copy when the results are identical).
+
+    Parameters: ``protected_tools`` (default DCP's list: task, todowrite, todoread,
+    distill, compress, prune, batch, plan_enter, plan_exit). Ignores the target.
+    Cost: bookkeeping only (no LLM call).
+    """
+
+    id = "dedupe_tool_results"
+    display_name = "Deduplicate tool results"
+    summary = "Remove older copies of identical tool calls (same tool + arguments), keeping the newest."
+
+    def select(self, state):
+        units = self.tool_units(state)
+        newest = {u.tool.call_key: u.id for u in units}
+        return [u for u in units if not u.pinned and newest[u.tool.call_key] != u.id]
+
+
+class SupersedeParams(PruneParams):
+    """``write_tools`` / ``read_tools``: tool names that write / read a file."""
+
+    write_tools: tuple[str, ...] = ("write_file", "edit_file", "create_file")
+    read_tools: tuple[str, ...] = ("read_file",)
+
+
+@register
+class SupersedeWrites(_Prune):
+    """Seed 004 / DCP supersede-writes: a write read back later is redundant.
+
+    A non-pinned result of a write tool whose target (``ToolEnvelope.target``, else
+    a ``path``-like argument) is read later (a later read-tool result on the same
+    target whose outcome is not ``failure``) is removed: the read captures the
+    file's current state. Writes may be P1 and are removed all the same.
+
+    Parameters: ``write_tools`` (default write_file, edit_file, create_file),
+    ``read_tools`` (default read_file), ``protected_tools`` (DCP's list). Ignores
+    the target. Cost: bookkeeping only.
+    """
+
+    id = "supersede_writes"
+    display_name = "Supersede writes"
+    summary = "Remove file writes whose file is read back later (the read holds the current state)."
+    Params = SupersedeParams
+
+    def select(self, state):
+        writes, reads = set(self.params.write_tools), set(self.params.read_tools)
+        read_later: set[str] = set()
+        superseded = []
+        for u in reversed(self.tool_units(state)):
+            target = call_target(u.tool)
+            if target is None:
+                continue
+            if u.tool.tool_name in reads and u.tool.outcome != "failure":
+                read_later.add(target)
+            elif u.tool.tool_name in writes and target in read_later and not u.pinned:
+                superseded.append(u)
+        return superseded[::-1]
+
+
+class PurgeParams(PruneParams):
+    """``after_turns``: a failed call at least this many turns older than the newest
+    turn of the state is purged (DCP's default 4)."""
+
+    after_turns: int = Field(4, ge=0)
+
+
+def error_text(unit: ContextUnit) -> str:
+    """The error message of a failed call: the envelope's, else the first output line
+    that mentions an error, else the last non-empty line (at most 300 characters)."""
+    if unit.tool is not None and unit.tool.error_message:
+        return unit.tool.error_message
+    lines = [line.strip() for line in unit.content.splitlines() if line.strip()]
+    marked = [line for line in lines if any(w in line.lower() for w in ("error", "exception", "failed"))]
+    return (marked[0] if marked else lines[-1])[:300]
+
+
+@register
+class PurgeErrors(_Prune):
+    """Seed 004 / DCP purge-errors: old failed calls keep only their error message.
+
+    A non-pinned tool result with outcome ``failure`` whose turn is at least
+    ``after_turns`` turns before the newest turn of the state has its content
+    replaced in place (same unit id) by the envelope's placeholder, which keeps the
+    tool name, outcome, key fields and the error message (:func:`error_text`). Units
+    whose placeholder would not be shorter are left alone. Every unit survives, so
+    P1 units are kept (compressed in place).
+
+    Parameters: ``after_turns`` (turns, default 4), ``protected_tools`` (DCP's
+    list). Ignores the target. Cost: bookkeeping only.
+    """
+
+    id = "purge_errors"
+    display_name = "Purge old errors"
+    summary = "Replace failed tool results older than N turns by their error message (same unit)."
+    keeps_p1 = True
+    Params = PurgeParams
+
+    def _purged(self, state: ContextState) -> dict[str, ContextUnit]:
+        """Unit id -> its purged replacement, for every unit to purge."""
+        if not state.units:
+            return {}
+        newest = max(u.turn for u in state.units)
+        out = {}
+        for u in self.tool_units(state):
+            if u.pinned or u.tool.outcome != "failure" or newest - u.turn < self.params.after_turns:
+                continue
+            envelope = dataclasses.replace(u.tool, error_message=error_text(u))
+            purged = u.with_content(envelope.placeholder(), tool=envelope)
+            if purged.token_count < u.token_count:
+                out[u.id] = purged
+        return out
+
+    def select(self, state):
+        return [state.unit(uid) for uid in self._purged(state)]
+
+    def run(self, state, ctx):
+        purged = self._purged(state)
+        if not purged:
+            return unchanged(state, "no old errors to purge")
+        units = [purged.get(u.id, u) for u in state.units]
+        return Outcome(state.with_units(units, applied=self.id), Cost(units_touched=len(purged)))
+
+
+class CompactParams(Params):
+    """``keep_recent``: units kept verbatim at the end (seed 004 default 6);
+    ``max_summary_tokens``: largest summary body (tokens, seed 004 default 2000)."""
+
+    keep_recent: int = Field(6, ge=1)
+    max_summary_tokens: int = Field(2000, ge=1)
+
+
+@register
+class CompactKeepRecent(Strategy):
+    """Seed 004's AI-driven compaction: keep the last N units, summarize the rest.
+
+    The last ``keep_recent`` units stay verbatim; every older non-pinned unit
+    (earlier summaries included) is folded into one structured summary (the
+    summarizer's sections; user rules are kept verbatim) placed where the first of
+    them was. The body is what brings the state to the target, at most
+    ``max_summary_tokens``, and at least 50 tokens or what the task and the user
+    rules need (:func:`~.window.summary_floor`; within ``max_summary_tokens``).
+    Not applicable with fewer than ``keep_recent + 2`` units (seed 004's "Not
+    enough messages to compact"), when the state fits the target, or when the
+    older units are smaller than a minimal summary. P1 units may be folded
+    (no P1 promise by unit id).
+
+    Parameters: ``keep_recent`` (units, default 6), ``max_summary_tokens``
+    (tokens, default 2000). Cost: one summary call over the older units.
+    """
+
+    id = "compact_keep_recent"
+    display_name = "Compact (keep recent)"
+    rank = RANK_SUMMARIZE
+    phase = "summarize"
+    seed = "004"
+    summary = "Summarize everything but the last N units into one structured summary that keeps user rules."
+    Params = CompactParams
+
+    def _plan(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], int, str]:
+        """(older units, summary body tokens, "") or ([], 0, why not)."""
+        if len(state.units) < self.params.keep_recent + 2:
+            return [], 0, "Not enough messages to compact"
+        excess = state.total_tokens - ctx.target(state)
+        if excess <= 0:
+            return [], 0, "fits the target"
+        older = [u for u in state.units[: -self.params.keep_recent] if not u.pinned]
+        if not older:
+            return [], 0, "only pinned units before the recent ones"
+        cap = self.params.max_summary_tokens
+        floor = min(cap, summary_floor(older, ctx.query_for(state), MIN_SUMMARY_TOKENS))
+        body = summary_budget(state, older, excess, cap, floor)
+        if not summary_saves(state, older, body):
+            return [], 0, "older units are smaller than their summary"
+        return older, body, ""
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        return bool(self._plan(state, ctx or StrategyContext())[0])
+
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        older, body, why_not = self._plan(state, ctx)
+        if not older:
+            return unchanged(state, why_not)
+        unit, cost = summarize_units(state, older, body, ctx, prefix="compact")
+        units = replace_span(state.units, {u.id for u in older}, unit)
+        return Outcome(state.with_units(units, applied=self.id), cost)

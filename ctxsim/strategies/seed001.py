@@ -1,0 +1,781 @@
+"""Seed 001's five breaking strategies (Context Management System v3.6).
+
+``summarize_old``, ``prioritize_recent``, ``content_type_chunking``,
+``discard_low_rel`` and ``hybrid`` (their chain). Parameter names and defaults are
+seed 001's ``context_config.breaking_strategy``; parameters the seed does not name
+(``p1_ratio``, ``min_similarity``, ``min_coherence``, ``min_tokens``, ...) are
+ctxsim's and documented on each class. All sizes are cl100k tokens.
+
+Where the seed's sketch returns ``null`` because the result is still over the limit,
+ctxsim keeps the partial progress: the next step of a chain (or the environment's
+next action) starts from it.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import math
+import re
+import textwrap
+import tokenize
+from dataclasses import replace
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from ..errors import StrategyError
+from ..latency import Cost
+from ..metrics import coherence
+from ..model import ContextState, ContextUnit
+from ..tokens import count_tokens
+from .base import (
+    RANK_COMPRESS,
+    RANK_SELECT,
+    RANK_SUMMARIZE,
+    Outcome,
+    Params,
+    Strategy,
+    StrategyContext,
+    unchanged,
+)
+from .common import (
+    relevance_scores,
+    remove_until,
+    replace_span,
+    source_ids_of,
+    summarize_units,
+    summary_unit,
+    synthetic_id,
+    truncate_paragraphs,
+)
+from .registry import get_strategy, register, strategy_class
+
+#: a share in (0, 1]
+Share = Annotated[float, Field(gt=0, le=1)]
+
+# --------------------------------------------------------------------------- code minification
+
+_FENCED = re.compile(
+    r"^(?P<open>[ \t]*(?P<mark>```|~~~)(?P<lang>[^\n`]*)\n)(?P<body>.*?)(?P<close>^[ \t]*(?P=mark)[ \t]*$)", re.M | re.S
+)
+_HASH_LANGS = frozenset(
+    "python py python3 sh bash shell zsh ruby rb yaml yml toml perl r make makefile dockerfile".split()
+)
+_C_LANGS = frozenset(
+    "c cpp c++ h hpp java javascript js jsx ts tsx typescript go golang rust rs kotlin swift cs csharp scala php "
+    "css".split()
+)
+#: lines that look like a '#'-comment language (Python fragments, shell) vs C-like code
+_HASH_HINTS = re.compile(
+    r"^\s*(?:def |class \w+[(:]|import \w|from [\w.]+ import |elif |except\b"
+    r"|#(?!include|define|if|endif|pragma|else|undef)\s)",
+    re.M,
+)
+_C_HINTS = re.compile(r"//|/\*|[;{}][ \t]*$", re.M)
+
+
+def minify_code(code: str, *, strip_docstrings: bool = True) -> str:
+    """Code without comments, blank lines and trailing spaces (and docstrings).
+
+    Seed 001's ``minifyCode``, made safe for real code: string literals are never
+    touched and line structure is kept (Python needs it), so every identifier of
+    the code survives. The language decides what a comment is:
+
+    * Python (the text parses): exact, with :mod:`tokenize`; ``#`` comments go, and
+      with ``strip_docstrings`` so do docstrings and other bare string statements
+      (a block left empty gets ``...``); the result must still parse, else only
+      comments are removed, else the code is returned as it was;
+    * other ``#``-comment languages (shell, YAML, Python fragments): ``#`` comments
+      that start a line or follow whitespace;
+    * C-like languages (C, Java, JS, Go, Rust, ...): ``//`` and ``/* */`` comments
+      (``#`` is a preprocessor line there and stays).
+
+    Markdown fences are minified block by block with their language tag; text
+    outside fences is left as it is. Never returns an empty string.
+    """
+    if _FENCED.search(code):
+        out = _FENCED.sub(
+            lambda m: m["open"] + _minify_block(m["body"], m["lang"].strip(), strip_docstrings) + "\n" + m["close"],
+            code,
+        )
+    else:
+        out = _minify_block(code, "", strip_docstrings)
+    return out if out.strip() else code
+
+
+def _minify_block(code: str, language: str, strip_docstrings: bool) -> str:
+    mode = _language_mode(code, language)
+    if mode == "python":
+        for docstrings in ((True, False) if strip_docstrings else (False,)):
+            out = _minify_python(code, docstrings)
+            if out is not None:
+                return out
+        return code
+    return _squeeze(*_scan(code, hash_comments=mode == "hash"))
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(textwrap.dedent(code))
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def _language_mode(code: str, language: str) -> str:
+    """"python", "hash" (``#`` comments) or "c" (``//`` and ``/* */`` comments)."""
+    lang = language.lower()
+    if lang in _C_LANGS:
+        return "c"
+    if (not lang or lang in _HASH_LANGS) and _parses(code):
+        return "python"
+    if lang in _HASH_LANGS:
+        return "hash"
+    return "hash" if len(_HASH_HINTS.findall(code)) > len(_C_HINTS.findall(code)) else "c"
+
+
+def _minify_python(code: str, strip_docstrings: bool) -> str | None:
+    """Python minified with tokenize, or None when the result would not parse."""
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return None
+    lines = code.split("\n")
+    cut: dict[int, int] = {}  # 0-based line -> column where a comment starts
+    keep_trailing: set[int] = set()  # lines ending inside a string literal
+    keep_blank: set[int] = set()  # lines starting inside a string literal
+    for tok in tokens:
+        (srow, scol), (erow, _) = tok.start, tok.end
+        if tok.type == tokenize.COMMENT:
+            cut[srow - 1] = scol
+        elif erow > srow:  # a multi-line string (or f-string part)
+            keep_trailing.update(range(srow - 1, erow - 1))
+            keep_blank.update(range(srow, erow))
+    replaced: dict[int, str] = {}
+    if strip_docstrings:
+        significant = [t for t in tokens if t.type not in (tokenize.NL, tokenize.COMMENT)]
+        for i, tok in enumerate(significant):
+            if tok.type != tokenize.STRING or i + 1 >= len(significant):
+                continue
+            prev = significant[i - 1].type if i else None
+            if prev not in (None, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                continue
+            if significant[i + 1].type not in (tokenize.NEWLINE, tokenize.ENDMARKER):
+                continue
+            after = significant[i + 2].type if i + 2 < len(significant) else tokenize.ENDMARKER
+            alone = prev == tokenize.INDENT and after in (tokenize.DEDENT, tokenize.ENDMARKER)
+            first, last = tok.start[0] - 1, tok.end[0] - 1
+            for row in range(first, last + 1):
+                replaced[row] = ""
+            if alone:  # the block's only statement: keep the block valid
+                replaced[first] = lines[first][: tok.start[1]] + "..."
+    for row, text in replaced.items():
+        lines[row] = text
+        cut.pop(row, None)
+        keep_trailing.discard(row)
+        keep_blank.discard(row)
+    for row, col in cut.items():
+        lines[row] = lines[row][:col]
+    out = _squeeze(lines, keep_trailing, keep_blank)
+    return out if _parses(out) else None
+
+
+def _scan(code: str, *, hash_comments: bool) -> tuple[list[str], set[int], set[int]]:
+    """Lines of ``code`` with comments removed by a string-aware scanner.
+
+    Returns (lines, lines ending inside a string, lines starting inside a string).
+    """
+    lines: list[str] = []
+    keep_trailing: set[int] = set()
+    keep_blank: set[int] = set()
+    buf: list[str] = []
+
+    def end_line(in_string: bool) -> None:
+        lines.append("".join(buf))
+        buf.clear()
+        if in_string:
+            keep_trailing.add(len(lines) - 1)
+            keep_blank.add(len(lines))
+
+    quote: str | None = None
+    i, n = 0, len(code)
+    while i < n:
+        c = code[i]
+        if quote is not None:
+            if code.startswith(quote, i):
+                buf.append(quote)
+                i += len(quote)
+                quote = None
+            elif c == "\\" and i + 1 < n and code[i + 1] != "\n":
+                buf.append(code[i : i + 2])
+                i += 2
+            elif c == "\n":
+                if len(quote) == 1 and quote != "`":  # an unterminated one-line string ends here
+                    quote = None
+                end_line(quote is not None)
+                i += 1
+            else:
+                buf.append(c)
+                i += 1
+            continue
+        if c == "\n":
+            end_line(False)
+            i += 1
+        elif hash_comments and c == "#" and (i == 0 or code[i - 1] in " \t\n"):
+            j = code.find("\n", i)
+            i = n if j < 0 else j
+        elif not hash_comments and code.startswith("//", i) and not (i and code[i - 1] == ":"):
+            j = code.find("\n", i)
+            i = n if j < 0 else j
+        elif not hash_comments and code.startswith("/*", i):
+            j = code.find("*/", i + 2)
+            end = n if j < 0 else j + 2
+            breaks = code.count("\n", i, end)
+            if breaks:
+                for _ in range(breaks):
+                    end_line(False)
+            else:
+                buf.append(" ")  # a/**/b must not become ab
+            i = end
+        elif c in "'\"`":
+            quote = c * 3 if hash_comments and code.startswith(c * 3, i) else c
+            buf.append(quote)
+            i += len(quote)
+        else:
+            buf.append(c)
+            i += 1
+    lines.append("".join(buf))
+    return lines, keep_trailing, keep_blank
+
+
+def _squeeze(lines: list[str], keep_trailing: set[int], keep_blank: set[int]) -> str:
+    """Join lines without trailing spaces and blank lines, except inside strings."""
+    out = []
+    for i, line in enumerate(lines):
+        if i not in keep_trailing:
+            line = line.rstrip()
+        if line.strip() or i in keep_blank:
+            out.append(line)
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------- log compression
+
+_NUMBER = re.compile(r"\d+")
+_SEVERE = re.compile(r"\b(?:ERROR|FATAL|CRITICAL|SEVERE|PANIC|Traceback|Exception|\w+Error)\b")
+_WARNING = re.compile(r"\bWARN(?:ING)?\b")
+
+
+def collapse_repeats(lines: list[str]) -> list[str]:
+    """Runs of lines equal up to their numbers (timestamps, counters) as one line
+    ``"<first line> [×N]"``."""
+    out: list[str] = []
+    key = first = None
+    count = 0
+    for line in lines + [None]:
+        k = None if line is None else _NUMBER.sub("#", line.strip())
+        if line is not None and k == key:
+            count += 1
+            continue
+        if first is not None:
+            out.append(first if count == 1 else f"{first} [×{count}]")
+        key, first, count = k, line, 1
+    return out
+
+
+def compress_log(text: str, max_tokens: int) -> str:
+    """A log cut to at most ``max_tokens`` tokens, keeping what matters.
+
+    Repeated lines are collapsed first (:func:`collapse_repeats`); if that is not
+    enough, whole lines are kept by severity — ERROR/FATAL/exception lines, then
+    WARN lines, then the rest, the most recent first within a class — and printed
+    in their original order followed by ``[N log lines omitted]``.
+    """
+    lines = collapse_repeats([ln for ln in text.split("\n") if ln.strip()])
+    joined = "\n".join(lines)
+    if count_tokens(joined) <= max_tokens:
+        return joined
+    rank = sorted(range(len(lines)), key=lambda i: (_severity(lines[i]), -i))
+    marker_budget = count_tokens(f"\n[{len(lines)} log lines omitted]")
+    budget = max_tokens - marker_budget
+    chosen: list[int] = []
+    for i in rank:
+        cost = count_tokens(lines[i]) + 1
+        if cost <= budget:
+            chosen.append(i)
+            budget -= cost
+    chosen.sort()
+    while True:
+        kept = [lines[i] for i in chosen]
+        omitted = len(lines) - len(kept)
+        out = "\n".join(kept + [f"[{omitted} log lines omitted]"])
+        if count_tokens(out) <= max_tokens or not chosen:
+            break
+        chosen.remove(max(chosen, key=lambda i: (_severity(lines[i]), -i)))
+    return out
+
+
+def _severity(line: str) -> int:
+    return 0 if _SEVERE.search(line) else 1 if _WARNING.search(line) else 2
+
+
+# --------------------------------------------------------------------------- strategies
+
+
+def _old_count(state: ContextState, old_threshold: float) -> int:
+    return math.floor(len(state.units) * old_threshold)
+
+
+def _shrinks(unit: ContextUnit, ratio: float, min_tokens: int) -> bool:
+    """Whether compressing ``unit`` to ``ratio`` of its tokens is worth a summary call."""
+    return unit.token_count >= min_tokens and math.floor(unit.token_count * ratio) < unit.token_count
+
+
+def _compress_text(
+    unit: ContextUnit, ratio: float, state: ContextState, ctx: StrategyContext
+) -> tuple[ContextUnit, Cost]:
+    """``unit`` with its content summarized to ``ratio`` of its tokens (same id)."""
+    target = max(1, math.floor(unit.token_count * ratio))
+    text = ctx.summarizer.summarize_text(unit.content, target, task=ctx.query_for(state)).text
+    if not text.strip() or count_tokens(text) >= unit.token_count:
+        return unit, Cost()
+    new = unit.with_content(text)
+    return new, Cost.summary(unit.token_count, new.token_count) + Cost(units_touched=1)
+
+
+def _allowed(strategy_id: str, ctx: StrategyContext) -> bool:
+    """False when the context's budget (seed 003) excludes the strategy."""
+    return ctx.budget is None or not ctx.budget.is_excluded(strategy_id)
+
+
+def _with_history(new: ContextState, old: ContextState, strategy_id: str) -> ContextState:
+    """``new`` with the history of ``old`` plus ``strategy_id`` (for composite strategies)."""
+    return replace(new, history=old.history + (strategy_id,))
+
+
+# ---- summarize_old ----------------------------------------------------------------
+
+
+class SummarizeOldParams(Params):
+    old_threshold: Share = 0.6
+    summary_length: int = Field(300, gt=0)
+    p1_ratio: Share = 0.7
+    min_similarity: float = Field(0.7, ge=0, le=1)
+    min_tokens: int = Field(40, ge=1)
+
+
+@register
+class SummarizeOld(Strategy):
+    """Summarize old context (seed 001, strategy 1): temporal compression.
+
+    The first ``old_threshold`` (0.6) of the units, by count, are "old". Their
+    non-pinned P2/P3 units (pointers and placeholders excepted: they are already
+    small and carry artifact ids) are folded into ONE structured summary unit of
+    about ``summary_length`` (300) tokens, placed where the first of them was. Old
+    P1 units are summarized less aggressively (seed: "summarizes non-P1 more
+    aggressively"): each is compressed in place to ``p1_ratio`` (0.7) of its tokens,
+    oldest first, only while the state is still over the target, and only when
+    it has at least ``min_tokens`` (40) tokens. Pinned units are never touched.
+
+    The fold happens whenever the old P2/P3 units hold more than the summary would
+    (seed semantics: the whole old span is summarized, even when less would fit).
+
+    Fallback (seed's weird case, "if summary incoherent (similarity < 0.7)"): when the
+    coherence of the context with the summary (MISSION's definition: embedding
+    cosine of the rendered result vs the rendered input, units weighted by tokens)
+    is below ``min_similarity`` (0.7), the old span is truncated instead — its most
+    recent whole paragraphs up to the summary's size (seed 003's paragraph-boundary
+    truncation) — and ``fallback`` is ``"truncate"``. (Comparing the summary with
+    the span alone does not work with the default hashed TF-IDF embedder: a summary
+    ~10x shorter than its span scores 0.3-0.7 on every generated scenario, so the
+    fallback would replace nearly every summary. In context it scores 0.75-0.99,
+    and drops under 0.7 when a large old span of unrelated content cannot be
+    represented in ``summary_length`` tokens.)
+
+    Unlike the seed's sketch, which returns null when the result is still over the
+    limit, the partial progress is kept.
+    """
+
+    id = "summarize_old"
+    display_name = "Summarizing old context"
+    rank = RANK_SUMMARIZE
+    phase = "summarize_old"
+    seed = "001"
+    summary = "Fold the old 60% of units (P2/P3) into one ~300-token structured summary; old P1 compressed in place"
+    keeps_p1 = True
+    Params = SummarizeOldParams
+
+    def _plan(self, state: ContextState) -> tuple[list[ContextUnit], list[ContextUnit]]:
+        """(old units to fold, old P1 units that may be compressed in place)."""
+        p = self.params
+        old = state.units[: _old_count(state, p.old_threshold)]
+        fold = [u for u in old if not u.pinned and u.priority != 1 and u.type != "placeholder"]
+        # fold only when the summary (its header + summary_length) is smaller than the span;
+        # the header is measured on a one-token body ("x")
+        if fold and state.tokens_of(fold) <= state.unit_cost(summary_unit(fold, "x")) - 1 + p.summary_length:
+            fold = []
+        p1 = [u for u in old if not u.pinned and u.priority == 1 and _shrinks(u, p.p1_ratio, p.min_tokens)]
+        return fold, p1
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        ctx = ctx or StrategyContext()
+        fold, p1 = self._plan(state)
+        return bool(fold) or (bool(p1) and not state.fits(ctx.target(state)))
+
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        p = self.params
+        fold, p1 = self._plan(state)
+        target = ctx.target(state)
+        if not fold and (not p1 or state.fits(target)):
+            return unchanged(state, "nothing old to summarize")
+        units = list(state.units)
+        cost, fallback, notes = Cost(), None, []
+        if fold:
+            summary, cost = summarize_units(state, fold, p.summary_length, ctx)
+            span = {u.id for u in fold}
+            coh = coherence(state, state.with_units(replace_span(units, span, summary)), ctx.embedder_id)
+            cost += Cost(embedded_units=len(state.units) + 1)
+            notes.append(f"coherence with the summary {coh:.2f}")
+            if coh < p.min_similarity:
+                body = summary.content.split("\n", 1)[1]
+                cut = truncate_paragraphs("\n\n".join(u.content for u in fold), count_tokens(body), keep="tail")
+                if cut.strip():
+                    summary, fallback = summary_unit(fold, cut, prefix="truncated"), "truncate"
+            units = replace_span(units, span, summary)
+        for unit in p1:
+            if state.with_units(units).fits(target):
+                break
+            new, c = _compress_text(unit, p.p1_ratio, state, ctx)
+            units = [new if u.id == unit.id else u for u in units]
+            cost += c
+        return Outcome(state.with_units(units, applied=self.id), cost, fallback, "; ".join(notes))
+
+
+# ---- prioritize_recent --------------------------------------------------------------
+
+
+class PrioritizeRecentParams(Params):
+    rel_threshold: float = Field(0.5, ge=0)
+    recent_bias: float = Field(0.2, ge=0, le=1)
+    priority_boost: float = Field(1.5, ge=1)
+
+
+@register
+class PrioritizeRecent(Strategy):
+    """Prioritize recent & key units (seed 001, strategy 2): relevance-focused pruning.
+
+    Every unit is scored by relevance to the current task (cosine to the task,
+    max-normalized so the most relevant unit scores 1; P1 units multiplied by
+    ``priority_boost``, 1.5). The last ``recent_bias`` (0.2) share of the units
+    (rounded up) and pinned units are always kept, and so is every unit scoring at
+    least ``rel_threshold`` (0.5). The others are dropped, least relevant first,
+    until the state fits the target: ctxsim stops as soon as it fits, where the seed
+    drops every unit under the threshold. A P1 unit is protected only by its boost
+    (``keeps_p1`` is False): one that scores under the threshold even boosted can go.
+
+    Weird case (seed: "if all units high-rel, force fresh start"): when no unit is
+    under the threshold, the state is returned unchanged with the note
+    "all units high-relevance: fresh start advised" (``applicable`` is then False).
+    """
+
+    id = "prioritize_recent"
+    display_name = "Prioritizing P1 units & recent messages"
+    rank = RANK_SELECT
+    phase = "prioritize_recent"
+    seed = "001"
+    summary = "Drop units under 0.5 relevance to the task (P1 ×1.5), least relevant first; keep the last 20%"
+    Params = PrioritizeRecentParams
+
+    def _candidates(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], Cost]:
+        """Droppable units, least relevant first (ties: oldest first), and the scoring cost."""
+        p = self.params
+        n = len(state.units)
+        scores, cost = relevance_scores(state, state.units, ctx, p.priority_boost)
+        pool = range(n - math.ceil(n * p.recent_bias))
+        low = [i for i in pool if not state.units[i].pinned and scores[i] < p.rel_threshold]
+        low.sort(key=lambda i: (scores[i], i))
+        return [state.units[i] for i in low], cost
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        # needs the relevance scores; embeddings are cached per text, so this is cheap after the first call
+        ctx = ctx or StrategyContext()
+        return not state.fits(ctx.target(state)) and bool(self._candidates(state, ctx)[0])
+
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        target = ctx.target(state)
+        if state.fits(target):
+            return unchanged(state, "already fits")
+        candidates, cost = self._candidates(state, ctx)
+        if not candidates:
+            return Outcome(state, cost, None, "all units high-relevance: fresh start advised")
+        kept, removed = remove_until(state, candidates, target)
+        cost += Cost(units_touched=len(removed))
+        note = f"dropped {len(removed)} low-relevance units"
+        return Outcome(state.with_units(kept, applied=self.id), cost, None, note)
+
+
+# ---- content_type_chunking -----------------------------------------------------------
+
+#: compression class of each unit type; summaries and placeholders are never compressed
+TYPE_CLASS = {
+    "message": "text", "code": "code", "log": "log", "plan_ref": "plan_ref", "tool_result": "other", "other": "other",
+}
+DEFAULT_COMPRESS_RATIOS = {"code": 0.7, "text": 0.5, "log": 0.4, "plan_ref": 1.0, "other": 0.6}
+
+
+class ContentTypeChunkingParams(Params):
+    compress_ratios: dict[str, Share] = Field(dict(DEFAULT_COMPRESS_RATIOS), validate_default=True)
+    min_tokens: int = Field(40, ge=1)
+
+    @field_validator("compress_ratios")
+    @classmethod
+    def _known_classes(cls, ratios: dict[str, float]) -> dict[str, float]:
+        unknown = sorted(set(ratios) - set(DEFAULT_COMPRESS_RATIOS))
+        if unknown:
+            raise ValueError(f"unknown content class {unknown}; valid: {sorted(DEFAULT_COMPRESS_RATIOS)}")
+        return {**DEFAULT_COMPRESS_RATIOS, **ratios}
+
+
+@register
+class ContentTypeChunking(Strategy):
+    """Content-type specific chunking (seed 001, strategy 3): compress by type, in place.
+
+    Each non-pinned unit is compressed according to its type's ratio in
+    ``compress_ratios`` (code 0.7, text 0.5, log 0.4, plan_ref 1.0, other 0.6; a
+    partial mapping is merged into these defaults). "text" is message units,
+    "other" is tool results and other units; summaries and placeholders are left
+    alone, and a ratio of 1.0 (plan_ref) keeps the type verbatim. Units keep their
+    ids (compressed in place), so every P1 unit survives.
+
+    * code: minified (:func:`minify_code`: comments, docstrings, blank lines and
+      trailing spaces removed; strings and identifiers intact), never summarized;
+      P1 code only loses comments, blank lines and trailing spaces;
+    * log: repeated lines collapsed, then whole lines kept by severity (ERROR, then
+      WARN, then the rest) up to ratio × tokens (:func:`compress_log`);
+    * text and other: summarized to ratio × tokens by the extractive summarizer.
+
+    P1 text and logs are compressed less: their ratio moves halfway to 1. Units under
+    ``min_tokens`` (40) tokens are not summarized. Seed semantics: every unit is
+    compressed, even when fewer would make the state fit.
+    """
+
+    id = "content_type_chunking"
+    display_name = "Chunking code & plan references"
+    rank = RANK_COMPRESS
+    phase = "content_chunking"
+    seed = "001"
+    summary = "Compress each unit in place by type: minify code, keep plan refs verbatim, cut logs and text"
+    keeps_p1 = True
+    Params = ContentTypeChunkingParams
+
+    def _ratio(self, unit: ContextUnit) -> float:
+        ratio = self.params.compress_ratios[TYPE_CLASS[unit.type]]
+        return (ratio + 1) / 2 if unit.priority == 1 and TYPE_CLASS[unit.type] != "code" else ratio
+
+    def _cheap(self, unit: ContextUnit) -> str | None:
+        """New content of a code or log unit (no summarizer needed), or None."""
+        kind = TYPE_CLASS[unit.type]
+        if kind == "code":
+            return minify_code(unit.content, strip_docstrings=unit.priority != 1)
+        if unit.token_count < self.params.min_tokens:
+            return None
+        return compress_log(unit.content, max(1, math.floor(unit.token_count * self._ratio(unit))))
+
+    def _eligible(self, state: ContextState) -> list[ContextUnit]:
+        return [u for u in state.units if not u.pinned and u.type in TYPE_CLASS and self._ratio(u) < 1]
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        for unit in self._eligible(state):
+            if TYPE_CLASS[unit.type] in ("code", "log"):
+                new = self._cheap(unit)
+                if new is not None and count_tokens(new) < unit.token_count:
+                    return True
+            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens):
+                return True
+        return False
+
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        changed: dict[str, ContextUnit] = {}
+        cost = Cost()
+        for unit in self._eligible(state):
+            if TYPE_CLASS[unit.type] in ("code", "log"):
+                text = self._cheap(unit)
+                if text is not None and count_tokens(text) < unit.token_count:
+                    changed[unit.id] = unit.with_content(text)
+                    cost += Cost(counted_tokens=unit.token_count, units_touched=1)
+            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens):
+                new, c = _compress_text(unit, self._ratio(unit), state, ctx)
+                if new is not unit:
+                    changed[unit.id] = new
+                    cost += c
+        if not changed:
+            return unchanged(state, "nothing to compress")
+        units = [changed.get(u.id, u) for u in state.units]
+        return Outcome(state.with_units(units, applied=self.id), cost, None, f"compressed {len(changed)} units")
+
+
+# ---- discard_low_rel ----------------------------------------------------------------
+
+BRIEF_PLACEHOLDER = "[Omitted low-relevance prior context]"
+
+
+class DiscardLowRelParams(Params):
+    discard_percent: float = Field(0.3, ge=0, lt=1)
+    placeholder_detail: Literal["brief", "linked"] = "brief"
+    priority_boost: float = Field(1.5, ge=1)
+    min_coherence: float = Field(0.6, ge=0, le=1)
+
+
+@register
+class DiscardLowRel(Strategy):
+    """Discard low-relevance units (seed 001, strategy 4): aggressive pruning.
+
+    The bottom ``discard_percent`` (0.3) of the non-pinned units by relevance to
+    the task (P1 multiplied by ``priority_boost``, 1.5, as in seed 001's
+    ``computeRelevance``) are removed: ``n - ceil(n × 0.7)`` of the n non-pinned
+    units (with the default share none when n < 4: ``applicable`` is then False).
+    Seed semantics: the whole share goes, even when less would fit. ONE
+    placeholder unit (type placeholder, role assistant) takes the place of the
+    first discarded unit: its text is
+    "[Omitted low-relevance prior context]" (``placeholder_detail: brief``) or
+    "[Omitted – see archive: <ids>]" listing the original ids (``linked``). The
+    placeholder is left out when it would cost more tokens than what it replaces.
+
+    Fallback (seed's weird case): when the coherence of the result (embedding
+    cosine of the rendered result vs the input, units weighted by tokens) is below
+    ``min_coherence`` (0.6), the discard is undone and ``summarize_old`` (default
+    parameters) is applied to the input instead; ``fallback`` is "summarize_old".
+    When summarize_old cannot run (or the budget excludes it), the discard is kept
+    (with a note).
+    """
+
+    id = "discard_low_rel"
+    display_name = "Removing low-relevance units"
+    rank = RANK_SELECT
+    phase = "discard_low_rel"
+    seed = "001"
+    summary = "Discard the 30% least relevant units behind one placeholder; undo + summarize if coherence < 0.6"
+    Params = DiscardLowRelParams
+
+    def _count(self, state: ContextState) -> int:
+        n = sum(not u.pinned for u in state.units)
+        return n - math.ceil(n * (1 - self.params.discard_percent))
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        return self._count(state) > 0
+
+    def _placeholder(self, discarded: list[ContextUnit]) -> ContextUnit:
+        ids = source_ids_of(discarded)
+        brief = self.params.placeholder_detail == "brief"
+        text = BRIEF_PLACEHOLDER if brief else f"[Omitted – see archive: {', '.join(ids)}]"
+        return ContextUnit(
+            id=synthetic_id("omitted", discarded),
+            type="placeholder",
+            role="assistant",
+            content=text,
+            turn=discarded[0].turn,
+            timestamp=discarded[-1].timestamp,
+            priority=3,
+            source_ids=ids,
+        )
+
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        k = self._count(state)
+        if k <= 0:
+            return unchanged(state, "too few units to discard")
+        pool = [u for u in state.units if not u.pinned]
+        scores, cost = relevance_scores(state, pool, ctx, self.params.priority_boost)
+        order = sorted(range(len(pool)), key=lambda i: (scores[i], i))[:k]
+        discarded = [pool[i] for i in sorted(order)]
+        placeholder = self._placeholder(discarded)
+        if state.unit_cost(placeholder) >= state.tokens_of(discarded):
+            placeholder = None
+        new = state.with_units(replace_span(state.units, {u.id for u in discarded}, placeholder), applied=self.id)
+        coh = coherence(state, new, ctx.embedder_id)
+        cost += Cost(embedded_units=1, units_touched=k)
+        note = f"discarded {k} units; coherence {coh:.2f}"
+        if coh < self.params.min_coherence:
+            fallback = SummarizeOld()
+            if _allowed(fallback.id, ctx) and fallback.applicable(state, ctx):
+                out = fallback.run(state, ctx)
+                undone = _with_history(out.state, state, self.id)
+                return Outcome(undone, cost + out.cost, "summarize_old", note + "; undone")
+            note += " (low, but summarize_old cannot run or is excluded: discard kept)"
+        return Outcome(new, cost, None, note)
+
+
+# ---- hybrid ---------------------------------------------------------------------------
+
+SEED_HYBRID_CHAIN = ("summarize_old", "prioritize_recent", "content_type_chunking", "discard_low_rel")
+
+
+class HybridParams(Params):
+    chain: tuple[str, ...] = Field(SEED_HYBRID_CHAIN, min_length=1)
+    max_iterations: int = Field(3, ge=1)
+
+    @field_validator("chain")
+    @classmethod
+    def _registered(cls, chain: tuple[str, ...]) -> tuple[str, ...]:
+        for sid in chain:
+            try:
+                strategy_cls = strategy_class(sid)
+            except StrategyError as exc:
+                raise ValueError(str(exc)) from None
+            if sid == Hybrid.id or strategy_cls.recovery:
+                raise ValueError(f"'{sid}' cannot be part of the hybrid chain (recovery or hybrid itself)")
+        return chain
+
+
+@register
+class Hybrid(Strategy):
+    """Hybrid (seed 001, strategy 5): the breaking chain as one composite action.
+
+    Applies the strategies of ``chain`` (default: summarize_old, prioritize_recent,
+    content_type_chunking, discard_low_rel, each with its default parameters) in
+    order, each to the result of the previous one, skipping those not applicable,
+    running at most ``max_iterations`` (3) of them and stopping as soon as the
+    state fits the target (so nothing runs when it already fits). Steps the
+    context's budget excludes (seed 003) are skipped too. The chain may name
+    any registered strategy except recovery modes and hybrid itself. The cost is
+    the sum of the steps' costs; the history gets one entry, "hybrid", and the note
+    lists the steps. Partial progress is kept when the chain ends over the target
+    (the seed's ``breakContext`` then hands over to recovery).
+    """
+
+    id = "hybrid"
+    display_name = "Applying hybrid compression"
+    rank = RANK_SUMMARIZE
+    phase = "hybrid"
+    seed = "001"
+    summary = "Seed 001's chain (summarize, prioritize, chunk, discard) until it fits, at most 3 steps"
+    keeps_p1 = False
+    Params = HybridParams
+
+    def __init__(self, **params):
+        super().__init__(**params)
+        self.steps = tuple(get_strategy(sid) for sid in self.params.chain)
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        ctx = ctx or StrategyContext()
+        return not state.fits(ctx.target(state)) and any(
+            _allowed(s.id, ctx) and s.applicable(state, ctx) for s in self.steps
+        )
+
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        target = ctx.target(state)
+        current, cost, ran, fallbacks = state, Cost(), [], []
+        for step in self.steps:
+            if current.fits(target) or len(ran) == self.params.max_iterations:
+                break
+            if not _allowed(step.id, ctx) or not step.applicable(current, ctx):
+                continue
+            result = step.apply(current, ctx)
+            current, cost = result.state, cost + result.cost
+            ran.append(step.id)
+            if result.fallback:
+                fallbacks.append(f"{step.id}: {result.fallback}")
+        if current is state:
+            return unchanged(state, "no step of the chain applies" if not state.fits(target) else "already fits")
+        note = " → ".join(ran)
+        return Outcome(_with_history(current, state, self.id), cost, "; ".join(fallbacks) or None, note)

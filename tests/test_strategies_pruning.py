@@ -1,0 +1,298 @@
+"""Seed 004 / OpenCode DCP pruning (dedupe, supersede writes, purge errors) and keep-recent compaction."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import lru_cache
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
+from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.serialize import dumps_state
+from ctxsim.strategies import StrategyContext, get_strategy
+from ctxsim.strategies.pruning import DCP_PROTECTED_TOOLS, call_target, error_text
+from ctxsim.strategies.window import MIN_SUMMARY_TOKENS, summary_overhead
+
+PRUNE_IDS = ("dedupe_tool_results", "supersede_writes", "purge_errors")
+#: strategy id -> the planted marker of the units it must touch
+PLANTED = {"dedupe_tool_results": "duplicate", "supersede_writes": "superseded", "purge_errors": "error"}
+RULE = "never delete production data"
+TASK = "Migrate the billing service to the new schema."
+
+
+def message(i: int, content: str, *, role: str = "user", priority: int = 2, pinned: bool = False) -> ContextUnit:
+    return ContextUnit(id=f"m{i}", type="message", role=role, content=content, turn=i, priority=priority, pinned=pinned)
+
+
+def call(i: int, tool: str, *, path: str | None = None, outcome: str = "success", content: str | None = None,
+         turn: int | None = None, priority: int = 2, pinned: bool = False, error: str | None = None,
+         arguments: dict | None = None) -> ContextUnit:
+    arguments = arguments if arguments is not None else ({"path": path} if path else {"n": i})
+    body = content or f"{tool} {path or ''} output #{i}:\n" + "\n".join(f"line {k}: value {k * i}" for k in range(12))
+    return ContextUnit(
+        id=f"t{i}",
+        type="tool_result",
+        role="tool",
+        content=body,
+        turn=i if turn is None else turn,
+        priority=priority,
+        pinned=pinned,
+        tool=ToolEnvelope(
+            tool_name=tool, call_id=f"c{i}", arguments=ToolEnvelope.canonical_arguments(arguments),
+            outcome=outcome, target=path, error_message=error,
+        ),
+    )
+
+
+def state_of(units, limit: int | None = None) -> ContextState:
+    units = tuple(units)
+    if limit is None:
+        limit = ContextState(units=units, limit=10**6, min_limit=10).total_tokens
+    return ContextState(units=units, limit=limit, min_limit=10, task=TASK)
+
+
+def planted(unit: ContextUnit) -> str | None:
+    return unit.meta_dict.get("planted")
+
+
+def mark(unit: ContextUnit, kind: str) -> ContextUnit:
+    return dataclasses.replace(unit, meta=(("planted", kind),))
+
+
+OPS = ("read", "write", "fail", "todo", "say")
+
+
+@st.composite
+def tool_states(draw) -> ContextState:
+    """Random agent sessions: file reads/writes over 3 paths, failing commands, a protected
+    todo tool, messages; redundancy is marked the way the generator marks it."""
+    ops = draw(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 2), st.booleans()), min_size=1, max_size=24))
+    units: list[ContextUnit] = []
+    for i, (op, k, flag) in enumerate(ops):
+        path = f"src/module_{k}.py"
+        if op == "read":
+            units.append(call(i, "read_file", path=path, content=f"contents of {path} (version {k})\n" + "x = 1\n" * 20))
+        elif op == "write":
+            units.append(call(i, "write_file", path=path, arguments={"path": path, "content": f"v{i}"}))
+        elif op == "fail":
+            units.append(call(i, "run_command", outcome="failure", error=f"exit status {i}: tests failed" if flag else None,
+                              content=f"$ pytest -k case{i}\n" + "E   assert 0 == 1\n" * 15 + f"ERROR: case{i} failed"))
+        elif op == "todo":
+            units.append(call(i, "todowrite", arguments={"todo": "same list"}))
+        else:
+            units.append(message(i, f"Step {i}: keep going with the migration.", pinned=flag and i % 5 == 0))
+    # ground truth, computed from the session as the generator plants it
+    last_call = {u.tool.call_key: u.id for u in units if u.tool and u.tool.tool_name not in DCP_PROTECTED_TOOLS}
+    out, read_later = [], set()
+    for u in reversed(units):
+        kind = None
+        if u.tool and u.tool.tool_name == "read_file":
+            read_later.add(u.tool.target)
+        if u.tool and u.tool.tool_name not in DCP_PROTECTED_TOOLS and last_call[u.tool.call_key] != u.id:
+            kind = "duplicate"
+        elif u.tool and u.tool.tool_name == "write_file" and u.tool.target in read_later:
+            kind = "superseded"
+        elif u.tool and u.tool.outcome == "failure":
+            kind = "error"
+        out.append(mark(u, kind) if kind else u)
+    return state_of(out[::-1])
+
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def check_contract(sid: str, state: ContextState) -> None:
+    strategy, ctx = get_strategy(sid), StrategyContext()
+    before = dumps_state(state)
+    result = strategy.apply(state, ctx)
+    new = result.state
+    assert dumps_state(state) == before, "input state mutated"
+    for u in state.units:
+        if u.pinned:
+            assert u.id in new and new.unit(u.id) == u
+        if strategy.keeps_p1 and u.priority == 1:
+            assert u.id in new
+    assert new.total_tokens <= state.total_tokens
+    assert strategy.applicable(state, ctx) == result.changed
+    assert dumps_state(strategy.apply(state, ctx).state) == dumps_state(new), "not deterministic"
+
+
+@pytest.mark.parametrize("sid", PRUNE_IDS + ("compact_keep_recent",))
+@SETTINGS
+@given(state=tool_states(), share=st.floats(0.3, 1.2))
+def test_contract(sid, state, share):
+    check_contract(sid, state_of(state.units, limit=max(10, int(state.total_tokens * share))))
+
+
+@pytest.mark.parametrize("scenario", ("tool-dupes", "superseded-writes", "error-heavy", "severe-overflow", "huge-units"))
+@pytest.mark.parametrize("sid", PRUNE_IDS + ("compact_keep_recent",))
+def test_contract_on_suite_scenarios(sid, scenario):
+    check_contract(sid, suite_context(scenario))
+
+
+@lru_cache(maxsize=None)
+def suite_context(name: str) -> ContextState:
+    return build_context(find_scenario(name), 0)
+
+
+@pytest.mark.parametrize("sid", PRUNE_IDS)
+@SETTINGS
+@given(state=tool_states())
+def test_prunings_touch_exactly_the_planted_units(sid, state):
+    result = get_strategy(sid).apply(state)
+    touched = set(result.removed) | set(result.compressed)
+    expected = {u.id for u in state.units if planted(u) == PLANTED[sid]}
+    if sid == "purge_errors":  # only errors at least 4 turns old are purged
+        newest = max(u.turn for u in state.units)
+        expected = {uid for uid in expected if newest - state.unit(uid).turn >= 4}
+        assert result.removed == ()
+    else:
+        assert result.compressed == ()
+    assert touched == expected
+    assert result.cost.llm_calls == 0
+
+
+def test_dedupe_keeps_the_newest_copy_and_spares_protected_tools():
+    units = [
+        call(0, "read_file", path="a.py", content="old a"),
+        call(1, "todowrite", arguments={"todo": "x"}),
+        call(2, "read_file", path="b.py"),
+        call(3, "read_file", path="a.py", content="new a", priority=1),
+        call(4, "todowrite", arguments={"todo": "x"}),
+        call(5, "read_file", path="a.py", content="newest a"),
+    ]
+    state = state_of(units)
+    result = get_strategy("dedupe_tool_results").apply(state)
+    assert result.removed == ("t0", "t3")
+    assert "newest a" in result.state.render()
+    custom = get_strategy("dedupe_tool_results", protected_tools=("read_file",)).apply(state)
+    assert custom.removed == ("t1",)
+    assert not get_strategy("dedupe_tool_results").applicable(state_of(units[:3]))
+
+
+def test_supersede_needs_a_later_successful_read_of_the_same_target():
+    units = [
+        call(0, "write_file", path="a.py", arguments={"path": "a.py", "content": "1"}),
+        call(1, "read_file", path="b.py"),
+        call(2, "edit_file", path="b.py", arguments={"path": "b.py", "patch": "2"}),
+        call(3, "read_file", path="a.py"),
+        call(4, "create_file", path="c.py", arguments={"path": "c.py"}),
+        call(5, "read_file", path="c.py", outcome="failure", error="permission denied"),
+    ]
+    result = get_strategy("supersede_writes").apply(state_of(units))
+    assert result.removed == ("t0",)  # b.py was read before its edit; c.py's read failed
+
+
+def test_call_target_falls_back_to_path_arguments():
+    envelope = ToolEnvelope("write_file", "c1", ToolEnvelope.canonical_arguments({"file_path": "x/y.py", "text": "z"}))
+    assert call_target(envelope) == "x/y.py"
+    assert call_target(ToolEnvelope("shell", "c2", '["ls"]')) is None
+    assert call_target(ToolEnvelope("shell", "c3", "not json")) is None
+
+
+def test_purge_errors_keeps_error_messages_in_the_same_unit():
+    failing = "$ make deploy\n" + "step output\n" * 40 + "Error: connection refused on port 5432\n"
+    units = [
+        call(0, "run_command", outcome="failure", content=failing),  # no error_message: taken from the output
+        call(1, "run_command", outcome="failure", content=failing + "more\n" * 10, error="timeout after 30 s"),
+        message(2, "Let me retry."),
+        call(3, "run_command", outcome="failure", content=failing, turn=3),  # too recent (6 - 3 < 4)
+        message(6, "Done."),
+    ]
+    state = state_of(units)
+    result = get_strategy("purge_errors").apply(state)
+    assert result.compressed == ("t0", "t1") and result.removed == ()
+    new = result.state
+    assert new.unit_ids == state.unit_ids
+    assert "Error: connection refused on port 5432" in new.unit("t0").content
+    assert "timeout after 30 s" in new.unit("t1").content
+    assert new.unit("t1").content == new.unit("t1").tool.placeholder()
+    assert new.unit("t3") == state.unit("t3")
+    assert not get_strategy("purge_errors").applicable(new), "purging twice changes nothing"
+    assert get_strategy("purge_errors", after_turns=3).applicable(new)
+
+
+def test_error_text_fallbacks():
+    unit = call(0, "x", outcome="failure", content="starting\nTraceback...\nValueError: bad input\ndone")
+    assert error_text(unit) == "ValueError: bad input"
+    assert error_text(call(1, "x", outcome="failure", content="a\nb\nlast line")) == "last line"
+
+
+# ---- compact_keep_recent -----------------------------------------------------------------------
+
+
+def session(n: int = 16) -> ContextState:
+    units = [message(0, "You are a coding agent.", role="system", pinned=True)]
+    units.append(message(1, f"Important: {RULE}. Always run the tests before a deploy.", priority=1))
+    for i in range(2, n):
+        if i % 3 == 0:
+            units.append(call(i, "read_file", path=f"src/file_{i}.py"))
+        else:
+            units.append(message(i, f"Turn {i}: we refactored the billing schema, step {i}. " * 6,
+                                 role="assistant" if i % 2 else "user"))
+    return state_of(units)
+
+
+def test_compact_keeps_the_last_six_verbatim_and_the_rule_in_the_summary():
+    full = session()
+    state = state_of(full.units, limit=int(full.total_tokens * 0.6))
+    result = get_strategy("compact_keep_recent").apply(state)
+    new = result.state
+    assert new.fits()
+    assert new.units[-6:] == state.units[-6:]
+    assert new.units[0] == state.units[0], "pinned system prompt kept in place"
+    (summary,) = [u for u in new.units if u.id not in state]
+    assert summary.type == "summary" and new.position(summary.id) == 1
+    assert RULE in summary.content
+    assert set(result.summarized) == {u.id for u in state.units[1:-6]}
+    assert result.cost.llm_calls == 1
+
+
+def test_compact_summary_is_at_most_what_is_needed_and_max_summary_tokens():
+    full = session(30)
+    older = [u for u in full.units[:-6] if not u.pinned]
+    for share, cap in ((0.9, 2000), (0.3, 2000), (0.9, 60)):
+        state = state_of(full.units, limit=int(full.total_tokens * share))
+        new = get_strategy("compact_keep_recent", max_summary_tokens=cap).apply(state).state
+        (summary,) = [u for u in new.units if u.id not in state]
+        assert summary.token_count <= cap + summary_overhead(state)
+        needed = state.tokens_of(older) - (state.total_tokens - state.limit) - summary_overhead(state)
+        assert summary.token_count <= max(MIN_SUMMARY_TOKENS, min(cap, needed)) + summary_overhead(state)
+
+
+def test_compact_keeps_the_rule_even_when_the_target_is_out_of_reach():
+    full = session(12)
+    state = state_of(full.units, limit=full.tokens_of(full.units[-6:]))  # the recent units alone fill the limit
+    result = get_strategy("compact_keep_recent").apply(state)
+    assert result.summarized and not result.state.fits()
+    assert RULE in result.state.render()
+
+
+def test_compact_needs_keep_recent_plus_two_units_and_an_overflow():
+    small = session(7)  # 7 units < 6 + 2
+    tight = state_of(small.units, limit=50)
+    strategy = get_strategy("compact_keep_recent")
+    assert not strategy.applicable(tight)
+    assert strategy.apply(tight).note == "Not enough messages to compact"
+    assert get_strategy("compact_keep_recent", keep_recent=4).applicable(tight)
+    roomy = session()
+    assert not strategy.applicable(roomy) and not strategy.apply(roomy).changed
+
+
+@pytest.mark.parametrize(
+    "scenario, sid",
+    (("tool-dupes", "dedupe_tool_results"), ("superseded-writes", "supersede_writes"), ("error-heavy", "purge_errors")),
+)
+def test_prunings_touch_exactly_the_planted_units_of_generated_scenarios(scenario, sid):
+    state = suite_context(scenario)
+    result = get_strategy(sid).apply(state)
+    expected = {u.id for u in state.units if planted(u) == PLANTED[sid]}
+    if sid == "purge_errors":
+        newest = max(u.turn for u in state.units)
+        expected = {uid for uid in expected if newest - state.unit(uid).turn >= 4}
+    assert expected, f"scenario {scenario} plants nothing for {sid}"
+    assert set(result.removed) | set(result.compressed) == expected
+    assert result.state.history[-1] == sid
