@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ConfigError, RecoveryError
-from .latency import LatencyModel
+from .latency import Cost, LatencyModel
 from .metrics import BreakingOutcome, outcome
 from .model import ContextState
 from .reward import RewardWeights, compute_reward, reward_terms
@@ -131,6 +131,23 @@ class EpisodeSettings:
             lambda: self.strategy(strategy_id).apply(state, self.context(state)),
         )
 
+    def noop(self, strategy_id: str, state: ContextState) -> StrategyResult:
+        """The result of an action that cannot run on ``state``: nothing changes."""
+        return StrategyResult(strategy_id, state, state.total_tokens, state.total_tokens, (), (), (), Cost(), 0.0, (),
+                              note="invalid action: nothing changed")
+
+    def recorded(self, strategy_id: str, state: ContextState) -> ContextState:
+        """``state`` with ``strategy_id`` appended to its history (memoized, so the
+        same transition always yields the same state object)."""
+        return self._memo(("recorded", state.fingerprint, strategy_id), lambda: state.with_units(state.units, applied=strategy_id))
+
+    def outcome(self, original: ContextState, final: ContextState, time_ms: float) -> BreakingOutcome:
+        """Outcome metrics of a break (memoized: coherence embeds both contexts)."""
+        return self._memo(
+            ("outcome", original.fingerprint, final.fingerprint, time_ms),
+            lambda: outcome(original, final, time_ms=time_ms, target_tokens=self.target_tokens(original), embedder_id=self.embedder),
+        )
+
     def valid(self, strategy_id: str, state: ContextState) -> bool:
         """Can the action run on ``state``? (recovery actions always can)"""
         if self.budget.is_excluded(strategy_id):
@@ -214,7 +231,12 @@ class OverflowEpisode:
             result = action.apply(before, self.settings.context(before))
         else:
             sid = self.settings.actions[action] if isinstance(action, (int, np.integer)) else action
-            result = self.settings.apply(sid, before)
+            if self.settings.valid(sid, before):
+                result = self.settings.apply(sid, before)
+            else:  # an unmasked learner picked an invalid action: a wasted step
+                result = self.settings.noop(sid, before)
+        if result.state.history == before.history:
+            result = replace(result, state=self.settings.recorded(sid, result.state))
         self.state = result.state
         self.chain += (sid,)
         self.latency_ms += result.latency_ms
@@ -239,10 +261,7 @@ class OverflowEpisode:
     @property
     def outcome(self) -> BreakingOutcome:
         if self._outcome is None or not self.done:
-            o = outcome(
-                self.original, self.state, time_ms=self.latency_ms, target_tokens=self.target_tokens,
-                embedder_id=self.settings.embedder,
-            )
+            o = self.settings.outcome(self.original, self.state, self.latency_ms)
             if self.forced_recovery:
                 o = replace(o, success=False, used_recovery=self.settings.recovery_mode != "error")
             if not self.done:

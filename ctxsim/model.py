@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
@@ -150,9 +151,15 @@ class ContextUnit:
     def meta_dict(self) -> dict[str, str]:
         return dict(self.meta)
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        return content_hash(f"{self.id}\x00{self.type}\x00{self.role}\x00{self.priority}\x00{self.pinned}\x00{self.content}")
+        """Stable hash of every field (cached: units are immutable)."""
+        return content_hash(
+            "\x00".join(
+                map(str, (self.id, self.type, self.role, self.turn, self.timestamp, self.priority, self.pinned,
+                          self.tool, self.fact_ids, self.source_ids, self.summary_depth, self.meta, self.content))
+            )
+        )
 
 
 @dataclass(frozen=True)
@@ -302,10 +309,11 @@ class ContextState:
         """The text a model would receive: one ``role: content`` block per unit."""
         return "\n\n".join(f"{u.role}: {u.content}" for u in self.units)
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        """Stable identity of the rendered content, limits and history."""
-        parts = [str(self.limit), str(self.min_limit), self.message_format, "|".join(self.history)]
+        """Stable identity of the units, limits, artifacts and history (cached)."""
+        parts = [str(self.limit), str(self.min_limit), str(self.warning_threshold), self.message_format,
+                 self.task, "|".join(self.history), "|".join(a.id for a in self.artifacts), str(len(self.dropped))]
         parts.extend(u.fingerprint for u in self.units)
         return content_hash("\n".join(parts))
 

@@ -1,0 +1,189 @@
+"""The observation: one pure function from a context state to a fixed-length vector.
+
+:func:`observe` is called by the Gymnasium environment and by the deployable
+policy, so it imports only numpy, pydantic and ctxsim core (never gymnasium, torch,
+pandas or matplotlib). Its result depends on the state and an
+:class:`ObservationConfig` only; it is finite, float32 and inside
+:func:`observation_bounds`. The features (version :data:`OBSERVATION_VERSION`) are
+documented one by one in :class:`ctxsim.environments.overflow.ContextOverflowEnv`;
+:func:`feature_names` lists them in vector order.
+
+Token shares use each unit's request tokens (content plus message framing) over
+the sum of all units' (the reply priming is left out, so the shares sum to 1).
+Relevance is the cosine similarity of each unit to the task (seed 001's
+``computeRelevance``) through :mod:`ctxsim.relevance`, whose embedders cache their
+rows per text, so an episode embeds each unit once. Redundancy (duplicate tool
+calls, superseded writes, failed calls) is detected from the units'
+:class:`~ctxsim.model.ToolEnvelope` exactly as the pruning strategies detect it
+(with their default parameters), never from generator metadata.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .model import UNIT_TYPES, ContextState
+from .relevance import cosine_to_query
+from .strategies import StrategyContext
+from .strategies.pruning import DedupeToolResults, PurgeErrors, SupersedeWrites
+
+#: bumped whenever a feature is added, removed, reordered or redefined
+OBSERVATION_VERSION = 1
+
+#: seed 001's ``old_threshold``: the first 60 % of units are "old"
+OLD_SHARE = 0.6
+#: seed 001's ``rel_threshold``: units below this (max-normalized) relevance are "low"
+LOW_RELEVANCE = 0.5
+#: token counts are scaled as log10(1 + n) / LOG_TOKENS_SCALE (10M tokens -> 1)
+LOG_TOKENS_SCALE = 7.0
+#: unit counts are scaled as log10(1 + n) / LOG_UNITS_SCALE (10,000 units -> 1)
+LOG_UNITS_SCALE = 4.0
+#: summary depths are scaled by this (a summary of a summary of ... 4 deep -> 1)
+MAX_SUMMARY_DEPTH = 4
+#: upper clip of usage (tokens / limit) and of the overflow ratio
+MAX_USAGE = 4.0
+
+_DEDUPE, _SUPERSEDE, _ERRORS = DedupeToolResults(), SupersedeWrites(), PurgeErrors()
+
+
+class ObservationConfig(BaseModel):
+    """What the observation depends on besides the state.
+
+    ``actions``: the strategy ids of the action space (one "applied" flag each);
+    ``max_steps``: strategies per episode (scales the step features); ``target``:
+    ``"limit"`` or ``"warning"`` (the warning threshold's token count);
+    ``embedder``: the relevance embedder id.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    actions: Annotated[tuple[str, ...], Field(min_length=1)]
+    max_steps: Annotated[int, Field(ge=1)] = 3
+    target: Literal["limit", "warning"] = "limit"
+    embedder: str = "hashed-tfidf"
+
+    @field_validator("actions")
+    @classmethod
+    def _unique(cls, actions: tuple[str, ...]) -> tuple[str, ...]:
+        if len(set(actions)) != len(actions):
+            raise ValueError(f"actions repeat an id: {list(actions)}")
+        return actions
+
+    def target_tokens(self, state: ContextState) -> int:
+        """The token count the state must fit: its limit or its warning threshold."""
+        return state.warning_tokens if self.target == "warning" else state.limit
+
+
+def _features(config: ObservationConfig) -> list[tuple[str, float, float]]:
+    """(name, low, high) of every feature, in vector order."""
+    unit = (0.0, 1.0)
+    out = [
+        ("usage", 0.0, MAX_USAGE),
+        ("overflow", -1.0, MAX_USAGE),
+        ("log_tokens", *unit),
+        ("target_share", *unit),
+    ]
+    out += [(f"type_{t}", *unit) for t in UNIT_TYPES]
+    out += [(f"priority_p{p}", *unit) for p in (1, 2, 3)]
+    out += [
+        ("pinned_share", *unit),
+        ("log_units", *unit),
+        ("log_p1_units", *unit),
+        ("relevance_mean", *unit),
+        ("relevance_min", *unit),
+        ("relevance_max", *unit),
+        ("relevance_low_share", *unit),
+        ("old_share", *unit),
+        ("duplicate_share", *unit),
+        ("superseded_share", *unit),
+        ("error_share", *unit),
+        ("summarized_share", *unit),
+        ("summary_depth", *unit),
+        ("steps_taken", *unit),
+    ]
+    out += [(f"applied_{sid}", *unit) for sid in config.actions]
+    out.append(("steps_remaining", *unit))
+    return out
+
+
+def feature_names(config: ObservationConfig) -> list[str]:
+    """Names of the observation's features, in vector order."""
+    return [name for name, _, _ in _features(config)]
+
+
+def observation_bounds(config: ObservationConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) float32 vectors: every observation lies inside them."""
+    feats = _features(config)
+    low = np.array([lo for _, lo, _ in feats], dtype=np.float32)
+    high = np.array([hi for _, _, hi in feats], dtype=np.float32)
+    return low, high
+
+
+def _share(part: float, whole: float) -> float:
+    return part / whole if whole > 0 else 0.0
+
+
+def _log_scaled(n: float, scale: float) -> float:
+    return math.log10(1.0 + n) / scale
+
+
+def _relevance(state: ContextState, costs: np.ndarray, total: float, embedder: str) -> list[float]:
+    """Token-weighted mean and min of the max-normalized relevance (as the strategies
+    normalize it), the largest raw cosine, and the token share below LOW_RELEVANCE."""
+    if not state.units:
+        return [0.0, 0.0, 0.0, 0.0]
+    query = StrategyContext(embedder_id=embedder).query_for(state)
+    raw = cosine_to_query([u.content for u in state.units], query, embedder)
+    top = float(raw.max())
+    scores = raw / top if top > 0 else raw
+    low = float(costs[scores < LOW_RELEVANCE].sum())
+    return [_share(float(scores @ costs), total), float(scores.min()), top, _share(low, total)]
+
+
+def observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
+    """The observation vector of ``state`` (float32, see :func:`feature_names`)."""
+    units = state.units
+    costs = np.array([state.unit_cost(u) for u in units], dtype=np.float64)
+    total = float(costs.sum())
+    target = config.target_tokens(state)
+    by_type, by_priority = state.tokens_by_type, state.tokens_by_priority
+
+    def tokens_where(selected) -> float:
+        ids = {u.id for u in selected}
+        return float(sum(c for u, c in zip(units, costs) if u.id in ids))
+
+    split = math.floor(len(units) * OLD_SHARE)
+    failed = [u for u in _ERRORS.tool_units(state) if u.tool.outcome == "failure"]
+    summarized = [u for u in units if u.summary_depth > 0]
+    steps = len(state.history)
+    values = [
+        state.usage,
+        state.total_tokens / target - 1.0,
+        _log_scaled(state.total_tokens, LOG_TOKENS_SCALE),
+        _share(target, state.limit),
+    ]
+    values += [_share(by_type.get(t, 0), total) for t in UNIT_TYPES]
+    values += [_share(by_priority.get(p, 0), total) for p in (1, 2, 3)]
+    values += [
+        _share(tokens_where(u for u in units if u.pinned), total),
+        _log_scaled(len(units), LOG_UNITS_SCALE),
+        _log_scaled(sum(u.priority == 1 for u in units), LOG_UNITS_SCALE),
+        *_relevance(state, costs, total, config.embedder),
+        _share(float(costs[:split].sum()), total),
+        _share(tokens_where(_DEDUPE.select(state)), total),
+        _share(tokens_where(_SUPERSEDE.select(state)), total),
+        _share(tokens_where(failed), total),
+        _share(tokens_where(summarized), total),
+        max((u.summary_depth for u in units), default=0) / MAX_SUMMARY_DEPTH,
+        steps / config.max_steps,
+    ]
+    applied = set(state.history)
+    values += [float(sid in applied) for sid in config.actions]
+    values.append(max(0, config.max_steps - steps) / config.max_steps)
+    low, high = observation_bounds(config)
+    vector = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0, posinf=MAX_USAGE, neginf=-1.0)
+    return np.clip(vector, low, high).astype(np.float32)

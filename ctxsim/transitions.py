@@ -1,0 +1,234 @@
+"""JSONL transition logs: seed 001's ``rlLogger.append({stateBefore, action, reward, stateAfter})``.
+
+One JSON object per line (schema :data:`SCHEMA_VERSION`)::
+
+    schema_version, run_id, episode, step, scenario, seed,
+    stateBefore, action, reward, stateAfter, terminated, truncated, outcome
+
+``stateBefore`` / ``stateAfter`` hold the observation vector and a compact
+:func:`state_summary` (the full rendered text only with ``full_text=True``);
+``action`` is a strategy id; ``outcome`` is the BreakingOutcome dict on an
+episode's last step and null before.
+
+Lines are reproducible: keys sorted, floats rounded to 6 digits, no timestamps or
+random ids, so the same rollouts give byte-identical logs. Each line (newline
+included) is written with one ``write`` and flushed, so a crash can only tear the
+last line; :func:`read_transitions` skips a torn last line with a warning and
+:class:`TransitionWriter` cuts one off before appending. No gymnasium import here:
+the deployable policy's decision logs use :func:`state_summary` too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .errors import LogFormatError
+from .metrics import retained
+from .model import ContextState
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+#: digits kept after the decimal point for every float in a record
+FLOAT_DIGITS = 6
+REQUIRED_KEYS = (
+    "schema_version", "run_id", "episode", "step", "scenario", "seed", "stateBefore", "action", "reward",
+    "stateAfter", "terminated", "truncated", "outcome",
+)
+
+
+def state_summary(
+    state: ContextState, observation: Sequence[float] | np.ndarray | None = None, *, full_text: bool = False
+) -> dict[str, Any]:
+    """A compact, JSON-ready description of a context state.
+
+    ``total_tokens`` and ``limit`` (tokens), ``units``, ``p1_units``, ``facts_present``
+    (share of the planted facts and rules whose value appears in the rendered
+    context; 1.0 when none were planted), ``history`` (strategy ids applied), the
+    ``observation`` vector when given, and ``text`` (the rendered context) with
+    ``full_text``.
+    """
+    summary: dict[str, Any] = {
+        "total_tokens": state.total_tokens,
+        "limit": state.limit,
+        "units": len(state.units),
+        "p1_units": sum(u.priority == 1 for u in state.units),
+        "facts_present": retained(state, state),
+        "history": list(state.history),
+    }
+    if observation is not None:
+        summary["observation"] = [float(x) for x in np.asarray(observation, dtype=np.float64).ravel()]
+    if full_text:
+        summary["text"] = state.render()
+    return summary
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready copy: numpy scalars/arrays to Python, floats rounded, NaN/inf rejected."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return [_plain(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if not math.isfinite(value):
+            raise LogFormatError(f"cannot log a non-finite number ({value})")
+        rounded = round(value, FLOAT_DIGITS)
+        return 0.0 if rounded == 0 else rounded  # no "-0.0"
+    return value
+
+
+def encode_record(record: Mapping[str, Any]) -> bytes:
+    """One log line: sorted keys, rounded floats, compact separators, newline."""
+    text = json.dumps(_plain(record), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return (text + "\n").encode("utf-8")
+
+
+class TransitionWriter:
+    """Appends transition records to a JSONL file.
+
+    An existing log is appended to, never truncated, unless ``overwrite``; a torn
+    last line left by a crash (no final newline) is cut off first, with a warning.
+    ``full_text`` adds each state's rendered text to the records.
+    """
+
+    def __init__(self, path: str | Path, run_id: str, *, overwrite: bool = False, full_text: bool = False):
+        self.path = Path(path)
+        self.run_id = str(run_id)
+        self.full_text = full_text
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not overwrite:
+            _cut_torn_tail(self.path)
+        self._fh = open(self.path, "wb" if overwrite else "ab")
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Write one record (any JSON-ready mapping) as one line, then flush."""
+        self._fh.write(encode_record(record))
+        self._fh.flush()
+
+    def write_transition(
+        self,
+        *,
+        episode: int,
+        step: int,
+        scenario: str,
+        seed: int | None,
+        state_before: ContextState,
+        observation_before: Sequence[float] | np.ndarray,
+        action: str,
+        reward: float,
+        state_after: ContextState,
+        observation_after: Sequence[float] | np.ndarray,
+        terminated: bool,
+        truncated: bool,
+        outcome: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write one transition in the schema of this module."""
+        self.write(
+            {
+                "schema_version": SCHEMA_VERSION,
+                "run_id": self.run_id,
+                "episode": episode,
+                "step": step,
+                "scenario": scenario,
+                "seed": seed,
+                "stateBefore": state_summary(state_before, observation_before, full_text=self.full_text),
+                "action": action,
+                "reward": reward,
+                "stateAfter": state_summary(state_after, observation_after, full_text=self.full_text),
+                "terminated": terminated,
+                "truncated": truncated,
+                "outcome": dict(outcome) if outcome is not None else None,
+            }
+        )
+
+    def close(self) -> None:
+        if not self._fh.closed:
+            self._fh.close()
+
+    def __enter__(self) -> "TransitionWriter":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self):
+        raise TypeError("a TransitionWriter holds an open file and cannot be pickled")
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Remove an unterminated last line (a write torn by a crash) from ``path``."""
+    if not path.exists():
+        return
+    with open(path, "rb+") as fh:
+        size = fh.seek(0, 2)
+        if size == 0:
+            return
+        fh.seek(size - 1)
+        if fh.read(1) == b"\n":
+            return
+        fh.seek(0)
+        data = fh.read()
+        keep = data.rfind(b"\n") + 1
+        logger.warning("%s: cutting off a torn last line (%d bytes) before appending", path, size - keep)
+        fh.truncate(keep)
+
+
+def read_transitions(path: str | Path) -> list[dict[str, Any]]:
+    """Every record of a JSONL transition log, in order.
+
+    A torn last line (no final newline, or not JSON) is skipped with one logged
+    warning. A line in the middle that is not a JSON object, or a record missing a
+    required key or with another schema version, raises LogFormatError naming the
+    file and the line number.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise LogFormatError(f"cannot read file ({exc.strerror or exc})", source=path) from None
+    lines = data.split(b"\n")
+    torn_tail = lines.pop()  # b"" when the file ends with a newline
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(lines, start=1):
+        record = _parse(line)
+        if record is None:
+            if number == len(lines) and not torn_tail:
+                logger.warning("%s: line %d is torn (not JSON); skipped", path, number)
+                break
+            raise LogFormatError(f"line {number} is not a JSON object", source=path)
+        _check(record, path, number)
+        records.append(record)
+    if torn_tail:
+        logger.warning("%s: line %d is torn (no final newline); skipped", path, len(lines) + 1)
+    return records
+
+
+def _parse(line: bytes) -> dict[str, Any] | None:
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _check(record: dict[str, Any], path: Path, number: int) -> None:
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if missing:
+        raise LogFormatError(f"line {number}: record misses the keys {missing}", source=path)
+    if record["schema_version"] != SCHEMA_VERSION:
+        raise LogFormatError(
+            f"line {number}: schema_version {record['schema_version']!r}, this reader knows {SCHEMA_VERSION}", source=path
+        )

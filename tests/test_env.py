@@ -1,0 +1,353 @@
+"""ctxsim/ContextOverflow-v0: API checks, determinism, pickling, masks, recovery, reward.
+
+Parametrized over every registered ctxsim env id and every spec in envs/ (Minigrid's
+pattern), on a small suite so the file runs in well under a minute.
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+from ctxsim.environments import env_ids, register_envs
+from ctxsim.environments.overflow import ContextOverflowEnv, OverflowConfig
+from ctxsim.environments.recorder import TransitionRecorder
+from ctxsim.environments.spec import list_env_specs, load_env_spec
+from ctxsim.errors import ConfigError, ScenarioError
+from ctxsim.metrics import BreakingOutcome
+from ctxsim.model import ContextState, ContextUnit
+from ctxsim.observe import feature_names
+from ctxsim.reward import RewardWeights, compute_reward, reward_terms
+from ctxsim.strategies import get_strategy, list_strategies
+from ctxsim.transitions import read_transitions
+
+SMALL = {"scenario_names": ["mild-overflow", "tool-dupes"], "contexts_per_scenario": 2}
+SPECS = [load_env_spec(p) for p in list_env_specs()]
+TARGETS = [pytest.param(env_id, {}, id=env_id) for env_id in env_ids()] + [
+    pytest.param(spec.id, spec.config, id=f"envs/{spec.name}") for spec in SPECS
+]
+FULL_ACTIONS = [sid for sid in list_strategies() if sid != "error"]
+
+
+def make(env_id: str, config: dict, **kwargs) -> gym.Env:
+    return gym.make(env_id, config={**config, **SMALL, **kwargs.pop("extra", {})}, **kwargs)
+
+
+def rollout(env: gym.Env, steps: int, action_seed: int) -> list[tuple]:
+    """Random masked actions; checks the per-step invariants and returns the trace."""
+    rng = np.random.default_rng(action_seed)
+    obs, info = env.reset(seed=123)
+    trace: list[tuple] = [("reset", obs, info["scenario"], info["seed"])]
+    core = env.unwrapped
+    one_event = isinstance(core, ContextOverflowEnv)  # the stream env pays per event, not once
+    for _ in range(steps):
+        mask = core.action_masks()
+        np.testing.assert_array_equal(mask, info["action_mask"])
+        assert mask.any()
+        action = int(rng.choice(np.flatnonzero(mask)))
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert env.observation_space.contains(obs) and obs.dtype == np.float32
+        assert sum(info["rewards"].values()) == pytest.approx(reward, abs=1e-9)
+        if one_event:
+            assert not truncated and len(info["chain"]) <= core.config["max_steps"]
+            assert -2 <= reward <= 2 and (terminated or reward == 0)
+        trace.append((action, obs, reward, terminated, truncated, info.get("outcome"), info["chain"]))
+        if terminated or truncated:
+            obs, info = env.reset()
+            trace.append(("reset", obs, info["scenario"], info["seed"]))
+    return trace
+
+
+def assert_same_trace(a: list[tuple], b: list[tuple]) -> None:
+    assert len(a) == len(b)
+    for i, (x, y) in enumerate(zip(a, b)):
+        assert len(x) == len(y), i
+        for u, v in zip(x, y):
+            if isinstance(u, np.ndarray):
+                np.testing.assert_array_equal(u, v, err_msg=f"step {i}")
+            else:
+                assert u == v, f"step {i}: {u!r} != {v!r}"
+
+
+def units(n: int, *, text: str = "Notes on the parser refactor and its tests. ", repeat: int = 8, **kw) -> list[ContextUnit]:
+    return [ContextUnit(id=f"u{i}", type="message", content=f"{i}: " + text * repeat, turn=i, **kw) for i in range(n)]
+
+
+def hand_state(unit_list, limit: int = 300) -> ContextState:
+    return ContextState(units=tuple(unit_list), limit=limit, min_limit=50, task="refactor the parser", scenario="hand")
+
+
+# ---- API conformance --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("env_id,config", TARGETS)
+def test_check_env_without_warnings(env_id, config):
+    env = make(env_id, config, render_mode="ansi")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gym_check_env(env.unwrapped)
+        sb3_check_env(env.unwrapped)
+    env.close()
+
+
+@pytest.mark.parametrize("env_id,config", TARGETS)
+def test_same_seed_same_rollout_and_identical_logs(env_id, config, tmp_path):
+    traces, logs = [], []
+    for run, cache_size in enumerate((0, 5000)):  # uncached and cached computations agree
+        path = tmp_path / f"run{run}.jsonl"
+        env = TransitionRecorder(make(env_id, config, extra={"cache_size": cache_size}), path, run_id="det")
+        traces.append(rollout(env, steps=10, action_seed=7))
+        env.close()
+        logs.append(path.read_bytes())
+    assert_same_trace(*traces)
+    assert logs[0] == logs[1]
+    records = read_transitions(tmp_path / "run0.jsonl")
+    assert len(records) == 10 and records[0]["episode"] == 0 and records[0]["step"] == 0
+    assert all(r["outcome"] is not None for r in records if r["terminated"])
+
+
+@pytest.mark.parametrize("env_id,config", TARGETS)
+def test_env_pickles_and_continues_identically(env_id, config):
+    env = make(env_id, config).unwrapped
+    env.reset(seed=3)
+    clone = pickle.loads(pickle.dumps(env))
+    action = int(np.flatnonzero(env.action_masks())[0])
+    a, b = env.step(action), clone.step(action)
+    np.testing.assert_array_equal(a[0], b[0])
+    assert a[1:4] == b[1:4] and a[4].get("outcome") == b[4].get("outcome")
+    np.testing.assert_array_equal(env.reset(seed=9)[0], clone.reset(seed=9)[0])
+
+
+def test_register_envs_is_idempotent_and_leaves_max_episode_steps_unset():
+    register_envs()
+    register_envs()
+    assert "ctxsim/ContextOverflow-v0" in env_ids()
+    for env_id in env_ids():
+        assert gym.spec(env_id).max_episode_steps is None
+
+
+# ---- configuration -------------------------------------------------------------------
+
+
+def test_default_config_holds_every_parameter():
+    assert set(ContextOverflowEnv.default_config()) == set(OverflowConfig.model_fields)
+    resolved = ContextOverflowEnv.resolve_config({"max_steps": 2})
+    assert resolved["max_steps"] == 2 and resolved["reward"]["recovery"] == -0.7
+
+
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ({"max_stepz": 3}, "config.max_stepz"),
+        ({"actions": ["summarize_old", "no_such_strategy"]}, "config.actions[1]"),
+        ({"actions": ["summarize_old", "error"]}, "config.actions[1]"),
+        ({"target": "half"}, "config.target"),
+        ({"reward": {"coherence": "high"}}, "config.reward.coherence"),
+        ({"latency": {"unknown_ms": 1}}, "config.latency.unknown_ms"),
+        ({"strategy_params": {"summarize_old": {"old_threshold": 7}}}, "config.strategy_params.summarize_old"),
+        ({"budget": {"excluded": ["nope"]}}, "config.budget.excluded[0]"),
+        ({"scenario_names": ["no-such-scenario"]}, "config.scenario_names[0]"),
+        ({"embedder": "word2vec"}, "config.embedder"),
+    ],
+)
+def test_bad_config_raises_config_error_naming_the_key(override, key):
+    with pytest.raises(ConfigError) as err:
+        gym.make("ctxsim/ContextOverflow-v0", config=override)
+    assert err.value.key == key
+
+
+def test_bad_spec_file_names_file_and_key(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("id: ctxsim/ContextOverflow-v0\nconfig:\n  max_steps: 0\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_env_spec(path)
+    assert err.value.source == str(path) and err.value.key == "config.max_steps"
+    path.write_text("id: ctxsim/Nope-v0\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="not a ctxsim environment"):
+        load_env_spec(path)
+
+
+def test_shipped_specs():
+    by_name = {spec.name: spec for spec in SPECS}
+    assert {"default", "full-actions", "warning-target"} <= set(by_name)
+    assert by_name["full-actions"].config["actions"] == FULL_ACTIONS
+    assert load_env_spec("warning-target").config == {"target": "warning"}
+
+
+# ---- episodes --------------------------------------------------------------------------
+
+
+def test_reset_options_choose_the_context():
+    env = make("ctxsim/ContextOverflow-v0", {})
+    _, info = env.reset(seed=0, options={"scenario": "tool-dupes", "context_seed": 1})
+    assert (info["scenario"], info["seed"]) == ("tool-dupes", 1)
+    assert info["tokens"] > info["target_tokens"] and info["chain"] == []
+    for seed in range(6):
+        _, info = env.reset(seed=seed)
+        assert info["scenario"] in SMALL["scenario_names"] and info["seed"] in (0, 1)
+    with pytest.raises(ScenarioError):
+        env.reset(options={"scenario": "chat-10k"})  # not in scenario_names
+    with pytest.raises(ScenarioError, match="nothing to break"):
+        env.reset(options={"state": hand_state(units(1, repeat=1), limit=300)})
+
+
+def test_warning_target():
+    env = make("ctxsim/ContextOverflow-v0", {"target": "warning"})
+    _, info = env.reset(seed=1)
+    assert info["target_tokens"] == env.unwrapped.state.warning_tokens < info["limit"]
+
+
+def test_forced_recovery_after_max_steps_is_a_failure_that_used_recovery():
+    # 25k tokens against a 5k limit: the zero-cost prunings cannot make it fit
+    config = {"actions": ["dedupe_tool_results", "purge_errors", "supersede_writes"], "scenario_names": ["severe-overflow"]}
+    env = gym.make("ctxsim/ContextOverflow-v0", config={**config, "contexts_per_scenario": 1})
+    env.reset(seed=0)
+    steps = 0
+    while True:
+        obs, reward, terminated, truncated, info = env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
+        steps += 1
+        if terminated:
+            break
+    assert steps == 3 and info["forced_recovery"] == "fresh_start"
+    outcome = info["outcome"]
+    assert outcome["success"] is False and outcome["used_recovery"] is True
+    latency = info["rewards"]["latency"]
+    assert latency == pytest.approx(-(outcome["time_ms"] / 1000) * 0.1 if outcome["time_ms"] > 500 else 0.0)
+    assert reward == pytest.approx(max(-2.0, -1.7 + latency))
+    assert any(e["code"] == "RECOVERY_TRIGGERED" for e in info["events"])
+
+
+@pytest.mark.parametrize("mode,used_recovery", [("fresh_start", True), ("truncate", True), ("error", False)])
+def test_irreducible_context_recovery_modes(mode, used_recovery):
+    pinned = ContextUnit(id="rules", type="plan_ref", content="Never touch prod. " * 80, pinned=True, priority=1)
+    state = hand_state([pinned, *units(4, repeat=2)], limit=200)
+    env = gym.make("ctxsim/ContextOverflow-v0", config={"actions": ["remove_oldest", "summarize_old"], "recovery_mode": mode})
+    env.reset(options={"state": state})
+    for _ in range(3):
+        mask = env.unwrapped.action_masks()
+        assert mask.any()  # never all False, even with nothing applicable
+        obs, reward, terminated, _, info = env.step(int(np.flatnonzero(mask)[0]))
+    assert terminated and info["forced_recovery"] == mode
+    assert info["outcome"]["success"] is False and info["outcome"]["used_recovery"] is used_recovery
+    assert reward == pytest.approx(-1.7 if used_recovery else -1.0)
+    assert "rules" in env.unwrapped.state  # pinned units survive every mode
+    if mode == "error":
+        assert any(e["code"] == "BREAKER_FAILED" for e in info["events"])
+
+
+def test_success_pays_the_seed_reward_once_at_the_end():
+    env = make("ctxsim/ContextOverflow-v0", {"actions": ["discard_low_rel", "hybrid", "fresh_start"]})
+    env.reset(seed=0, options={"scenario": "mild-overflow", "context_seed": 0})
+    rewards = []
+    while True:
+        _, reward, terminated, _, info = env.step(1)  # hybrid, until it fits or recovery
+        rewards.append(reward)
+        if terminated:
+            break
+    assert all(r == 0 for r in rewards[:-1])
+    weights = RewardWeights()
+    outcome = BreakingOutcome(**info["outcome"])
+    assert rewards[-1] == pytest.approx(compute_reward(outcome, weights))
+    terms = reward_terms(outcome, weights)
+    assert {k: v for k, v in info["rewards"].items() if k != "clamp"} == pytest.approx(terms)
+
+
+# ---- masks ------------------------------------------------------------------------------
+
+
+def full_env(**config) -> gym.Env:
+    return gym.make("ctxsim/ContextOverflow-v0", config={"actions": FULL_ACTIONS, **config})
+
+
+def mask_of(env: gym.Env, state: ContextState) -> dict[str, bool]:
+    _, info = env.reset(options={"state": state})
+    np.testing.assert_array_equal(env.unwrapped.action_masks(), info["action_mask"])
+    return dict(zip(env.unwrapped.actions, info["action_mask"].tolist()))
+
+
+def test_masks_on_hand_built_contexts():
+    env = full_env()
+    mask = mask_of(env, hand_state(units(8)))  # no tool results at all
+    for sid in ("dedupe_tool_results", "supersede_writes", "purge_errors", "clear_tool_results"):
+        assert mask[sid] is False, sid
+    assert mask["fresh_start"] and mask["truncate"] and mask["remove_oldest"]
+    one = mask_of(env, hand_state(units(1, repeat=60)))  # a single unit: nothing is "old"
+    assert one["summarize_old"] is False and one["fresh_start"]
+
+
+def test_budget_exclusions_are_always_masked():
+    env = full_env(budget={"excluded": ["remove_oldest", "fresh_start"]})
+    for state in (hand_state(units(8)), hand_state(units(1, repeat=60))):
+        mask = mask_of(env, state)
+        assert mask["remove_oldest"] is False and mask["fresh_start"] is False
+        assert mask["truncate"]  # recovery stays possible
+
+
+@pytest.mark.parametrize("scenario", ["mild-overflow", "tool-dupes"])
+def test_masked_actions_cannot_change_a_built_context(scenario):
+    env = full_env(scenario_names=[scenario], contexts_per_scenario=1)
+    _, info = env.reset(seed=0)
+    core = env.unwrapped
+    state = core.state
+    for sid, valid in zip(core.actions, info["action_mask"]):
+        strategy = get_strategy(sid)
+        if not valid and not strategy.recovery:
+            result = core._settings.apply(sid, state)
+            assert result.state.units == state.units, sid
+    if scenario == "tool-dupes":  # it plants repeated identical reads
+        assert info["action_mask"][core.actions.index("dedupe_tool_results")]
+
+
+# ---- reward formula (seed 001) ---------------------------------------------------------------
+
+
+def outcome_of(**kw) -> BreakingOutcome:
+    base = dict(
+        success=True, used_recovery=False, coherence=0.9, coherence_delta=-0.1, tokens_reduced=500,
+        original_tokens=1000, final_tokens=500, target_tokens=600, p1_preserved=1.0, facts_retained=1.0,
+        rules_retained=1.0, time_ms=600.0,
+    )
+    return BreakingOutcome(**{**base, **kw})
+
+
+def test_reward_matches_seed_formula_on_hand_built_outcomes():
+    assert compute_reward(outcome_of()) == pytest.approx(1 + 0.5 * -0.1 + 0.3 * 0.5 + 0.2 - 0.06)
+    assert compute_reward(outcome_of(time_ms=400)) == pytest.approx(1 - 0.05 + 0.15 + 0.2)
+    assert compute_reward(outcome_of(success=False, used_recovery=True, time_ms=100)) == pytest.approx(-1.7)
+    assert compute_reward(outcome_of(success=False, used_recovery=True, time_ms=10_000)) == -2.0
+    assert compute_reward(outcome_of(), RewardWeights(success=5)) == 2.0
+    assert sum(reward_terms(outcome_of()).values()) == pytest.approx(compute_reward(outcome_of()))
+
+
+# ---- documentation and rendering -----------------------------------------------------------
+
+
+def test_docstring_documents_every_feature():
+    doc = ContextOverflowEnv.__doc__
+    env = make("ctxsim/ContextOverflow-v0", {}).unwrapped
+    fixed = env.observation_space.shape[0] - len(env.actions)
+    assert f"``{fixed} + K`` features" in doc
+    for name in feature_names(env.obs_config):
+        if name.startswith("type_"):
+            assert "type_<t>" in doc and name.removeprefix("type_") in doc
+        elif name.startswith("applied_"):
+            assert "applied_<id>" in doc
+        elif name.startswith("priority_p"):
+            assert "priority_p1..p3" in doc
+        else:
+            assert f"| {name} " in doc, name
+
+
+def test_ansi_render_shows_the_sidebar():
+    env = make("ctxsim/ContextOverflow-v0", {}, render_mode="ansi")
+    env.reset(seed=0)
+    env.step(int(np.flatnonzero(env.unwrapped.action_masks())[0]))
+    text = env.render()
+    assert "Tokens:" in text and "/ " in text and "█" in text
+    assert ("P1: To Do List" in text) == any(u.priority == 1 for u in env.unwrapped.state.units)
