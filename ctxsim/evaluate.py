@@ -1,0 +1,259 @@
+"""Evaluation: every policy on every (scenario, seed) context, scored against the oracle.
+
+:func:`evaluate` returns one row per (policy, scenario, seed) — the columns are in
+:data:`COLUMNS` — with the reward normalized rliable-style between a random policy
+and the exhaustive-search oracle on the same context::
+
+    normalized_score = (R − R_random) / (R_oracle − R_random)
+
+``R_random`` is the mean reward of :data:`RANDOM_ROLLOUTS` seeded random rollouts and
+``R_oracle`` the oracle's best reward over the settings' actions; the score is 1
+where the oracle gains nothing over random. The oracle scores 1; a peer system,
+which uses its own strategy outside the action set, may score above 1. Where the
+oracle gains little over random, the score amplifies small reward differences:
+aggregate it with the IQM, as :func:`summarize` does.
+
+:func:`summarize` aggregates per policy: the interquartile mean of the normalized
+score and the mean reward with 95 % stratified bootstrap confidence intervals over
+the (seeds × scenarios) matrix, and the mean outcome metrics.
+
+Each context is built once and shared by every policy; policies get deterministic
+seeds (:func:`episode_seed`), so the rows are identical from run to run.
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from dataclasses import fields
+from pathlib import Path
+from typing import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .episode import EpisodeSettings, OverflowEpisode, Step
+from .model import ContextState
+from .policies import get_policy, run_episode, search
+from .policies.baselines import RandomPolicy
+from .policies.peers import peer_available
+from .scenarios import Scenario, build_context
+from .stats import iqm, normalized_score, stratified_bootstrap_ci
+
+#: random rollouts per context whose mean reward is R_random
+RANDOM_ROLLOUTS = 8
+COLUMNS = (
+    "policy", "scenario", "seed", "reward", "success", "used_recovery", "forced_recovery", "tokens_before",
+    "tokens_after", "reduction_pct", "coherence", "p1_preserved", "facts_retained", "rules_retained", "latency_ms",
+    "chain", "steps", "oracle_reward", "random_reward", "normalized_score",
+)
+
+
+def episode_seed(scenario: str, seed: int, rollout: int = 0) -> int:
+    """The seed a policy's ``reset`` gets on one context (rollout 0: the evaluated
+    episode; 1..RANDOM_ROLLOUTS: the random baseline's rollouts)."""
+    return zlib.crc32(f"{scenario}/{seed}/{rollout}".encode())
+
+
+def random_reward(state: ContextState, settings: EpisodeSettings, scenario: str, seed: int) -> float:
+    """Mean reward of :data:`RANDOM_ROLLOUTS` seeded random rollouts on ``state``."""
+    policy = RandomPolicy()
+    rewards = [
+        run_episode(policy, state, settings, episode_seed(scenario, seed, k)).reward
+        for k in range(1, RANDOM_ROLLOUTS + 1)
+    ]
+    return float(np.mean(rewards))
+
+
+def _row(policy: str, scenario: str, seed: int, episode: OverflowEpisode) -> dict:
+    o = episode.outcome
+    return {
+        "policy": policy,
+        "scenario": scenario,
+        "seed": seed,
+        "reward": episode.reward,
+        "success": o.success,
+        "used_recovery": o.used_recovery,
+        "forced_recovery": episode.forced_recovery,
+        "tokens_before": o.original_tokens,
+        "tokens_after": o.final_tokens,
+        "reduction_pct": 100.0 * o.reduction,
+        "coherence": o.coherence,
+        "p1_preserved": o.p1_preserved,
+        "facts_retained": o.facts_retained,
+        "rules_retained": o.rules_retained,
+        "latency_ms": episode.latency_ms,
+        "chain": ">".join(episode.chain),
+        "steps": episode.steps_taken,
+    }
+
+
+def load_policies(names: Sequence[str], note: Callable[[str], None]) -> dict:
+    """name -> policy, in order; peers whose optional extra is missing are skipped
+    with a note. Unknown names raise PolicyError (before any context is built)."""
+    policies = {}
+    for name in dict.fromkeys(str(n) for n in names):
+        prefix, _, member = name.partition(":")
+        if prefix == "peer" and member and not peer_available(member):
+            note(f"skipping policy '{name}': its optional extra is not installed (pip install 'ctxsim[peers]')")
+            continue
+        policies[name] = get_policy(name)
+    return policies
+
+
+def evaluate(
+    policies: Sequence[str],
+    scenarios: Sequence[Scenario],
+    seeds: Sequence[int] | int,
+    settings: EpisodeSettings,
+    log: str | Path | None = None,
+    progress: bool = False,
+    note: Callable[[str], None] | None = None,
+) -> pd.DataFrame:
+    """One row per (policy, scenario, seed), ordered by policy (as given), scenario
+    (as given) and seed; ``seeds`` is a list or a count (``range(seeds)``).
+
+    ``log``: a JSONL file of every transition (the evaluated policies' steps).
+    ``note``: where skip notes go (default: stderr).
+    """
+    note = note or (lambda text: print(f"note: {text}", file=sys.stderr))
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    loaded = load_policies(policies, note)
+    transitions = None if log is None else _TransitionLog(log, settings)
+    rows: dict[tuple[int, int, int], dict] = {}
+    try:
+        with _progress(progress, len(scenarios) * len(seeds)) as advance:
+            for si, scenario in enumerate(scenarios):
+                for ki, seed in enumerate(seeds):
+                    state = build_context(scenario, seed)
+                    oracle = search(state, settings).reward
+                    baseline = random_reward(state, settings, scenario.name, seed)
+                    number = si * len(seeds) + ki
+                    for pi, (name, policy) in enumerate(loaded.items()):
+                        recorder = None if transitions is None else transitions.recorder(name, number, scenario.name, seed)
+                        episode = run_episode(policy, state, settings, episode_seed(scenario.name, seed), recorder)
+                        row = _row(name, scenario.name, seed, episode)
+                        row.update(oracle_reward=oracle, random_reward=baseline)
+                        row["normalized_score"] = float(normalized_score(row["reward"], baseline, oracle))
+                        rows[(pi, si, ki)] = row
+                    advance()
+    finally:
+        if transitions is not None:
+            transitions.close()
+    return pd.DataFrame([rows[k] for k in sorted(rows)], columns=list(COLUMNS))
+
+
+class _TransitionLog:
+    """Writes the evaluated episodes' transitions to JSONL (:mod:`ctxsim.transitions`):
+    ``run_id`` is ``evaluate:<policy>``, episodes are numbered by context in row
+    order, observations are :func:`ctxsim.observe.observe` under the settings."""
+
+    def __init__(self, path: str | Path, settings: EpisodeSettings):
+        from .observe import ObservationConfig
+        from .transitions import TransitionWriter
+
+        self.writer = TransitionWriter(path, "evaluate", overwrite=True)
+        self.config = ObservationConfig(
+            actions=settings.actions, max_steps=settings.max_steps, target=settings.target, embedder=settings.embedder
+        )
+
+    def recorder(self, policy: str, number: int, scenario: str, seed: int) -> Callable[[OverflowEpisode, Step], None]:
+        from .observe import observe
+
+        def on_step(episode: OverflowEpisode, step: Step) -> None:
+            self.writer.run_id = f"evaluate:{policy}"
+            self.writer.write_transition(
+                episode=number,
+                step=episode.steps_taken - 1,
+                scenario=scenario,
+                seed=seed,
+                state_before=step.before,
+                observation_before=observe(step.before, self.config),
+                action=step.action,
+                reward=step.reward,
+                state_after=step.after,
+                observation_after=observe(step.after, self.config),
+                terminated=step.done,
+                truncated=False,
+                outcome=episode.outcome.to_dict() if step.done else None,
+            )
+
+        return on_step
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class _progress:
+    """A rich progress bar over contexts when ``enabled`` (a no-op otherwise)."""
+
+    def __init__(self, enabled: bool, total: int):
+        self.enabled, self.total, self.bar = enabled, total, None
+
+    def __enter__(self) -> Callable[[], None]:
+        if not self.enabled:
+            return lambda: None
+        from rich.progress import Progress
+
+        self.bar = Progress(transient=True)
+        self.bar.start()
+        task = self.bar.add_task("evaluating contexts", total=self.total)
+        return lambda: self.bar.advance(task)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _matrix(group: pd.DataFrame, column: str) -> np.ndarray:
+    """(seeds × scenarios) matrix of one column (NaN-free: every cell is one episode)."""
+    return group.pivot(index="seed", columns="scenario", values=column).to_numpy(dtype=float)
+
+
+def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per policy (in order of first appearance): IQM of the normalized score and mean
+    reward, each with its 95 % stratified bootstrap CI over seeds × scenarios, and
+    the mean success, recovery, reduction (%), P1 preserved, facts and rules
+    retained, coherence and latency (ms)."""
+    out = []
+    for policy, group in df.groupby("policy", sort=False):
+        scores, rewards = _matrix(group, "normalized_score"), _matrix(group, "reward")
+        lo, hi = stratified_bootstrap_ci(scores, iqm, reps=reps, seed=seed)
+        rlo, rhi = stratified_bootstrap_ci(rewards, lambda m: float(np.mean(m)), reps=reps, seed=seed)
+        out.append(
+            {
+                "policy": policy,
+                "episodes": len(group),
+                "iqm_normalized": iqm(scores),
+                "iqm_ci_low": lo,
+                "iqm_ci_high": hi,
+                "mean_reward": float(rewards.mean()),
+                "reward_ci_low": rlo,
+                "reward_ci_high": rhi,
+                "success_rate": float(group["success"].mean()),
+                "recovery_rate": float(group["used_recovery"].mean()),
+                "reduction_pct": float(group["reduction_pct"].mean()),
+                "p1_preserved": float(group["p1_preserved"].mean()),
+                "facts_retained": float(group["facts_retained"].mean()),
+                "rules_retained": float(group["rules_retained"].mean()),
+                "coherence": float(group["coherence"].mean()),
+                "latency_ms": float(group["latency_ms"].mean()),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def settings_from_env_spec(path: str | Path | None) -> EpisodeSettings:
+    """The episode settings of an env spec YAML or ``envs/<name>`` (None: the defaults).
+
+    The spec's config is resolved against its environment's defaults; the keys that
+    decide how an overflow is broken and scored become the settings.
+    """
+    if path is None:
+        return EpisodeSettings()
+    from .environments.spec import env_class, load_env_spec
+
+    spec = load_env_spec(path)
+    config = env_class(spec.id).resolve_config(spec.config, source=spec.source or path, key_prefix="config")
+    keys = {f.name for f in fields(EpisodeSettings)}
+    return EpisodeSettings.from_mapping({k: v for k, v in config.items() if k in keys})

@@ -1,0 +1,47 @@
+"""Policies that break overflows: baselines, the oracle, peer systems, learned models.
+
+One registry (:mod:`.registry`): ``get_policy(name_or_path, **kwargs)`` and
+``list_policies()``; ``run_episode(policy, state, settings, seed)`` runs one.
+
+==========================  ===========================================================
+name                        what it does
+==========================  ===========================================================
+``random``                  uniform over the valid actions (:mod:`.baselines`)
+``seed-chain``              seed 001's default chain, one strategy per step
+``only:<strategy>``         the same strategy every step while valid, then recovery
+``greedy``                  one-step lookahead on the reward
+``oracle``                  exhaustive search for the best chain (:mod:`.oracle`)
+``peer:<system>``           a well-known agent system's compaction (:mod:`.peers`)
+a run directory / ``.zip``  a trained SB3 model (:mod:`.sb3`, lazy imports)
+==========================  ===========================================================
+
+Importing this package needs numpy only: no torch, stable-baselines3, gymnasium,
+pandas or matplotlib (the exported policy runs with numpy alone).
+"""
+
+from . import baselines, oracle, peers, sb3  # noqa: F401  (register the policies)
+from .baselines import fallback_action
+from .oracle import OracleResult, best_chain, search
+from .registry import (
+    Policy,
+    get_policy,
+    list_policies,
+    register_family,
+    register_loader,
+    register_policy,
+    run_episode,
+)
+
+__all__ = [
+    "OracleResult",
+    "Policy",
+    "best_chain",
+    "fallback_action",
+    "get_policy",
+    "list_policies",
+    "register_family",
+    "register_loader",
+    "register_policy",
+    "run_episode",
+    "search",
+]

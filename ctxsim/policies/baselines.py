@@ -1,0 +1,139 @@
+"""Fixed baselines: random, seed 001's chain, one strategy only, one-step greedy.
+
+When a fixed policy has nothing left to try and the episode is not over, it calls
+:func:`fallback_action`: the recovery action named by the settings'
+``recovery_mode`` (``fresh_start`` by default) when it is a valid action, else the
+first valid recovery action, else the first valid action (never ``error``, which
+raises instead of acting). A recovery action ends the episode and counts as "used
+recovery" (success when the result fits), exactly as when a learned policy picks it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..episode import SEED_CHAIN, OverflowEpisode
+from ..errors import PolicyError
+from ..strategies import Strategy, list_strategies
+from .registry import Policy, register_family, register_policy
+
+#: strategy ids that are not actions a policy can take ("error" raises BREAKER_FAILED)
+NOT_ACTIONS = ("error",)
+
+
+def candidate_actions(episode: OverflowEpisode) -> list[str]:
+    """The valid actions a policy may take, in the settings' order (without ``error``,
+    unless it is the only one)."""
+    valid = episode.valid_actions()
+    return [sid for sid in valid if sid not in NOT_ACTIONS] or valid
+
+
+def fallback_action(episode: OverflowEpisode) -> str:
+    """What a fixed policy does when it has nothing left to try (module docstring)."""
+    settings = episode.settings
+    valid = candidate_actions(episode)
+    if settings.recovery_mode in valid:
+        return settings.recovery_mode
+    return next((sid for sid in valid if settings.strategy(sid).recovery), valid[0])
+
+
+def _require(episode: OverflowEpisode, policy: str, ids: tuple[str, ...]) -> None:
+    missing = [sid for sid in ids if sid not in episode.settings.actions]
+    if missing:
+        actions = list(episode.settings.actions)
+        raise PolicyError(f"policy '{policy}' needs the actions {missing}; the episode has {actions}", key="actions")
+
+
+@register_policy("random")
+class RandomPolicy(Policy):
+    """Uniform over the valid actions, from a numpy Generator seeded in ``reset``."""
+
+    def __init__(self) -> None:
+        self._rng = np.random.default_rng(0)
+
+    def reset(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def act(self, episode: OverflowEpisode) -> str:
+        valid = episode.valid_actions()
+        return valid[int(self._rng.integers(len(valid)))]
+
+
+@register_policy("seed-chain")
+class SeedChainPolicy(Policy):
+    """Seed 001's default breaking chain, cumulative, one strategy per step.
+
+    ``summarize_old``, ``prioritize_recent``, ``content_type_chunking``,
+    ``discard_low_rel`` in that order, each on the result of the previous one; a
+    strategy that is not valid when its turn comes is skipped for good. The episode
+    stops as soon as the context fits; after ``max_steps`` steps it applies its
+    forced recovery (the environment's rules). When the chain is used up before
+    that, :func:`fallback_action` (seed 001: "all strategies failed → recovery").
+    Raises PolicyError when the episode's actions lack one of the chain's ids.
+    """
+
+    CHAIN = SEED_CHAIN[:4]
+
+    def __init__(self) -> None:
+        self._next = 0
+
+    def reset(self, seed: int) -> None:
+        self._next = 0
+
+    def act(self, episode: OverflowEpisode) -> str:
+        _require(episode, self.name, self.CHAIN)
+        valid = episode.valid_actions()
+        while self._next < len(self.CHAIN):
+            sid = self.CHAIN[self._next]
+            self._next += 1
+            if sid in valid:
+                return sid
+        return fallback_action(episode)
+
+
+class OnlyPolicy(Policy):
+    """``only:<strategy>``: the same strategy every step while it is valid, then
+    :func:`fallback_action`. A strategy outside the episode's actions runs as a
+    strategy object (the settings' configured instance), so every registered
+    strategy can be evaluated on any action set."""
+
+    def __init__(self, strategy_id: str) -> None:
+        self.strategy_id = strategy_id
+        self.name = f"only:{strategy_id}"
+
+    def act(self, episode: OverflowEpisode) -> str | Strategy:
+        settings, sid = episode.settings, self.strategy_id
+        if sid in settings.actions:
+            return sid if sid in episode.valid_actions() else fallback_action(episode)
+        if settings.valid(sid, episode.state):
+            return settings.strategy(sid)
+        return fallback_action(episode)
+
+
+register_family("only", lambda: [sid for sid in list_strategies() if sid not in NOT_ACTIONS], OnlyPolicy)
+
+
+@register_policy("greedy")
+class GreedyPolicy(Policy):
+    """One-step lookahead on the reward.
+
+    Each valid action is tried on a copy of the episode. Among those whose step ends
+    the episode (it fits, a recovery ran, or ``max_steps`` forced recovery), the one
+    with the highest reward; when none ends it, the one that removes the most tokens.
+    Ties go to the earlier action in the settings' order.
+    """
+
+    def act(self, episode: OverflowEpisode) -> str:
+        best_end: tuple[float, str] | None = None
+        best_cut: tuple[int, str] | None = None
+        for sid in candidate_actions(episode):
+            child = episode.copy()
+            step = child.step(sid)
+            if child.done:
+                if best_end is None or child.reward > best_end[0]:
+                    best_end = (child.reward, sid)
+            else:
+                cut = step.before.total_tokens - step.after.total_tokens
+                if best_cut is None or cut > best_cut[0]:
+                    best_cut = (cut, sid)
+        return (best_end or best_cut)[1]

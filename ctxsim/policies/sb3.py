@@ -1,0 +1,113 @@
+"""A trained Stable-Baselines3 model as a policy (imports SB3 and torch lazily).
+
+``get_policy(path)`` loads, for a training run directory (``best_model.zip`` and
+``config.yaml`` written by :func:`ctxsim.train.train`) or a model zip inside one,
+the algorithm the run's resolved config names (MaskablePPO from sb3-contrib; PPO,
+A2C or DQN from stable-baselines3). The policy acts greedily with the episode's
+action mask: the action with the highest logit (PPO, A2C, MaskablePPO) or
+Q-value (DQN) among the valid ones; ties go to the lower index.
+
+The observation is :func:`ctxsim.observe.observe` of the episode's state with an
+:class:`~ctxsim.observe.ObservationConfig` taken from the episode's settings
+(actions, max_steps, target, embedder); the settings must have the actions the
+model was trained with, or acting raises PolicyError.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..episode import OverflowEpisode
+from ..errors import PolicyError
+from .registry import Policy, register_loader
+
+MODEL_FILE = "best_model.zip"
+CONFIG_FILE = "config.yaml"
+
+
+def recognizes(path: Path) -> bool:
+    """A run directory with a best model, or a model zip."""
+    return (path.is_dir() and (path / MODEL_FILE).is_file()) or (path.is_file() and path.suffix == ".zip")
+
+
+def _run_config(run_dir: Path) -> dict[str, Any]:
+    from ..validation import load_yaml
+
+    file = run_dir / CONFIG_FILE
+    if not file.is_file():
+        raise PolicyError(f"no {CONFIG_FILE} beside the model; is this a ctxsim training run?", source=run_dir)
+    data = load_yaml(file, PolicyError)
+    if not isinstance(data, dict) or not isinstance(data.get("experiment"), dict) or "algo" not in data["experiment"]:
+        raise PolicyError("expected the resolved run config with experiment.algo", source=file, key="experiment.algo")
+    return data
+
+
+def _algorithm(name: str, source: Path):
+    if name == "MaskablePPO":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO
+    import stable_baselines3
+
+    if name not in ("PPO", "A2C", "DQN"):
+        expected = "expected MaskablePPO, PPO, A2C or DQN"
+        raise PolicyError(f"unknown algorithm {name!r}; {expected}", source=source, key="experiment.algo")
+    return getattr(stable_baselines3, name)
+
+
+class SB3Policy(Policy):
+    """A loaded SB3 model acting greedily under the action mask (module docstring)."""
+
+    def __init__(self, model, algo: str, trained_actions: tuple[str, ...] | None, name: str) -> None:
+        self.model, self.algo, self.trained_actions, self.name = model, algo, trained_actions, name
+
+    def _scores(self, obs: np.ndarray) -> np.ndarray:
+        import torch
+
+        policy = self.model.policy
+        tensor, _ = policy.obs_to_tensor(obs)
+        with torch.no_grad():
+            if self.algo == "DQN":
+                return policy.q_net(tensor)[0].cpu().numpy()
+            return policy.get_distribution(tensor).distribution.logits[0].cpu().numpy()
+
+    def act(self, episode: OverflowEpisode) -> str:
+        from ..observe import ObservationConfig, observe
+
+        settings = episode.settings
+        if self.trained_actions is not None and tuple(self.trained_actions) != settings.actions:
+            raise PolicyError(
+                f"policy '{self.name}' was trained with the actions {list(self.trained_actions)}, "
+                f"the episode has {list(settings.actions)}",
+                key="actions",
+            )
+        config = ObservationConfig(
+            actions=settings.actions, max_steps=settings.max_steps, target=settings.target, embedder=settings.embedder
+        )
+        obs = observe(episode.state, config)
+        expected = self.model.observation_space.shape
+        if obs.shape != expected:
+            raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {obs.shape}")
+        scores = np.where(episode.action_mask(), self._scores(obs).astype(np.float64), -np.inf)
+        return settings.actions[int(np.argmax(scores))]
+
+
+def load_sb3_policy(path: str | Path) -> SB3Policy:
+    """The SB3 policy of a run directory or of a model zip inside one."""
+    path = Path(path)
+    run_dir, model_file = (path, path / MODEL_FILE) if path.is_dir() else (path.parent, path)
+    config = _run_config(run_dir)
+    algo = config["experiment"]["algo"]
+    cls = _algorithm(algo, run_dir / CONFIG_FILE)
+    try:
+        model = cls.load(str(model_file), device="cpu")
+    except (ValueError, KeyError, RuntimeError, OSError) as exc:
+        raise PolicyError(f"cannot load the {algo} model: {exc}", source=model_file) from None
+    actions = (config.get("env_config") or {}).get("actions")
+    return SB3Policy(model, algo, tuple(actions) if actions else None, str(path))
+
+
+register_loader(recognizes, load_sb3_policy)

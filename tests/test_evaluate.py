@@ -1,0 +1,138 @@
+"""Evaluation rows, normalized scores, the per-policy summary and ``ctxsim evaluate``."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ctxsim.cli import main
+from ctxsim.episode import EpisodeSettings
+from ctxsim.evaluate import COLUMNS, RANDOM_ROLLOUTS, episode_seed, evaluate, random_reward, summarize
+from ctxsim.policies import best_chain, get_policy, run_episode
+from ctxsim.scenarios import build_context, load_scenarios
+from ctxsim.transitions import read_transitions
+
+SETTINGS = EpisodeSettings(actions=("dedupe_tool_results", "remove_oldest", "summarize_old", "truncate", "fresh_start"), max_steps=2)
+
+SUITE = """\
+scenarios:
+  - name: tiny-chat
+    limit: 3500
+    target_tokens: 4400
+    mix: {message: 0.6, code: 0.2, tool_result: 0.2}
+    p1_ratio: 0.2
+    facts: 3
+  - name: tiny-tools
+    limit: 3500
+    target_tokens: 4600
+    mix: {message: 0.4, log: 0.2, tool_result: 0.4}
+    p1_ratio: 0.1
+    duplicates: 2
+    facts: 3
+"""
+
+
+@pytest.fixture(scope="module")
+def scenarios(tmp_path_factory):
+    path = tmp_path_factory.mktemp("suite") / "tiny.yaml"
+    path.write_text(SUITE)
+    return load_scenarios(path)
+
+
+@pytest.fixture(scope="module")
+def frame(scenarios):
+    return evaluate(["random", "oracle", "greedy", "peer:letta"], scenarios, 2, SETTINGS)
+
+
+def test_one_row_per_policy_scenario_seed(frame, scenarios):
+    assert list(frame.columns) == list(COLUMNS)
+    keys = list(zip(frame.policy, frame.scenario, frame.seed))
+    expected = [(p, s.name, k) for p in ("random", "oracle", "greedy", "peer:letta") for s in scenarios for k in (0, 1)]
+    assert keys == expected
+    assert (frame.chain.str.split(">").str.len() == frame.steps).all()
+    assert ((frame.tokens_after < frame.tokens_before) | ~frame.success).all()
+    np.testing.assert_allclose(frame.reduction_pct, 100 * (frame.tokens_before - frame.tokens_after) / frame.tokens_before)
+
+
+def test_rows_match_the_episodes(frame, scenarios):
+    row = frame[(frame.policy == "random") & (frame.seed == 1)].iloc[0]
+    state = build_context(scenarios[0], 1)
+    episode = run_episode(get_policy("random"), state, SETTINGS, episode_seed(scenarios[0].name, 1))
+    assert row.reward == episode.reward and row.chain == ">".join(episode.chain)
+    assert row.coherence == episode.outcome.coherence and row.latency_ms == episode.latency_ms
+    assert row.oracle_reward == best_chain(state, SETTINGS)[0]
+    rollouts = [
+        run_episode(get_policy("random"), state, SETTINGS, episode_seed(scenarios[0].name, 1, k)).reward
+        for k in range(1, RANDOM_ROLLOUTS + 1)
+    ]
+    assert row.random_reward == pytest.approx(np.mean(rollouts)) == random_reward(state, SETTINGS, scenarios[0].name, 1)
+
+
+def test_normalized_scores(frame):
+    oracle = frame[frame.policy == "oracle"]
+    assert (oracle.normalized_score == 1.0).all() and (oracle.reward == oracle.oracle_reward).all()
+    span = frame.oracle_reward - frame.random_reward
+    expected = np.where(span.abs() > 1e-9, (frame.reward - frame.random_reward) / span, 1.0)
+    np.testing.assert_allclose(frame.normalized_score, expected)
+    inside = frame[frame.policy != "peer:letta"]  # peers act outside the action set
+    assert (inside.reward <= inside.oracle_reward + 1e-12).all()
+
+
+def test_evaluation_is_deterministic(frame, scenarios):
+    again = evaluate(["random", "oracle", "greedy", "peer:letta"], scenarios, [0, 1], SETTINGS)
+    pd.testing.assert_frame_equal(frame, again)
+
+
+def test_summary_per_policy(frame):
+    summary = summarize(frame, reps=300)
+    assert list(summary.policy) == ["random", "oracle", "greedy", "peer:letta"]
+    oracle = summary.set_index("policy").loc["oracle"]
+    assert oracle.iqm_normalized == oracle.iqm_ci_low == oracle.iqm_ci_high == 1.0
+    assert (summary.iqm_ci_low <= summary.iqm_normalized + 1e-12).all()
+    assert (summary.iqm_normalized <= summary.iqm_ci_high + 1e-12).all()
+    assert (summary.reward_ci_low <= summary.mean_reward).all() and (summary.mean_reward <= summary.reward_ci_high).all()
+    greedy = frame[frame.policy == "greedy"]
+    row = summary.set_index("policy").loc["greedy"]
+    assert row.success_rate == greedy.success.mean() and row.episodes == 4
+    assert row.latency_ms == pytest.approx(greedy.latency_ms.mean())
+
+
+def test_missing_peer_extra_is_skipped_with_a_note(scenarios, monkeypatch):
+    monkeypatch.setitem(sys.modules, "langchain_core", None)
+    notes = []
+    df = evaluate(["peer:langchain-trim", "random"], scenarios[:1], 1, SETTINGS, note=notes.append)
+    assert list(df.policy) == ["random"] and len(notes) == 1 and "peer:langchain-trim" in notes[0]
+
+
+def test_cli_evaluate_writes_the_csv_and_the_log(scenarios, tmp_path, capsys):
+    out, log, env = tmp_path / "eval.csv", tmp_path / "steps.jsonl", tmp_path / "small.yaml"
+    env.write_text(
+        "id: ctxsim/ContextOverflow-v0\n"
+        f"config: {{actions: {list(SETTINGS.actions)}, max_steps: {SETTINGS.max_steps}}}\n"
+    )
+    code = main(["evaluate", "--policy", "random", "--policy", "greedy", "--scenarios", str(scenarios[0].source),
+                 "--seeds", "2", "--out", str(out), "--log", str(log), "--env", str(env), "--quiet"])
+    assert code == 0
+    df = pd.read_csv(out, keep_default_na=False)
+    assert len(df) == 2 * 2 * 2 and list(df.columns) == list(COLUMNS)
+    assert list(df.policy.unique()) == ["random", "greedy"] and "greedy" in capsys.readouterr().out
+    assert set(">".join(df.chain).split(">")) <= set(SETTINGS.actions)
+    records = read_transitions(log)
+    assert len(records) == df.steps.sum()
+    last = {(r["run_id"], r["scenario"], r["seed"]): r for r in records if r["terminated"]}  # written context by context
+    assert len(last) == len(df)
+    for row in df.itertuples():
+        record = last[(f"evaluate:{row.policy}", row.scenario, row.seed)]
+        assert record["reward"] == pytest.approx(row.reward, abs=1e-6) and record["action"] == row.chain.split(">")[-1]
+        assert record["outcome"]["final_tokens"] == row.tokens_after
+
+
+def test_cli_unknown_policy_is_one_line(tmp_path, capsys):
+    out = tmp_path / "eval.csv"
+    code = main(["evaluate", "--policy", "random", "--policy", "nope", "--seeds", "1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert err.count("\n") == 1 and "unknown policy 'nope'" in err and "seed-chain" in err

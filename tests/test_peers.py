@@ -1,0 +1,192 @@
+"""Peer systems: each re-implementation's documented behaviour, on hand-built and shipped contexts."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from ctxsim.episode import EpisodeSettings, OverflowEpisode
+from ctxsim.errors import PolicyError
+from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
+from ctxsim.policies import fallback_action, get_policy, run_episode
+from ctxsim.scenarios import build_context
+from ctxsim.strategies import StrategyContext
+from ctxsim.strategies.peers import (
+    CODEX_FRAME,
+    LETTA_FRAME,
+    OPENCODE_CLEARED,
+    OPENCODE_SECTIONS,
+    PEERS,
+    AnthropicClear,
+    CodexCompaction,
+    LettaSlidingWindow,
+    OpenCodeCompaction,
+    langchain_available,
+)
+
+TASK = "Fix the export job in /srv/export.py"
+
+
+def words(i: int, n: int) -> str:
+    return " ".join(f"token{(i * 11 + k) % 97}" for k in range(n)) + "."
+
+
+def msg(i: int, role: str, n: int = 40, **kw) -> ContextUnit:
+    return ContextUnit(id=f"m{i}", type="message", role=role, content=f"Message {i}: {words(i, n)}", turn=i, **kw)
+
+
+def tool(i: int, n: int = 120, name: str = "read_file", **kw) -> ContextUnit:
+    envelope = ToolEnvelope(tool_name=name, call_id=f"c{i}", arguments=f'{{"path":"/srv/f{i}.py"}}', target=f"/srv/f{i}.py")
+    return ContextUnit(id=f"t{i}", type="tool_result", role="tool", content=f"Output {i}: {words(i, n)}", turn=i,
+                       tool=envelope, **kw)
+
+
+def state_of(units, limit: int) -> ContextState:
+    return ContextState(units=tuple(units), limit=limit, min_limit=10, task=TASK)
+
+
+def session() -> list[ContextUnit]:
+    """system, then 6 turns of user ask / assistant reply / tool result."""
+    units = [msg(0, "system", 30, pinned=True)]
+    for turn in range(1, 7):
+        units += [msg(10 * turn, "user", 20), msg(10 * turn + 1, "assistant", 30), tool(10 * turn + 2)]
+    return units
+
+
+def ctx(state: ContextState) -> StrategyContext:
+    return StrategyContext(target_tokens=state.limit)
+
+
+def test_anthropic_clears_all_but_the_last_three_tool_results():
+    units = session()
+    units[3] = tool(12, pinned=True)  # a pinned tool result is never cleared
+    state = state_of(units, limit=state_of(units, 10**6).total_tokens - 100)
+    result = AnthropicClear().apply(state, ctx(state))
+    tools = [u for u in result.state.units if u.tool is not None]
+    assert [u.type for u in tools] == ["tool_result", "placeholder", "placeholder", "tool_result", "tool_result", "tool_result"]
+    assert tools[1].content == '[read_file {"path":"/srv/f22.py"}] [cleared]' and tools[1].id == "t22"
+    assert [u.content for u in tools[3:]] == [u.content for u in state.units if u.id in ("t42", "t52", "t62")]
+    excluded = AnthropicClear(exclude_tools=("read_file",)).apply(state, ctx(state))
+    assert not excluded.changed
+    quiet = state_of(units, limit=state.total_tokens * 3)  # under the 50 % trigger
+    assert not AnthropicClear().apply(quiet, ctx(quiet)).changed
+
+
+def test_opencode_prunes_beyond_the_protected_window_then_summarizes():
+    units = session()
+    total = state_of(units, 10**6).total_tokens
+    tool_tokens = sum(u.token_count for u in units if u.tool)
+    # the protected window holds about two tool results; pruning frees more than the minimum
+    peer = OpenCodeCompaction(prune_protect_share=2.5 * tool_tokens / 6 / total, prune_minimum_share=0.01)
+    roomy = state_of(units, limit=total)  # prune only: the state fits the target afterwards
+    pruned = {u.id for u in peer.apply(roomy, ctx(roomy)).state.units if u.content == OPENCODE_CLEARED}
+    # t62 and t52 sit in the last two user turns (protected); t42 and t32 fill the window; older ones go
+    assert pruned == {"t12", "t22"}
+    assert not OpenCodeCompaction(prune_minimum_share=0.9).prune(roomy)
+    tight = state_of(units, limit=total // 2)
+    new = peer.apply(tight, ctx(tight)).state
+    summary = next(u for u in new.units if u.type == "summary")
+    assert summary.role == "assistant" and new.units[0].pinned and new.units[1] is summary
+    assert all(f"## {title}" in summary.content for title in ("Goal", "Relevant files / directories"))
+    assert summary.content.index("## Goal") < summary.content.index("## Relevant files / directories")
+    assert "/srv/f12.py" in summary.content and set(OPENCODE_SECTIONS) >= {
+        line[3:] for line in summary.content.splitlines() if line.startswith("## ")
+    }
+    tail = new.units[2:]
+    assert tail and new.tokens_of(tail) <= 0.25 * tight.limit and tail[-1] == units[-1]
+
+
+def test_letta_keeps_the_newest_thirty_percent_and_summarizes_recursively():
+    units = session()
+    state = state_of(units, limit=state_of(units, 10**6).total_tokens // 2)
+    new = LettaSlidingWindow().apply(state, ctx(state)).state
+    start = round(0.7 * len(units))
+    cut = next(i for i in range(start, len(units)) if units[i].role == "assistant")
+    assert new.units[0] == units[0]
+    assert new.units[1].role == "user" and new.units[1].content.startswith(LETTA_FRAME)
+    assert new.units[2:] == tuple(units[cut:])
+    assert set(new.units[1].source_ids) == {u.id for u in units[1:cut]}
+    again = LettaSlidingWindow().apply(new, ctx(new)).state  # the summary is folded into the next one
+    assert again.units[1].summary_depth == 2 and set(again.units[1].source_ids) > set(new.units[1].source_ids)
+
+
+def test_codex_keeps_initial_context_and_recent_user_messages():
+    units = session()
+    total = state_of(units, 10**6).total_tokens
+    state = state_of(units, limit=total // 2)
+    user_tokens = units[4].token_count + units[7].token_count  # m20, m30: two user messages
+    peer = CodexCompaction(user_message_share=(user_tokens * 2 + 2) / state.limit)
+    new = peer.apply(state, ctx(state)).state
+    ids = [u.id for u in new.units]
+    assert ids[:2] == ["m0", "m10"]  # system + first user message
+    assert all(state.unit(i).role == "user" for i in ids[2:-1])
+    assert ids[-1].startswith("codex-") and new.units[-1].content.startswith(CODEX_FRAME) and new.units[-1].role == "user"
+    assert ids[2:-1][-1] == "m60" and len(ids[2:-1]) >= 4  # the newest user messages, in order
+    assert not any(state.unit(i).role in ("assistant", "tool") for i in ids[:-1])
+    tiny = state_of(units, limit=state.tokens_of(units[:2]) + 80)
+    squeezed = peer.apply(tiny, ctx(tiny)).state
+    assert [u.id for u in squeezed.units][:2] == ["m0", "m10"] and len(squeezed.units) < len(new.units)
+
+
+def test_peer_policy_steps_once_then_falls_back():
+    units = [msg(0, "system", 3000, pinned=True), msg(1, "user"), tool(2), msg(3, "assistant")]
+    state = state_of(units, limit=state_of(units[:1], 10**6).total_tokens)  # pinned alone fills the limit
+    settings = EpisodeSettings(actions=("remove_oldest", "truncate", "fresh_start"))
+    policy = get_policy("peer:anthropic-clear")
+    episode = run_episode(policy, state, settings, 0)
+    assert episode.chain[0] == "peer:anthropic-clear" and episode.chain[1:] == ("fresh_start",)
+    assert episode.outcome.used_recovery and not episode.forced_recovery
+    fresh = OverflowEpisode(state, settings)
+    assert policy.act(fresh) is policy.strategy
+    fresh.step(policy.strategy)
+    assert policy.act(fresh) == fallback_action(fresh)
+
+
+def test_peer_parameters_are_validated():
+    assert get_policy("peer:letta", keep_share=0.5).strategy.params.keep_share == 0.5
+    with pytest.raises(Exception, match="no parameter 'nope'"):
+        get_policy("peer:codex", nope=1)
+
+
+@pytest.fixture(scope="module")
+def shipped_contexts(scenario_suite) -> list[ContextState]:
+    return [build_context(scenario, 0) for scenario in scenario_suite]
+
+
+@pytest.mark.parametrize("peer", [p for p in PEERS if p != "langchain-trim" or langchain_available()])
+def test_every_peer_runs_on_every_shipped_scenario(shipped_contexts, peer):
+    strategy = PEERS[peer]()
+    for state in shipped_contexts:
+        result = strategy.apply(state, ctx(state))  # the base template raises if a pinned unit breaks
+        new = result.state
+        pinned = [u for u in state.units if u.pinned]
+        assert [u for u in new.units if u.pinned] == pinned, state.scenario
+        assert new.total_tokens <= state.total_tokens and result.strategy == f"peer:{peer}"
+        assert new.history[-1:] == ((f"peer:{peer}",) if result.changed else state.history[-1:])
+
+
+def test_langchain_peer_needs_its_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "langchain_core", None)
+    with pytest.raises(PolicyError, match="optional extra 'peers'"):
+        get_policy("peer:langchain-trim")
+
+
+@pytest.mark.optional
+def test_langchain_trim_is_the_real_library():
+    langchain = pytest.importorskip("langchain_core.messages")
+    units = session()
+    state = state_of(units, limit=state_of(units, 10**6).total_tokens // 2)
+    new = PEERS["langchain-trim"]().apply(state, ctx(state)).state
+    assert new.fits() and new.units[0] == units[0]
+    kept = [u.id for u in new.units[1:]]
+    free = [u for u in units if not u.pinned]
+    assert kept == [u.id for u in free[len(free) - len(kept):]]  # strategy "last": a suffix
+    assert state.tokens_of(free[len(free) - len(kept) - 1:]) + state.unit_cost(units[0]) + 3 > state.limit  # maximal
+    direct = langchain.trim_messages(
+        [langchain.HumanMessage(content=u.content, id=u.id) for u in free],
+        max_tokens=state.limit - 3 - state.unit_cost(units[0]),
+        token_counter=lambda msgs: sum(state.unit_cost(state.unit(m.id)) for m in msgs),
+        strategy="last",
+    )
+    assert [m.id for m in direct] == kept
