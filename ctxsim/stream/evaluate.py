@@ -1,0 +1,109 @@
+"""Policies compared on whole conversations (``ctxsim/ConversationStream-v0``'s evaluation).
+
+:func:`evaluate_stream` plays every policy on every (scenario, seed) conversation
+with the environment's own logic (:class:`~ctxsim.stream.StreamSession`): each
+overflow event is run by :func:`ctxsim.policies.run_episode` — a policy's
+``act(episode)`` returns an action id or its own Strategy (peers), exactly as on
+ContextOverflow-v0 — and handed back to the session. Policies are ``reset`` at
+every event with :func:`event_seed`, so rows are identical from run to run.
+
+Call it as::
+
+    from ctxsim.stream.evaluate import evaluate_stream
+    df = evaluate_stream(["seed-chain", "peer:codex", "runs/<run>"], ["gpt4-6000"], 4, {"turns": 60})
+
+``config`` is an override of :meth:`ConversationStreamEnv.default_config` (e.g. an
+``envs/stream.yaml`` spec's ``config``); a trained policy must have been trained
+with the same ``actions``.
+"""
+
+from __future__ import annotations
+
+import sys
+import zlib
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+from ..policies import Policy, run_episode
+from ..scenarios import Scenario
+from .session import StreamSession
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: metrics of :meth:`StreamSession.metrics` reported per row, after policy, scenario, seed and reward
+METRICS = (
+    "event_reward", "overflow_events", "over_hit_fresh_starts", "forced_recoveries", "compactions", "strategy_steps",
+    "probes_asked", "probes_answered", "probe_share", "facts_retained", "cache_hit_rate", "tokens_sent",
+    "cached_tokens", "cost_usd", "max_summary_depth", "max_summary_tokens", "rehydrations", "rehydration_loops",
+    "milestones",
+)
+COLUMNS = ("policy", "scenario", "seed", "reward") + METRICS
+
+
+def event_seed(scenario: str, seed: int, event: int) -> int:
+    """The seed a policy's ``reset`` gets at the start of event number ``event``."""
+    return zlib.crc32(f"{scenario}/{seed}/event/{event}".encode())
+
+
+def play(policy: Policy, session: StreamSession, scenario: str, seed: int) -> float:
+    """Run ``policy`` on every event of ``session`` until the conversation ends; the
+    total reward (what the environment would pay over the episode)."""
+    if session.episode is None:  # never overflowed: only the end-of-conversation terms
+        return sum(session.final_terms().values())
+    total = 0.0
+    while not session.done:
+        pending = session.episode
+        finished = run_episode(
+            policy, pending.original, pending.settings, event_seed(scenario, seed, len(session.events)),
+            on_step=lambda _episode, step: session.record_step(step),
+        )
+        total += session.resolve(finished).reward
+    return total
+
+
+def evaluate_stream(
+    policies: Sequence[str],
+    scenarios: Sequence[str | Scenario],
+    seeds: Sequence[int] | int,
+    config: dict[str, Any] | None = None,
+    note: Callable[[str], None] | None = None,
+) -> "pd.DataFrame":
+    """One row per (policy, scenario, seed), in that order; columns :data:`COLUMNS`.
+
+    ``policies``: names for :func:`ctxsim.policies.get_policy` (``seed-chain``,
+    ``only:<id>``, ``peer:<system>``, ``greedy``, a trained run directory, …; peers
+    whose optional extra is missing are skipped with a ``note``). ``scenarios``:
+    names in the config's suite, or Scenario objects. ``seeds``: a list or a count
+    (``range(seeds)``). Raises ConfigError / ScenarioError / PolicyError on bad input
+    before any conversation is played.
+    """
+    import pandas as pd
+
+    from ..environments.stream import ConversationStreamEnv, build_conversation, make_session
+    from ..errors import ScenarioError
+    from ..evaluate import load_policies
+
+    checked = ConversationStreamEnv.checked_config(config)
+    resolved = checked.model_dump(mode="json")
+    by_name = {s.name: s for s in checked.suite}
+    chosen = []
+    for item in scenarios:
+        if isinstance(item, Scenario):
+            chosen.append(item)
+        elif item in by_name:
+            chosen.append(by_name[item])
+        else:
+            raise ScenarioError(f"unknown scenario {item!r}; known: {sorted(by_name)}", key="scenarios")
+    seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    loaded = load_policies(policies, note or (lambda text: print(f"note: {text}", file=sys.stderr)))
+    rows: dict[tuple[int, int, int], dict[str, Any]] = {}
+    for si, scenario in enumerate(chosen):
+        for ki, seed in enumerate(seeds):
+            conversation = build_conversation(scenario, seed, resolved)  # built once, played by every policy
+            for pi, (name, policy) in enumerate(loaded.items()):
+                session = make_session(conversation, resolved)
+                reward = play(policy, session, scenario.name, seed)
+                metrics = session.metrics()
+                rows[(pi, si, ki)] = {"policy": name, "scenario": scenario.name, "seed": seed, "reward": reward,
+                                      **{k: metrics[k] for k in METRICS}}
+    return pd.DataFrame([rows[k] for k in sorted(rows)], columns=list(COLUMNS))

@@ -1,0 +1,186 @@
+"""Training from an experiment YAML, cleanrl-style: read it top to bottom.
+
+An experiment file (``experiments/<name>.yaml``) names the algorithm and its
+hyperparameters, the env spec and its overrides, the train/eval scenario split,
+the vectorization and the seed. A run writes, under
+``<out>/{env}__{exp}__{seed}__{time}/``:
+
+* ``config.yaml`` — the resolved experiment and the full env config;
+* ``checkpoints/`` — periodic model checkpoints;
+* ``best_model.zip`` — the best model of a (masked) evaluation callback on the
+  held-out split, and ``evaluations.npz`` — its learning curve;
+* ``final_model.zip``, ``tb/`` — TensorBoard logs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from .errors import ConfigError
+from .validation import load_yaml, validate
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+ALGORITHMS = ("PPO", "A2C", "DQN", "MaskablePPO")
+
+
+class ExperimentConfig(BaseModel):
+    """One training experiment (``experiments/<name>.yaml``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="experiment name, used in the run directory name")
+    algo: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(description="SB3 / sb3-contrib algorithm")
+    env: str = Field("envs/default.yaml", description="env spec file (relative to the repo or the experiment file)")
+    env_config: dict[str, Any] = Field(default_factory=dict, description="overrides of the env spec's config")
+    train_scenarios: list[str] | None = Field(None, description="scenario names to train on (default: all but eval)")
+    eval_scenarios: list[str] = Field(default_factory=list, description="held-out scenario names for evaluation")
+    timesteps: int = Field(20_000, gt=0, description="total environment steps")
+    n_envs: int = Field(2, ge=1, le=64, description="parallel environments")
+    vec_env: Literal["dummy", "subproc"] = Field("dummy", description="DummyVecEnv or SubprocVecEnv")
+    seed: int = Field(0, ge=0, description="seeds the algorithm, the envs and torch")
+    policy: str = Field("MlpPolicy", description="SB3 policy class name")
+    hyperparams: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the algorithm")
+    eval_freq: int = Field(2_000, gt=0, description="evaluate every this many total steps")
+    eval_episodes: int = Field(40, gt=0, description="episodes per evaluation")
+    checkpoint_freq: int = Field(10_000, gt=0, description="checkpoint every this many total steps")
+    source: str | None = Field(None, description="file the experiment came from (set by the loader)")
+
+
+def load_experiment(path: str | Path) -> ExperimentConfig:
+    path = Path(path)
+    data = load_yaml(path, ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError("an experiment file must be a mapping", source=path)
+    return validate(ExperimentConfig, {**data, "source": str(path)}, path, ConfigError)
+
+
+def resolve_path(ref: str, experiment: ExperimentConfig) -> Path:
+    """A path named in an experiment: as given, next to the experiment, or in the repo."""
+    candidates = [Path(ref)]
+    if experiment.source:
+        candidates.append(Path(experiment.source).parent / ref)
+    candidates.append(REPO_ROOT / ref)
+    for c in candidates:
+        if c.exists():
+            return c
+    raise ConfigError(f"file not found: {ref}", source=experiment.source, key="env")
+
+
+def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """(env id, train env config, eval env config) with the scenario split applied."""
+    from .environments.spec import env_class, load_env_spec
+
+    spec = load_env_spec(resolve_path(experiment.env, experiment))
+    base = env_class(spec.id).resolve_config({**spec.config, **experiment.env_config}, source=experiment.source)
+    names = [s.name for s in load_scenarios_from(base)]
+    unknown = [n for n in (experiment.train_scenarios or []) + experiment.eval_scenarios if n not in names]
+    if unknown:
+        raise ConfigError(f"unknown scenario names {unknown}; known: {names}", source=experiment.source, key="eval_scenarios")
+    train = experiment.train_scenarios or [n for n in names if n not in experiment.eval_scenarios]
+    evaluation = experiment.eval_scenarios or train
+    return spec.id, {**base, "scenario_names": train}, {**base, "scenario_names": evaluation}
+
+
+def load_scenarios_from(config: dict[str, Any]):
+    from .scenarios import load_scenarios
+
+    sources = config["scenarios"] if isinstance(config["scenarios"], list) else [config["scenarios"]]
+    out = []
+    for src in sources:
+        out.extend(load_scenarios(src))
+    return out
+
+
+def run_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:
+    env_short = env_id.split("/")[-1]
+    return f"{env_short}__{experiment.name}__{seed}__{int(time.time())}"
+
+
+def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked: bool):
+    def thunk():
+        import gymnasium as gym
+        from stable_baselines3.common.monitor import Monitor
+
+        import ctxsim  # noqa: F401  (registers the env ids)
+
+        env = gym.make(env_id, config=config)
+        env = Monitor(env)
+        env.reset(seed=seed + rank)
+        env.action_space.seed(seed + rank)
+        return env
+
+    return thunk
+
+
+def train(
+    experiment: ExperimentConfig,
+    *,
+    timesteps: int | None = None,
+    seed: int | None = None,
+    out: str | Path = "runs",
+    progress: bool = True,
+) -> Path:
+    """Train one experiment; returns the run directory."""
+    import numpy as np
+    import stable_baselines3 as sb3
+    import torch
+    from sb3_contrib import MaskablePPO
+    from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
+    from stable_baselines3.common.utils import set_random_seed
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    from .atomic import atomic_write_text
+
+    seed = experiment.seed if seed is None else seed
+    timesteps = experiment.timesteps if timesteps is None else timesteps
+    env_id, train_cfg, eval_cfg = env_configs(experiment)
+    run_dir = Path(out) / run_name(env_id, experiment, seed)
+    run_dir.mkdir(parents=True, exist_ok=False)
+    resolved = {
+        "experiment": experiment.model_dump(mode="json"),
+        "overrides": {"timesteps": timesteps, "seed": seed},
+        "env_id": env_id,
+        "env_config": train_cfg,
+        "eval_env_config": eval_cfg,
+    }
+    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=True))
+
+    set_random_seed(seed)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    torch.set_num_threads(1)
+    masked = experiment.algo == "MaskablePPO"
+    vec_cls = SubprocVecEnv if experiment.vec_env == "subproc" and experiment.n_envs > 1 else DummyVecEnv
+    train_env = vec_cls([_make_env(env_id, train_cfg, seed, i, masked) for i in range(experiment.n_envs)])
+    eval_env = DummyVecEnv([_make_env(env_id, eval_cfg, seed + 10_000, 0, masked)])
+
+    algo_cls = MaskablePPO if masked else getattr(sb3, experiment.algo)
+    model = algo_cls(
+        experiment.policy, train_env, seed=seed, verbose=0, device="cpu",
+        tensorboard_log=str(run_dir / "tb"), **experiment.hyperparams,
+    )
+    per_env = max(1, experiment.n_envs)
+    eval_cls = MaskableEvalCallback if masked else EvalCallback
+    callbacks = CallbackList(
+        [
+            eval_cls(
+                eval_env, best_model_save_path=str(run_dir), log_path=str(run_dir),
+                eval_freq=max(1, experiment.eval_freq // per_env), n_eval_episodes=experiment.eval_episodes,
+                deterministic=True, verbose=0,
+            ),
+            CheckpointCallback(max(1, experiment.checkpoint_freq // per_env), str(run_dir / "checkpoints"), name_prefix="model"),
+        ]
+    )
+    model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
+    model.save(run_dir / "final_model")
+    if not (run_dir / "best_model.zip").exists():
+        model.save(run_dir / "best_model")
+    train_env.close()
+    eval_env.close()
+    return run_dir
