@@ -1,13 +1,23 @@
 """The end-to-end demo behind ``make demo``.
 
-Today it generates one context per shipped scenario and describes the suite: units,
-tokens against the limit, overflow, type mix and planted facts.
+1. describe the shipped scenario suite (one generated context each);
+2. train ``experiments/maskable_ppo_default.yaml`` (``--timesteps`` shortens it);
+3. export the learned policy and its chain config;
+4. sweep every shipped scenario with the learned (exported) policy, ``seed-chain``,
+   ``oracle``, ``random``, ``greedy`` and every peer;
+5. write the report and print the headline table and where everything is.
+
+Everything goes under ``--out`` (default ``reports/demo``).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
+
+DEMO_EXPERIMENT = "experiments/maskable_ppo_default.yaml"
+DEMO_BASELINES = ["seed-chain", "oracle", "random", "greedy"]
 
 
 def describe_suite(seed: int = 0) -> list[dict]:
@@ -18,8 +28,7 @@ def describe_suite(seed: int = 0) -> list[dict]:
         started = time.perf_counter()
         state = build_context(sc, seed)
         ms = (time.perf_counter() - started) * 1000
-        by_type = state.tokens_by_type
-        top = sorted(by_type.items(), key=lambda kv: -kv[1])[:3]
+        top = sorted(state.tokens_by_type.items(), key=lambda kv: -kv[1])[:3]
         rows.append(
             {
                 "scenario": sc.name,
@@ -36,13 +45,10 @@ def describe_suite(seed: int = 0) -> list[dict]:
     return rows
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _suite_table(rows: list[dict]):
     from rich.table import Table
 
-    console = Console()
-    rows = describe_suite()
-    table = Table(title="ctxsim scenario suite (seed 0)", title_justify="left")
+    table = Table(title="Scenario suite (seed 0)", title_justify="left")
     for col in ("scenario", "units", "tokens", "limit", "overflow", "top types", "facts", "P1 units", "gen ms"):
         table.add_column(col)
     for r in rows:
@@ -50,5 +56,71 @@ def run_demo(args: argparse.Namespace) -> int:
             r["scenario"], str(r["units"]), f"{r['tokens']:,}", f"{r['limit']:,}", f"{r['overflow']:.2f}×",
             r["mix"], str(r["facts"]), str(r["p1_units"]), f"{r['generate_ms']:.0f}",
         )
-    console.print(table)
+    return table
+
+
+def demo_policies(learned: str) -> list[str]:
+    """The demo's sweep: the learned policy, the baselines and every available peer."""
+    from .policies import list_policies
+    from .policies.peers import peer_available
+
+    peers = [p for p in list_policies() if p.startswith("peer:") and peer_available(p.removeprefix("peer:"))]
+    return [learned] + DEMO_BASELINES + peers
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .export import export_run
+    from .report import write_report
+    from .sweep import load_sweep, run_sweep
+    from .train import load_experiment, train
+
+    console = Console()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    console.print(_suite_table(describe_suite()))
+
+    experiment = load_experiment(DEMO_EXPERIMENT)
+    timesteps = args.timesteps or (4_000 if args.quick else experiment.timesteps)
+    console.print(f"[bold]1/4 train[/] {DEMO_EXPERIMENT} for {timesteps:,} steps")
+    run_dir = train(experiment, timesteps=timesteps, out=out / "runs", progress=not args.quiet)
+
+    console.print(f"[bold]2/4 export[/] {run_dir} -> {out / 'export'}")
+    exported = export_run(run_dir, out / "export")
+    console.print(f"  learned chain: {' > '.join(exported.chain)} ({exported.share:.0%} of held-out episodes)")
+
+    sweep_file = out / "demo_sweep.yaml"
+    seeds = 1 if args.quick else 2
+    from .atomic import atomic_write_text
+    import yaml
+
+    atomic_write_text(
+        sweep_file,
+        yaml.safe_dump(
+            {
+                "name": "demo",
+                "description": "the demo: learned policy vs baselines, oracle and peers on every shipped scenario",
+                "policies": demo_policies(str((out / "export").resolve())),
+                "seeds": seeds,
+                "env": str(Path(__file__).resolve().parent.parent / "envs" / "default.yaml"),
+            },
+            sort_keys=False,
+        ),
+    )
+    console.print(f"[bold]3/4 sweep[/] every shipped scenario × {seeds} seed(s)")
+    result = run_sweep(load_sweep(sweep_file), out=out / "sweep", progress=not args.quiet)
+
+    console.print(f"[bold]4/4 report[/] -> {out / 'report'}")
+    report = write_report(out / "sweep", out / "report", runs=[run_dir])
+
+    from .cli import _summary_table
+
+    console.print(_summary_table(result.summary, f"Headline: {result.episodes} episodes"))
+    console.print(
+        f"report: {report}\nresults: {out / 'sweep' / 'results.csv'}\nexport: {out / 'export'}\n"
+        f"run: {run_dir}\ntotal time: {time.perf_counter() - started:.0f} s"
+    )
     return 0

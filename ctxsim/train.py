@@ -15,6 +15,7 @@ the vectorization and the seed. A run writes, under
 from __future__ import annotations
 
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -177,7 +178,11 @@ def train(
             CheckpointCallback(max(1, experiment.checkpoint_freq // per_env), str(run_dir / "checkpoints"), name_prefix="model"),
         ]
     )
-    model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
+    with warnings.catch_warnings():
+        # SB3 warns when the eval env's VecEnv class differs from training's (DummyVecEnv
+        # for evaluation beside SubprocVecEnv for training): harmless, the spaces agree.
+        warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
+        model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
     model.save(run_dir / "final_model")
     if not (run_dir / "best_model.zip").exists():
         model.save(run_dir / "best_model")
