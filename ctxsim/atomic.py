@@ -18,6 +18,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -27,6 +28,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

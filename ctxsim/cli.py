@@ -74,6 +74,161 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train(args: argparse.Namespace) -> int:
+    from .train import load_experiment, train
+
+    experiment = load_experiment(args.experiment)
+    run_dir = train(experiment, timesteps=args.timesteps, seed=args.seed, out=args.out, progress=not args.quiet)
+    print(f"run directory: {run_dir}")
+    return 0
+
+
+def _summary_table(summary, title: str):
+    """The evaluation summary: one row per policy, CIs in brackets."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title=f"Evaluation: {title}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("policy", no_wrap=True)
+    for col in ("IQM norm", "95% CI", "reward", "95% CI", "success", "recov", "cut %", "P1", "facts", "coh", "ms"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in summary.itertuples():
+        table.add_row(
+            r.policy, f"{r.iqm_normalized:.2f}", f"{r.iqm_ci_low:.2f}..{r.iqm_ci_high:.2f}", f"{r.mean_reward:+.2f}",
+            f"{r.reward_ci_low:+.2f}..{r.reward_ci_high:+.2f}", f"{r.success_rate:.0%}", f"{r.recovery_rate:.0%}",
+            f"{r.reduction_pct:.0f}", f"{r.p1_preserved:.2f}", f"{r.facts_retained:.2f}", f"{r.coherence:.2f}",
+            f"{r.latency_ms:.0f}",
+        )
+    return table
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .errors import ConfigError
+
+    if args.from_log:
+        if args.policy or args.out or args.log:
+            raise ConfigError("--from-log summarizes a log; it takes no --policy, --out or --log", key="from-log")
+        return _summarize_log(args.from_log)
+    if not args.policy or not args.out:
+        raise ConfigError("--policy and --out are required (or --from-log FILE.jsonl)", key="policy")
+    from .atomic import atomic_write_text
+    from .evaluate import evaluate, settings_from_env_spec, summarize
+    from .scenarios import DEFAULT_SUITE, load_scenarios
+
+    if args.seeds < 1:
+        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}", key="seeds")
+    settings, _ = settings_from_env_spec(args.env)
+    scenarios = load_scenarios(args.scenarios or DEFAULT_SUITE)
+    console = _console()
+    if not console.is_terminal:  # a file or pipe has no width to respect
+        console.width = max(console.width, 140)
+    df = evaluate(
+        args.policy, scenarios, args.seeds, settings, log=args.log, progress=not args.quiet,
+        note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"),
+    )
+    atomic_write_text(args.out, df.to_csv(index=False))
+    console.print(_summary_table(summarize(df), f"{len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}"))
+    return 0
+
+
+def _summarize_log(path: str) -> int:
+    """``evaluate --from-log``: episodes, rates, mean reward and chains of a JSONL log."""
+    from .export import summarize_log
+
+    log = summarize_log(path)
+    console = _console()
+    if not console.is_terminal:
+        console.width = max(console.width, 140)
+    note = f", {log.unfinished} unfinished" if log.unfinished else ""
+    console.print(f"{path}: {log.records} records, {len(log.episodes)} finished episodes{note}", soft_wrap=True)
+
+    def rows(stats):
+        return [[s.name, s.episodes, f"{s.success_rate:.0%}", f"{s.recovery_rate:.0%}", f"{s.mean_reward:+.3f}"] for s in stats]
+
+    columns = ["", "episodes", "success", "recovery", "mean reward"]
+    groups = [("all", [log.overall])] + [(a, log.by(a)) for a in ("run_id", "scenario")]
+    for attribute, stats in groups:
+        if attribute == "all" or len(stats) > 1 or (attribute == "scenario" and stats and stats[0].name):
+            console.print(_table(f"By {attribute}" if attribute != "all" else "Episodes", columns, rows(stats)))
+    chains = [[" > ".join(chain) or "(none)", count, f"{count / len(log.episodes):.0%}"] for chain, count in log.chains]
+    console.print(_table("Chains", ["chain", "episodes", "share"], chains))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import DEFAULT_SEEDS, export_run
+
+    result = export_run(args.run, args.out, seeds=DEFAULT_SEEDS if args.seeds is None else args.seeds)
+    print(
+        f"exported the {result.algorithm} policy of {args.run} -> {result.out}: chain_order "
+        f"{' > '.join(result.chain)} ({result.share:.0%} of {result.episodes} held-out episodes), "
+        f"{len(result.rules)} learned rule(s)"
+    )
+    return 0
+
+
+# ---- sweep / report / tune ---------------------------------------------------------
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Exit 1 when a policy regressed against --baseline beyond tolerance, else 0."""
+    from .sweep import load_sweep, run_sweep
+
+    console = _console()
+    if not console.is_terminal:
+        console.width = max(console.width, 140)
+    sweep = load_sweep(args.sweep)
+    for note in sweep.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    result = run_sweep(
+        sweep, out=args.out, backend=args.backend, workers=args.workers, baseline=args.baseline, progress=not args.quiet
+    )
+    units = len(sweep.scenarios) * len(sweep.seeds)
+    if not args.quiet:
+        console.print(_summary_table(result.summary, f"sweep {sweep.name}: {len(sweep.scenarios)} scenarios x {len(sweep.seeds)} seeds"))
+    console.print(
+        f"{result.episodes} episodes ({units} contexts) in {result.seconds:.1f} s = "
+        f"{result.episodes / max(result.seconds, 1e-9):.1f} episodes/s -> {result.out}", soft_wrap=True
+    )
+    if result.regressions is None:
+        return 0
+    compared, only_results, only_baseline = result.coverage
+    console.print(
+        f"baseline {args.baseline}: {compared} (policy, scenario) pairs compared"
+        + (f", {only_results} not in the baseline" if only_results else "")
+        + (f", {only_baseline} of the baseline not in this sweep" if only_baseline else ""), soft_wrap=True
+    )
+    if result.regressions.empty:
+        console.print("[green]no regression[/green]: every policy is within tolerance of the baseline", soft_wrap=True)
+        return 0
+    rows = [[r.policy, r.scenario, r.metric, f"{r.baseline:.3f}", f"{r.current:.3f}", f"{r.delta:+.3f}", f"{r.tolerance:g}"]
+            for r in result.regressions.itertuples()]
+    console.print(_table(f"Regressions ({len(rows)}) -> {result.out / 'regressions.csv'}",
+                         ["policy", "scenario", "metric", "baseline", "current", "delta", "tolerance"], rows))
+    return 1
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    path = write_report(args.results, args.out, runs=args.run or ())
+    print(f"report: {path}")
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from .tune import load_tune, run_tune
+
+    result = run_tune(load_tune(args.tune), out=args.out, workers=args.workers, verbose=not args.quiet)
+    console = _console()
+    if not console.is_terminal:
+        console.width = max(console.width, 140)
+    columns = [c for c in result.table.columns if c != "run_dir"]
+    rows = [[f"{v:.4g}" if isinstance(v, float) else v for v in row] for row in result.table[columns].itertuples(index=False)]
+    title = f"Tune results (best first) -> {result.out / 'tune_results.md'}"
+    console.print(_table(title, [c.removeprefix("param.") for c in columns], rows))
+    print("best: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.best.items()))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
@@ -101,9 +256,63 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("strategies", help="list the registered strategies")
     st.set_defaults(func=cmd_strategies)
 
+    tr = sub.add_parser("train", help="train a policy from an experiment YAML")
+    tr.add_argument("experiment", help="experiments/<name>.yaml")
+    tr.add_argument("--timesteps", type=int, help="override the experiment's timesteps")
+    tr.add_argument("--seed", type=int, help="override the experiment's seed")
+    tr.add_argument("--out", default="runs", help="folder for run directories (default: runs)")
+    tr.add_argument("--quiet", action="store_true", help="no progress bar")
+    tr.set_defaults(func=cmd_train)
+
+    ev = sub.add_parser("evaluate", help="evaluate policies against the oracle and random on scenarios")
+    ev.add_argument("--policy", action="append",
+                    help="policy name (random, seed-chain, greedy, oracle, only:<strategy>, peer:<system>) "
+                         "or a trained run directory / model zip; repeatable")
+    ev.add_argument("--scenarios", help="scenario YAML file or folder (default: the shipped suite)")
+    ev.add_argument("--seeds", type=int, default=3, help="seeds per scenario: 0..N-1 (default 3)")
+    ev.add_argument("--out", help="output CSV, one row per (policy, scenario, seed)")
+    ev.add_argument("--log", help="JSONL file of every transition")
+    ev.add_argument("--env", help="env spec YAML whose episode settings to use (default: the default settings)")
+    ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.add_argument("--from-log", metavar="FILE.jsonl",
+                    help="instead: summarize a transition log (episodes, success, recovery, reward, chains)")
+    ev.set_defaults(func=cmd_evaluate)
+
+    ex = sub.add_parser("export", help="export a trained run: chain config + numpy-only policy")
+    ex.add_argument("run", help="training run directory (best_model.zip) or a model zip of one")
+    ex.add_argument("--out", required=True, help="export folder (replaced whole if it holds an earlier export)")
+    ex.add_argument("--seeds", type=int, help="context seeds per held-out scenario (default 8)")
+    ex.set_defaults(func=cmd_export)
+
+    sw = sub.add_parser("sweep", help="regression sweep: policies x scenarios x seeds, checked against a baseline")
+    sw.add_argument("sweep", help="experiments/<sweep>.yaml")
+    sw.add_argument("--backend", choices=["local", "ray"], help="override the sweep file's backend")
+    sw.add_argument("--workers", type=int,
+                    help="local: worker processes (default: the sweep file's, else the machine's cores); "
+                         "ray: CPUs of a local Ray instance")
+    sw.add_argument("--baseline", help="results CSV to check against (exit 1 on a regression beyond tolerance)")
+    sw.add_argument("--out", help="output folder (default: reports/sweeps/<name>)")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar and no summary table (for CI)")
+    sw.set_defaults(func=cmd_sweep)
+
+    rp = sub.add_parser("report", help="report.md and figures from a sweep's results")
+    rp.add_argument("results", help="a sweep output folder (with results.csv) or a results CSV")
+    rp.add_argument("--run", action="append", help="training run folder with evaluations.npz; repeatable")
+    rp.add_argument("--out", required=True, help="output folder")
+    rp.set_defaults(func=cmd_report)
+
+    tu = sub.add_parser("tune", help="hyperparameter search of training with Ray Tune (extra 'ray')")
+    tu.add_argument("tune", help="experiments/<tune>.yaml")
+    tu.add_argument("--out", help="output folder (default: reports/tune/<name>)")
+    tu.add_argument("--workers", type=int, help="CPUs of a local Ray instance (default: the file's ray.num_cpus)")
+    tu.add_argument("--quiet", action="store_true", help="no Ray Tune progress output")
+    tu.set_defaults(func=cmd_tune)
+
     demo = sub.add_parser("demo", help="the end-to-end demo (what `make demo` runs)")
     demo.add_argument("--out", default="reports/demo", help="output folder")
-    demo.add_argument("--quick", action="store_true", help="shortened budgets")
+    demo.add_argument("--quick", action="store_true", help="shortened budgets (4,000 training steps, 1 seed)")
+    demo.add_argument("--timesteps", type=int, help="training steps (default: the experiment's)")
+    demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.set_defaults(func=cmd_demo)
     return parser
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
@@ -82,6 +82,11 @@ class EpisodeSettings:
             ),
             **data,
         )
+
+    @classmethod
+    def from_env_config(cls, config: dict[str, Any]) -> "EpisodeSettings":
+        """Settings from a resolved env config: its keys that are settings fields."""
+        return cls.from_mapping(settings_subset(config))
 
     @property
     def key(self) -> str:
@@ -172,6 +177,12 @@ class EpisodeSettings:
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+
+
+def settings_subset(config: dict[str, Any]) -> dict[str, Any]:
+    """The keys of an env config that decide how an overflow is broken and scored."""
+    names = {f.name for f in fields(EpisodeSettings)}
+    return {k: v for k, v in config.items() if k in names}
 
 
 @dataclass(frozen=True)

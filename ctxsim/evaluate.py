@@ -25,9 +25,8 @@ from __future__ import annotations
 
 import sys
 import zlib
-from dataclasses import fields
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -243,17 +242,26 @@ def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFr
     return pd.DataFrame(out)
 
 
-def settings_from_env_spec(path: str | Path | None) -> EpisodeSettings:
-    """The episode settings of an env spec YAML or ``envs/<name>`` (None: the defaults).
+def settings_from_env_spec(
+    path: str | Path | None, overrides: dict[str, Any] | None = None, *, source: str | Path | None = None,
+    key_prefix: str = "config",
+) -> tuple[EpisodeSettings, dict[str, Any]]:
+    """(episode settings, full env config) of an env spec YAML or ``envs/<name>``
+    with ``overrides`` (None: the default overflow env).
 
-    The spec's config is resolved against its environment's defaults; the keys that
-    decide how an overflow is broken and scored become the settings.
+    The spec's config is resolved against its environment's defaults (errors name
+    ``source`` and ``<key_prefix>.<key>``); the keys that decide how an overflow is
+    broken and scored become the settings.
     """
-    if path is None:
-        return EpisodeSettings()
     from .environments.spec import env_class, load_env_spec
 
-    spec = load_env_spec(path)
-    config = env_class(spec.id).resolve_config(spec.config, source=spec.source or path, key_prefix="config")
-    keys = {f.name for f in fields(EpisodeSettings)}
-    return EpisodeSettings.from_mapping({k: v for k, v in config.items() if k in keys})
+    if path is None:
+        from .environments.overflow import ContextOverflowEnv
+
+        config = ContextOverflowEnv.resolve_config(dict(overrides or {}), source=source, key_prefix=key_prefix)
+    else:
+        spec = load_env_spec(path)
+        config = env_class(spec.id).resolve_config(
+            {**spec.config, **(overrides or {})}, source=source or spec.source or path, key_prefix=key_prefix
+        )
+    return EpisodeSettings.from_env_config(config), config

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
-from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step
+from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
 from ..errors import ConfigError, CtxsimError, ScenarioError, describe_value
 from ..latency import LatencyModel
 from ..metrics import BreakingOutcome
@@ -140,19 +140,15 @@ _SETTINGS: LRUCache[str, EpisodeSettings] = LRUCache(16)
 #: (settings key, id(state)) -> (state, observation, action mask); the state is kept in
 #: the entry and compared by identity, so a reused id() never hits
 _VIEWS: LRUCache[tuple[str, int], tuple[ContextState, np.ndarray, np.ndarray]] = LRUCache(1)
-_SETTINGS_KEYS = (
-    "actions", "max_steps", "target", "recovery_mode", "reward", "latency", "embedder", "strategy_params",
-    "budget", "cache_size",
-)
 
 
 def _shared_settings(config: dict[str, Any]) -> tuple[str, EpisodeSettings]:
     """(key, the process's EpisodeSettings) for this config, so envs share strategy results."""
-    subset = {k: config[k] for k in _SETTINGS_KEYS}
+    subset = settings_subset(config)
     key = hashlib.sha256(json.dumps(subset, sort_keys=True).encode()).hexdigest()
     settings = _SETTINGS.get(key)
     if settings is None:
-        settings = EpisodeSettings.from_mapping(subset)
+        settings = EpisodeSettings.from_env_config(subset)
         _SETTINGS.put(key, settings)
     return key, settings
 

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import Field, model_validator
 
+from ..episode import settings_subset
 from ..errors import ConfigError, ScenarioError, describe_value
 from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names, observation_bounds, observe
@@ -34,11 +35,6 @@ from .overflow import ContextOverflowEnv, OverflowConfig, _scenario_digest
 ENV_ID = "ctxsim/ConversationStream-v0"
 #: random draws of (scenario, seed) tried before giving up on finding a conversation that overflows
 MAX_DRAWS = 200
-#: keys of the config that make the episode settings (EpisodeSettings.from_mapping)
-SETTINGS_KEYS = (
-    "actions", "max_steps", "target", "recovery_mode", "reward", "latency", "embedder", "strategy_params",
-    "budget", "cache_size",
-)
 
 
 class StreamConfig(OverflowConfig):
@@ -77,11 +73,6 @@ class StreamConfig(OverflowConfig):
 _CONVERSATIONS: LRUCache[tuple, Conversation] = LRUCache(1)
 
 
-def settings_mapping(config: dict[str, Any]) -> dict[str, Any]:
-    """The part of a resolved config that makes the episode settings."""
-    return {k: config[k] for k in SETTINGS_KEYS}
-
-
 def build_conversation(scenario: Scenario, seed: int, config: dict[str, Any]) -> Conversation:
     """The conversation of (scenario, seed) under a resolved config (process cache when ``cache_size`` > 0)."""
     probes = ProbeConfig(**config["probes"])
@@ -97,7 +88,7 @@ def build_conversation(scenario: Scenario, seed: int, config: dict[str, Any]) ->
 
 def make_session(conversation: Conversation, config: dict[str, Any]) -> StreamSession:
     """A session of ``conversation`` under a resolved config (settings shared per process)."""
-    settings, skip = stream_settings(settings_mapping(config))
+    settings, skip = stream_settings(settings_subset(config))
     return StreamSession(
         conversation, settings, skip,
         rehydration=RehydrationConfig(**config["rehydration"]),
@@ -443,7 +434,7 @@ class ConversationStreamEnv(gym.Env):
         self.__dict__.update(state)
         session = self.session
         if session is not None:
-            settings, skip = stream_settings(settings_mapping(self.config))
+            settings, skip = stream_settings(settings_subset(self.config))
             session.settings, session.skip_settings = settings, skip
             if session.episode is not None:
                 session.episode.settings = skip if session.episode.settings.skip_aggressive else settings

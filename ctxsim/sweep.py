@@ -1,0 +1,539 @@
+"""Regression sweeps: policies × scenarios × seeds, in parallel, checked against a baseline.
+
+A sweep file (``experiments/<name>.yaml``, :class:`SweepConfig`)::
+
+    name: regression
+    policies: [seed-chain, greedy, oracle, peer:letta, runs/my-run]   # names or paths
+    scenarios: {suite: data/scenarios, names: null}   # default: every shipped scenario
+    seeds: 2                                           # N -> 0..N-1, or a list
+    env: envs/default.yaml                             # env spec: its episode settings
+    env_config: {max_steps: 3}                         # overrides of the spec's config
+    tolerances: {reward: 0.05, success_rate: 0.05, facts_retained: 0.05}
+    backend: local                                     # local | ray
+    workers: null                                      # default: the machine's cores
+    ray: {address: null, num_cpus: 2}
+
+Paths (suite, env, policy paths) are taken as given, else relative to the sweep
+file, else to the repository. The work unit is one (scenario, seed):
+:func:`run_unit` calls :func:`ctxsim.evaluate.evaluate` on it for every policy, so
+the context, the oracle search and the random rollouts are computed once per unit.
+Units run in-process (1 worker), in a process pool (``forkserver``/``spawn``) or as
+Ray tasks; every result is computed from explicit seeds, so ``results.csv`` has the
+same bytes whatever the backend or the number of workers.
+
+Outputs, all written atomically into the output folder (nothing outside it):
+``results.csv`` (the evaluate columns, sorted by policy, scenario, seed; floats
+rounded to 6 decimals), ``transitions.jsonl`` (every step, in unit order: scenario
+as configured, then seed), ``summary.md``, ``sweep.yaml`` (the resolved sweep) and,
+with a baseline, ``regressions.csv``.
+
+Regression check (:func:`compare`): on the (policy, scenario, seed) rows present in
+both the results and the baseline, the mean reward, success rate and facts retained
+of each (policy, scenario) must not fall below the baseline's by more than the
+absolute tolerance of that metric.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Callable, Iterator, Literal
+
+import pandas as pd
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
+
+from .atomic import atomic_write_bytes, atomic_write_text
+from .episode import EpisodeSettings
+from .evaluate import settings_from_env_spec
+from .errors import ConfigError, describe_value
+from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
+from .validation import join_key, load_yaml, validate
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_ENV = "envs/default.yaml"
+SORT_KEYS = ["policy", "scenario", "seed"]
+#: tolerance name -> results column whose (policy, scenario) mean it bounds
+METRICS = {"reward": "reward", "success_rate": "success", "facts_retained": "facts_retained"}
+REGRESSION_COLUMNS = ["policy", "scenario", "metric", "baseline", "current", "delta", "tolerance"]
+FLOAT_DECIMALS = 6
+
+
+# ---- configuration ---------------------------------------------------------------
+def _no_repeats(value):
+    """A list validator: no item twice."""
+    if isinstance(value, list) and len(set(value)) != len(value):
+        raise ValueError(f"lists an item twice: {sorted({v for v in value if value.count(v) > 1})}")
+    return value
+
+
+class ScenarioSelection(BaseModel):
+    """Which scenarios: a suite (file or folder) and an optional subset of its names."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    suite: StrictStr | None = Field(None, description="scenario file or folder (default: the shipped suite)")
+    names: Annotated[list[StrictStr], Field(min_length=1)] | None = Field(None, description="subset, in this order")
+
+    @field_validator("names")
+    @classmethod
+    def _unique(cls, value):
+        return _no_repeats(value)
+
+
+class Tolerances(BaseModel):
+    """How far (absolute) a (policy, scenario) mean may fall below the baseline."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    reward: Annotated[float, Field(ge=0)] = 0.05
+    success_rate: Annotated[float, Field(ge=0)] = 0.05
+    facts_retained: Annotated[float, Field(ge=0)] = 0.05
+
+
+class RayConfig(BaseModel):
+    """Where the ray backend runs: a cluster ``address`` (else RAY_ADDRESS, else a
+    local Ray with ``num_cpus``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    address: StrictStr | None = None
+    num_cpus: Annotated[int, Field(ge=1)] = 2
+
+
+class SweepConfig(BaseModel):
+    """One sweep file (see the module docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
+    description: StrictStr = ""
+    policies: Annotated[list[StrictStr], Field(min_length=1)]
+    scenarios: ScenarioSelection = Field(default_factory=ScenarioSelection)
+    seeds: int | list[int] = Field(description="N (seeds 0..N-1, N >= 1) or a list of distinct seeds >= 0")
+    env: StrictStr = DEFAULT_ENV
+    env_config: dict[StrictStr, Any] = Field(default_factory=dict)
+    tolerances: Tolerances = Field(default_factory=Tolerances)
+    backend: Literal["local", "ray"] = "local"
+    workers: Annotated[int, Field(ge=1, strict=True)] | None = None
+    ray: RayConfig = Field(default_factory=RayConfig)
+
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _seeds(cls, value):
+        def is_int(v) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        if is_int(value):
+            if value < 1:
+                raise ValueError("a seed count must be >= 1")
+        elif not isinstance(value, list) or not value or not all(is_int(v) and v >= 0 for v in value):
+            raise ValueError("expected a seed count >= 1 or a non-empty list of integer seeds >= 0")
+        return value
+
+    @field_validator("policies", "seeds")
+    @classmethod
+    def _unique(cls, value):
+        return _no_repeats(value)
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A loaded sweep: the config, and everything it names, resolved and checked."""
+
+    config: SweepConfig
+    source: Path
+    policies: dict[str, str]  # label (as written) -> what evaluate loads (a name or an absolute path)
+    scenarios: list[Scenario]
+    seeds: list[int]
+    settings: EpisodeSettings
+    env_config: dict[str, Any]  # the full, validated env config
+    notes: tuple[str, ...] = ()  # policies skipped because their optional extra is missing
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+
+def resolve_path(ref: str, source: Path, key: str) -> Path:
+    """A path named in a sweep or tune file: as given, next to that file, or in the repo
+    (absolute); ConfigError naming ``source`` and ``key`` when none exists."""
+    for candidate in (Path(ref), source.parent / ref, REPO_ROOT / ref):
+        if candidate.exists():
+            return candidate.resolve()
+    raise ConfigError(f"file not found (got {describe_value(ref)})", source=source, key=key)
+
+
+def is_learned(policy: str) -> bool:
+    """True for a policy given as a path (a trained model), not a registered name."""
+    from .policies import list_policies
+
+    return policy not in list_policies()
+
+
+def load_sweep(path: str | Path) -> Sweep:
+    """Read and check a sweep file: every policy, scenario and env setting it names.
+
+    Raises ConfigError (file, key path, value; one line) for a bad file, an unknown
+    policy or scenario name or a bad env override; ScenarioError for a bad suite;
+    PolicyError for a policy path that does not load. Policies whose optional extra
+    is missing are dropped, with a note in ``Sweep.notes``.
+    """
+    from .evaluate import load_policies
+
+    source = Path(path)
+    data = load_yaml(source, ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError(f"a sweep file must be a mapping (got {describe_value(data)})", source=source)
+    config = validate(SweepConfig, data, source, ConfigError)
+
+    policies: dict[str, str] = {}
+    for i, label in enumerate(config.policies):
+        key = join_key("policies", i)
+        if not is_learned(label):
+            policies[label] = label
+            continue
+        try:
+            policies[label] = str(resolve_path(label, source, key))
+        except ConfigError:
+            from .policies import list_policies
+
+            raise ConfigError(
+                f"unknown policy {label!r}: neither a policy name ({', '.join(list_policies())}) nor an existing path",
+                source=source, key=key,
+            ) from None
+    suite = resolve_path(config.scenarios.suite, source, "scenarios.suite") if config.scenarios.suite else DEFAULT_SUITE
+    scenarios = load_scenarios(suite)
+    if config.scenarios.names is not None:
+        by_name = {s.name: s for s in scenarios}
+        for i, name in enumerate(config.scenarios.names):
+            if name not in by_name:
+                raise ConfigError(
+                    f"unknown scenario (got {name!r}); known: {', '.join(sorted(by_name))}",
+                    source=source, key=join_key("scenarios", "names", i),
+                )
+        scenarios = [by_name[n] for n in config.scenarios.names]
+    settings, env_config = settings_from_env_spec(
+        resolve_path(config.env, source, "env"), config.env_config, source=source, key_prefix="env_config"
+    )
+    notes: list[str] = []
+    loaded = load_policies(list(policies.values()), notes.append)  # every policy loads before any work starts
+    policies = {label: target for label, target in policies.items() if target in loaded}
+    if not policies:
+        raise ConfigError(f"no policy can run here ({'; '.join(notes)})", source=source, key="policies")
+    return Sweep(config, source, policies, scenarios, config.seed_list, settings, env_config, tuple(notes))
+
+
+# ---- work units -------------------------------------------------------------------
+@dataclass(frozen=True)
+class WorkUnit:
+    """One (scenario, seed) context, evaluated for every policy."""
+
+    scenario: Scenario
+    seed: int
+    policies: tuple[str, ...]
+    settings: EpisodeSettings
+    scratch: str | None = None  # folder for the unit's transition log (None or absent here: system temp)
+
+
+def run_unit(unit: WorkUnit) -> tuple[pd.DataFrame, bytes]:
+    """Evaluate every policy on one context: (its rows, its transition log bytes)."""
+    from .evaluate import evaluate
+
+    scratch = unit.scratch if unit.scratch and Path(unit.scratch).is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="unit-", dir=scratch) as folder:
+        log = Path(folder) / "transitions.jsonl"
+        df = evaluate(list(unit.policies), [unit.scenario], [unit.seed], unit.settings, log=log)
+        transitions = log.read_bytes() if log.exists() else b""
+    return df, transitions
+
+
+def _largest_first(units: list[WorkUnit]) -> list[int]:
+    """Unit indices, the biggest contexts first (rough tokens), so no big one runs last."""
+    def tokens(scenario: Scenario) -> int:
+        return scenario.transcript_path.stat().st_size // 4 if scenario.is_transcript else scenario.resolved_target
+
+    return sorted(range(len(units)), key=lambda i: (-tokens(units[i].scenario), i))
+
+
+def default_workers() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def _init_worker() -> None:
+    """One thread per worker for torch/BLAS (learned policies): the pool is the parallelism."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
+
+
+def _run_local(units: list[WorkUnit], workers: int, advance: Callable[[], None]) -> list[tuple[pd.DataFrame, bytes]]:
+    if workers <= 1:
+        out = []
+        for unit in units:
+            out.append(run_unit(unit))
+            advance()
+        return out
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["ctxsim.evaluate"])  # workers fork with ctxsim imported
+    else:
+        context = multiprocessing.get_context("spawn")
+    results: list[Any] = [None] * len(units)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker) as pool:
+        futures = {pool.submit(run_unit, units[i]): i for i in _largest_first(units)}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    results[futures[future]] = future.result()
+                    advance()
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+    return results
+
+
+def import_ray(purpose: str = "the ray backend"):
+    """The ``ray`` module, or ConfigError saying how to install the optional extra."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"{purpose} needs Ray, which is not installed: pip install 'ctxsim[ray]'") from None
+    return ray
+
+
+@contextmanager
+def ray_session(config: RayConfig, num_cpus: int | None = None) -> Iterator[Any]:
+    """Ray, initialized for the duration: connected to ``config.address`` (else
+    RAY_ADDRESS) when given, else a local instance with ``num_cpus`` (default
+    ``config.num_cpus``); an already initialized Ray is used as it is."""
+    ray = import_ray()
+    started = not ray.is_initialized()
+    if started:
+        address = config.address or os.environ.get("RAY_ADDRESS")
+        quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+        if address:
+            ray.init(address=address, **quiet)
+        else:
+            ray.init(num_cpus=num_cpus or config.num_cpus, include_dashboard=False, **quiet)
+    try:
+        yield ray
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run_ray(units: list[WorkUnit], sweep: Sweep, workers: int | None, advance: Callable[[], None]):
+    with ray_session(sweep.config.ray, workers) as ray:
+        task = ray.remote(num_cpus=1)(run_unit)
+        refs = {task.remote(units[i]): i for i in _largest_first(units)}
+        results: list[Any] = [None] * len(units)
+        pending = list(refs)
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            for ref in done:
+                try:
+                    results[refs[ref]] = ray.get(ref)
+                except ray.exceptions.RayTaskError as exc:
+                    raise exc.cause from None
+                advance()
+        return results
+
+
+class _Progress:
+    """A rich progress bar over work units (a no-op when disabled)."""
+
+    def __init__(self, enabled: bool, total: int, label: str):
+        self.enabled, self.total, self.label, self.bar = enabled, total, label, None
+
+    def __enter__(self) -> Callable[[], None]:
+        if not self.enabled:
+            return lambda: None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        self.bar.start()
+        task = self.bar.add_task(self.label, total=self.total)
+        return lambda: self.bar.advance(task)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+# ---- the sweep --------------------------------------------------------------------
+@dataclass
+class SweepResult:
+    """What a sweep produced (the files are in ``out``)."""
+
+    out: Path
+    results: pd.DataFrame
+    summary: pd.DataFrame
+    regressions: pd.DataFrame | None
+    coverage: tuple[int, int, int] | None  # see :func:`coverage` (None without a baseline)
+    seconds: float  # wall time of the work units (not written to any output)
+
+    @property
+    def episodes(self) -> int:
+        return len(self.results)
+
+
+def run_sweep(
+    sweep: Sweep,
+    *,
+    out: str | Path | None = None,
+    backend: str | None = None,
+    workers: int | None = None,
+    baseline: str | Path | None = None,
+    progress: bool = False,
+) -> SweepResult:
+    """Run every (scenario, seed) unit, write the outputs into ``out`` (default
+    ``reports/sweeps/<name>/``) and, with ``baseline`` (a results CSV), check for
+    regressions. ``backend`` and ``workers`` override the sweep file's.
+
+    With more than one local worker, units run in ``forkserver``/``spawn`` processes,
+    which re-import the caller's main module: call this from a function guarded by
+    ``if __name__ == "__main__":`` (the ``ctxsim`` command is).
+    """
+    from .evaluate import summarize
+    from .report import summary_markdown
+
+    backend = backend or sweep.config.backend
+    if backend not in ("local", "ray"):
+        raise ConfigError(f"backend must be 'local' or 'ray' (got {describe_value(backend)})", key="backend")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers must be >= 1 (got {workers})", key="workers")
+    if backend == "ray":
+        import_ray()  # fail before any work or output
+    baseline_df = read_results(baseline) if baseline is not None else None
+    out = Path(out) if out is not None else Path("reports") / "sweeps" / sweep.name
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=out))
+    try:
+        units = [
+            WorkUnit(scenario, seed, tuple(sweep.policies.values()), sweep.settings, str(scratch))
+            for scenario in sweep.scenarios
+            for seed in sweep.seeds
+        ]
+        start = time.perf_counter()
+        with _Progress(progress, len(units), f"sweep {sweep.name}") as advance:
+            if backend == "ray":
+                parts = _run_ray(units, sweep, workers, advance)
+            else:
+                count = min(workers or sweep.config.workers or default_workers(), len(units))
+                parts = _run_local(units, count, advance)
+        seconds = time.perf_counter() - start
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    labels = {target: label for label, target in sweep.policies.items()}
+    results = pd.concat([df for df, _ in parts], ignore_index=True)
+    results["policy"] = results["policy"].map(lambda p: labels.get(p, p))
+    # rounded as written, so a check against these very results finds no difference at all
+    results = results.sort_values(SORT_KEYS, kind="stable").reset_index(drop=True).round(FLOAT_DECIMALS)
+    summary = summarize(results)
+    regressions = covered = None
+    if baseline_df is not None:
+        regressions = compare(results, baseline_df, sweep.config.tolerances, baseline)
+        covered = coverage(results, baseline_df)
+
+    atomic_write_text(out / "results.csv", results_csv(results))
+    atomic_write_bytes(out / "transitions.jsonl", b"".join(t for _, t in parts))
+    atomic_write_text(out / "sweep.yaml", resolved_yaml(sweep))
+    atomic_write_text(out / "summary.md", summary_markdown(results, summary, title=f"Sweep `{sweep.name}`", regressions=regressions))
+    if regressions is not None:
+        atomic_write_text(out / "regressions.csv", regressions.to_csv(index=False, lineterminator="\n"))
+    else:
+        (out / "regressions.csv").unlink(missing_ok=True)  # a previous run's check does not apply
+    return SweepResult(out, results, summary, regressions, covered, seconds)
+
+
+def results_csv(results: pd.DataFrame) -> str:
+    """The results table as CSV text: floats rounded to :data:`FLOAT_DECIMALS` decimals."""
+    return results.round(FLOAT_DECIMALS).to_csv(index=False, lineterminator="\n")
+
+
+def resolved_yaml(sweep: Sweep) -> str:
+    """The sweep as run: policies, scenario names, seeds and the full env config."""
+    data = {
+        "name": sweep.name,
+        "description": sweep.config.description,
+        "policies": list(sweep.policies),
+        "scenarios": [s.name for s in sweep.scenarios],
+        "seeds": sweep.seeds,
+        "env_config": sweep.env_config,
+        "tolerances": sweep.config.tolerances.model_dump(),
+    }
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+# ---- regression check --------------------------------------------------------------
+def read_results(path: str | Path) -> pd.DataFrame:
+    """A results CSV (a sweep's ``results.csv`` or a baseline); ConfigError when it
+    cannot be read or lacks the columns the check needs."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.csv"
+    try:
+        df = pd.read_csv(path)
+    except FileNotFoundError:
+        raise ConfigError("file not found", source=path) from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise ConfigError(f"not a results CSV ({' '.join(str(exc).split())})", source=path) from None
+    missing = [c for c in SORT_KEYS + list(METRICS.values()) if c not in df.columns]
+    if missing:
+        raise ConfigError(f"missing columns {missing} (has {list(df.columns)})", source=path)
+    if df["success"].dtype != bool:
+        df["success"] = df["success"].astype(str).str.lower().map({"true": True, "false": False, "1": True, "0": False})
+        if df["success"].isna().any():
+            raise ConfigError("column 'success' must hold True/False", source=path)
+    df["policy"], df["scenario"] = df["policy"].astype(str), df["scenario"].astype(str)
+    return df
+
+
+def compare(
+    results: pd.DataFrame, baseline: pd.DataFrame, tolerances: Tolerances, source: str | Path | None = None
+) -> pd.DataFrame:
+    """The regressions of ``results`` against ``baseline`` (:data:`REGRESSION_COLUMNS`,
+    sorted by policy, scenario, metric; empty when none).
+
+    Only (policy, scenario, seed) rows present in both are compared; ConfigError
+    when there are none.
+    """
+    columns = list(dict.fromkeys(METRICS.values()))
+    merged = results[SORT_KEYS + columns].merge(baseline[SORT_KEYS + columns], on=SORT_KEYS, suffixes=("", "_baseline"))
+    if merged.empty:
+        raise ConfigError("the baseline shares no (policy, scenario, seed) row with the results", source=source)
+    for col in columns:
+        merged[col] = merged[col].astype(float)
+        merged[f"{col}_baseline"] = merged[f"{col}_baseline"].astype(float)
+    means = merged.groupby(["policy", "scenario"], sort=True).mean(numeric_only=True)
+    rows = []
+    for (policy, scenario), row in means.iterrows():
+        for metric, col in METRICS.items():
+            tol = getattr(tolerances, metric)
+            delta = row[col] - row[f"{col}_baseline"]
+            if delta < -tol - 1e-9:
+                rows.append([policy, scenario, metric, row[f"{col}_baseline"], row[col], delta, tol])
+    return pd.DataFrame(rows, columns=REGRESSION_COLUMNS).round(FLOAT_DECIMALS)
+
+
+def coverage(results: pd.DataFrame, baseline: pd.DataFrame) -> tuple[int, int, int]:
+    """(compared, only in results, only in baseline) counts of (policy, scenario) pairs."""
+    mine = set(map(tuple, results[["policy", "scenario"]].drop_duplicates().to_numpy()))
+    theirs = set(map(tuple, baseline[["policy", "scenario"]].drop_duplicates().to_numpy()))
+    return len(mine & theirs), len(mine - theirs), len(theirs - mine)

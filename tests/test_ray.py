@@ -1,0 +1,102 @@
+"""The Ray backend and Ray Tune (optional extra ``ray``; skipped without it)."""
+
+from __future__ import annotations
+
+from importlib.util import find_spec
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ctxsim.cli import main
+
+
+SWEEP = """
+name: small
+policies: [seed-chain, peer:letta]
+scenarios: {names: [mild-overflow, transcript-missing-colon]}
+seeds: 1
+ray: {num_cpus: 2}
+"""
+
+
+@pytest.mark.optional
+@pytest.mark.skipif(find_spec("ray") is None, reason="needs the extra 'ray'")
+def test_ray_backend_matches_the_local_backend(tmp_path: Path):
+    (tmp_path / "small.yaml").write_text(SWEEP)
+    local, ray = tmp_path / "local", tmp_path / "ray"
+    assert main(["sweep", str(tmp_path / "small.yaml"), "--workers", "2", "--out", str(local), "--quiet"]) == 0
+    assert main(["sweep", str(tmp_path / "small.yaml"), "--backend", "ray", "--out", str(ray), "--quiet",
+                 "--baseline", str(local / "results.csv")]) == 0
+    for name in ("results.csv", "transitions.jsonl"):
+        assert (ray / name).read_bytes() == (local / name).read_bytes(), name
+    assert len(pd.read_csv(ray / "results.csv")) == 4
+
+
+@pytest.mark.optional
+@pytest.mark.skipif(find_spec("ray") is None, reason="needs the extra 'ray'")
+def test_tune_runs_trials_and_writes_the_table(tmp_path: Path, repo_root: Path, capsys):
+    (tmp_path / "tune.yaml").write_text(
+        f"""
+name: tiny
+experiment: {repo_root / 'experiments' / 'maskable_ppo_default.yaml'}
+overrides:
+  n_envs: 1
+  eval_freq: 64
+  eval_episodes: 2
+  checkpoint_freq: 100000
+  train_scenarios: [mild-overflow, transcript-missing-colon]
+  eval_scenarios: [mild-overflow]
+timesteps: 128
+num_samples: 2
+param_space:
+  learning_rate: {{loguniform: [0.0001, 0.001]}}
+  n_steps: {{choice: [64]}}
+  batch_size: {{choice: [32]}}
+ray: {{num_cpus: 2}}
+"""
+    )
+    assert main(["tune", str(tmp_path / "tune.yaml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
+    assert "best: " in capsys.readouterr().out
+    table = pd.read_csv(tmp_path / "out" / "tune_results.csv")
+    assert table["best_mean_reward"].is_monotonic_decreasing  # best first
+    assert sorted(table["trial"]) == ["trial_00000", "trial_00001"]
+    assert table["param.learning_rate"].between(1e-4, 1e-3).all() and table["param.n_steps"].eq(64).all()
+    assert table["best_mean_reward"].between(-2, 2).all()
+    assert (table["best_mean_reward"] >= table["final_mean_reward"] - 1e-9).all()
+    for run in table["run_dir"]:
+        assert (tmp_path / "out" / run / "evaluations.npz").is_file()
+    best = (tmp_path / "out" / "tune_results.md").read_text()
+    assert "Best hyperparameters: `batch_size=32`, `learning_rate=" in best and "`n_steps=64`" in best
+
+    # a trained run is a policy of a sweep (path relative to the sweep file) and of its report
+    run = table["run_dir"][0]
+    (tmp_path / "learned.yaml").write_text(
+        f"name: learned\npolicies: [seed-chain, out/{run}]\nscenarios: {{names: [mild-overflow]}}\nseeds: 1\n"
+    )
+    assert main(["sweep", str(tmp_path / "learned.yaml"), "--out", str(tmp_path / "sweep"), "--quiet"]) == 0
+    results = pd.read_csv(tmp_path / "sweep" / "results.csv")
+    assert sorted(results["policy"]) == sorted(["seed-chain", f"out/{run}"])
+    assert main(["report", str(tmp_path / "sweep"), "--run", str(tmp_path / "out" / run),
+                 "--out", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / f"strategy_usage_{Path(run).name}.png").stat().st_size > 5_000
+    assert (tmp_path / "report" / "learning_curves.png").stat().st_size > 5_000
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("param_space: {learning_rate: {uniform: [0.1, 0.01]}}\n", "key 'param_space.learning_rate.uniform': needs low < high"),
+        ("param_space: {learning_rate: {uniform: [0.1, 0.2], choice: [1]}}\n", "exactly one of"),
+        ("param_space: {}\n", "key 'param_space'"),
+        ("param_space: {gamma: {choice: [1.0]}}\noverrides: {eval_freq: 5000}\n", "key 'overrides.eval_freq'"),
+        ("param_space: {gamma: {choice: [1.0]}}\noverrides: {algo: SAC}\n", "key 'overrides.algo'"),
+    ],
+)
+def test_bad_tune_file_is_one_line(tmp_path: Path, capsys, text: str, needle: str):
+    """Checked before Ray is needed: these fail the same with or without the extra."""
+    (tmp_path / "t.yaml").write_text("name: t\nexperiment: experiments/maskable_ppo_default.yaml\ntimesteps: 100\n" + text)
+    assert main(["tune", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ctxsim: error: ") and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,130 @@
+"""Reports: figures written, titled and labelled; report.md references them; CLI errors."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ctxsim.cli import main
+from ctxsim.evaluate import summarize
+from ctxsim.report import (
+    FIGSIZE,
+    _pareto_front,
+    action_shares,
+    fig_iqm,
+    fig_learning_curves,
+    fig_pareto,
+    fig_performance_profile,
+    fig_reward_by_scenario,
+    fig_strategy_usage,
+    performance_profile,
+)
+from ctxsim.sweep import load_sweep, read_results, run_sweep
+
+PNG = b"\x89PNG\r\n\x1a\n"
+POLICIES = ["seed-chain", "only:discard_low_rel", "peer:letta"]
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory) -> Path:
+    """Results of a real tiny sweep (3 policies × 2 scenarios × 2 seeds)."""
+    root = tmp_path_factory.mktemp("report")
+    (root / "s.yaml").write_text(
+        f"name: s\npolicies: {POLICIES}\nscenarios: {{names: [mild-overflow, transcript-missing-colon]}}\nseeds: 2\n"
+    )
+    run_sweep(load_sweep(root / "s.yaml"), out=root / "sweep", workers=1)
+    return root / "sweep"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    """A training run folder holding SB3's evaluations.npz layout (timesteps, results, ep_lengths)."""
+    run = tmp_path_factory.mktemp("runs") / "ContextOverflow-v0__tiny__0__1"
+    run.mkdir()
+    rng = np.random.default_rng(0)
+    steps = np.arange(1, 6) * 1000
+    results = np.clip(np.linspace(0.2, 1.1, 5)[:, None] + rng.normal(0, 0.1, (5, 8)), -2, 2)
+    np.savez(run / "evaluations.npz", timesteps=steps, results=results, ep_lengths=np.ones((5, 8), dtype=int))
+    return run
+
+
+def check_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data.startswith(PNG) and len(data) > 5_000, path
+
+
+def test_report_writes_every_figure_and_references_it(sweep_dir: Path, tmp_path: Path, run_dir: Path, capsys):
+    out = tmp_path / "report"
+    assert main(["report", str(sweep_dir), "--run", str(run_dir), "--out", str(out)]) == 0
+    assert str(out / "report.md") in capsys.readouterr().out
+    pngs = sorted(p.name for p in out.glob("*.png"))
+    assert pngs == sorted([
+        "iqm.png", "performance_profile.png", "reward_by_scenario.png", "pareto.png", "strategy_usage.png",
+        "learning_curves.png",
+    ])
+    report = (out / "report.md").read_text()
+    assert sorted(re.findall(r"!\[[^\]]+\]\(([^)]+)\)", report)) == pngs
+    for name in pngs:
+        check_png(out / name)
+    for policy in POLICIES:
+        assert f"| `{policy}` | 4 |" in report  # the summary table
+    assert "no learned policy in the results" in report  # the pooled usage heatmap
+
+
+def test_learned_policies_get_their_own_usage_heatmap_and_curves(sweep_dir: Path, tmp_path: Path, run_dir: Path):
+    """A policy given as a path counts as learned: its usage heatmap, and its run's
+    learning curve found without --run."""
+    results = pd.read_csv(sweep_dir / "results.csv")
+    results.loc[results["policy"] == "seed-chain", "policy"] = str(run_dir)
+    csv = tmp_path / "learned.csv"
+    results.to_csv(csv, index=False)
+    out = tmp_path / "report"
+    assert main(["report", str(csv), "--out", str(out)]) == 0
+    usage = [p.name for p in out.glob("strategy_usage*.png")]
+    assert usage == [f"strategy_usage_{run_dir.name}.png"]
+    check_png(out / usage[0])
+    check_png(out / "learning_curves.png")
+    assert usage[0] in (out / "report.md").read_text()
+
+
+def test_figures_are_titled_labelled_and_readable(sweep_dir: Path, run_dir: Path):
+    results = read_results(sweep_dir)
+    figures = [
+        fig_reward_by_scenario(results), fig_pareto(results), fig_strategy_usage(results, "all"),
+        fig_learning_curves([run_dir]), fig_iqm(summarize(results)), fig_performance_profile(results),
+    ]
+    for fig in figures:
+        ax = fig.axes[0]
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+        width, height = fig.get_size_inches()
+        assert width >= FIGSIZE[0] and height >= FIGSIZE[1]
+        texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels()]
+        assert min(t.get_fontsize() for t in texts) >= 9
+
+
+def test_performance_profile_and_pareto_front():
+    taus = np.array([0.0, 0.5, 1.0])
+    assert performance_profile([0.0, 0.5, 1.0, 2.0], taus).tolist() == [0.75, 0.5, 0.25]
+    points = [(10.0, 90.0, "a"), (50.0, 50.0, "b"), (40.0, 40.0, "c"), (90.0, 10.0, "d"), (90.0, 10.0, "e")]
+    assert [p[2] for p in _pareto_front(points)] == ["a", "b", "d", "e"]
+
+
+def test_action_shares_sum_to_one_per_scenario(sweep_dir: Path):
+    results = read_results(sweep_dir)
+    shares = action_shares(results)
+    assert np.allclose(shares.sum(axis=1), 1.0)
+    steps = results["chain"].str.split(">").explode()
+    assert set(shares.columns) == set(steps)
+
+
+def test_report_errors_are_one_line(tmp_path: Path, sweep_dir: Path, capsys):
+    assert main(["report", str(tmp_path / "missing"), "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert main(["report", str(sweep_dir), "--run", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "evaluations.npz" in err
+    assert not (tmp_path / "out").exists()
