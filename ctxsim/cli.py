@@ -117,17 +117,45 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}", key="seeds")
-    settings, _ = settings_from_env_spec(args.env)
+    settings, env_config = settings_from_env_spec(args.env)
     scenarios = load_scenarios(args.scenarios or DEFAULT_SUITE)
     console = _console()
     if not console.is_terminal:  # a file or pipe has no width to respect
         console.width = max(console.width, 140)
+    if "turns" in env_config:  # a ConversationStream-v0 spec: whole conversations
+        return _evaluate_stream(args, env_config, scenarios, console)
     df = evaluate(
         args.policy, scenarios, args.seeds, settings, log=args.log, progress=not args.quiet,
         note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"),
     )
     atomic_write_text(args.out, df.to_csv(index=False))
     console.print(_summary_table(summarize(df), f"{len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}"))
+    return 0
+
+
+STREAM_SUMMARY = {
+    "reward": "mean", "probe_share": "mean", "facts_retained": "mean", "cache_hit_rate": "mean", "tokens_sent": "mean",
+    "cost_usd": "mean", "overflow_events": "mean", "over_hit_fresh_starts": "mean", "max_summary_depth": "max",
+    "max_summary_tokens": "max", "rehydrations": "sum", "rehydration_loops": "sum",
+}
+
+
+def _evaluate_stream(args: argparse.Namespace, env_config: dict, scenarios, console) -> int:
+    """``evaluate --env <stream spec>``: policies over whole conversations."""
+    from .atomic import atomic_write_text
+    from .report import markdown_table
+    from .stream.evaluate import evaluate_stream
+
+    config = {**env_config, "scenarios": [str(s.source) for s in scenarios], "scenario_names": None}
+    df = evaluate_stream(args.policy, [s.name for s in scenarios], args.seeds, config=config,
+                         note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"))
+    atomic_write_text(args.out, df.to_csv(index=False))
+    columns = [c for c in STREAM_SUMMARY if c in df.columns]
+    summary = df.groupby("policy", sort=False).agg({c: STREAM_SUMMARY[c] for c in columns}).reset_index()
+    rows = [[r["policy"]] + [f"{r[c]:,.3f}" if isinstance(r[c], float) else f"{r[c]:,}" for c in columns] for _, r in summary.iterrows()]
+    console.print(_table(f"ConversationStream-v0: {len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}", ["policy"] + columns, rows))
+    if args.markdown:
+        atomic_write_text(args.markdown, markdown_table(["policy"] + columns, rows) + "\n")
     return 0
 
 
@@ -274,6 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--log", help="JSONL file of every transition")
     ev.add_argument("--env", help="env spec YAML whose episode settings to use (default: the default settings)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
+    ev.add_argument("--markdown", help="also write the summary table as markdown (stream envs)")
     ev.add_argument("--from-log", metavar="FILE.jsonl",
                     help="instead: summarize a transition log (episodes, success, recovery, reward, chains)")
     ev.set_defaults(func=cmd_evaluate)
