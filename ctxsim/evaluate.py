@@ -108,17 +108,19 @@ def evaluate(
     log: str | Path | None = None,
     progress: bool = False,
     note: Callable[[str], None] | None = None,
+    overwrite: bool = False,
 ) -> pd.DataFrame:
     """One row per (policy, scenario, seed), ordered by policy (as given), scenario
     (as given) and seed; ``seeds`` is a list or a count (``range(seeds)``).
 
-    ``log``: a JSONL file of every transition (the evaluated policies' steps).
+    ``log``: a JSONL file of every transition (the evaluated policies' steps),
+    appended to (an existing log is never truncated) unless ``overwrite``.
     ``note``: where skip notes go (default: stderr).
     """
     note = note or (lambda text: print(f"note: {text}", file=sys.stderr))
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     loaded = load_policies(policies, note)
-    transitions = None if log is None else _TransitionLog(log, settings)
+    transitions = None if log is None else _TransitionLog(log, settings, overwrite)
     rows: dict[tuple[int, int, int], dict] = {}
     try:
         with _progress(progress, len(scenarios) * len(seeds)) as advance:
@@ -147,11 +149,11 @@ class _TransitionLog:
     ``run_id`` is ``evaluate:<policy>``, episodes are numbered by context in row
     order, observations are :func:`ctxsim.observe.observe` under the settings."""
 
-    def __init__(self, path: str | Path, settings: EpisodeSettings):
+    def __init__(self, path: str | Path, settings: EpisodeSettings, overwrite: bool = False):
         from .observe import ObservationConfig
         from .transitions import TransitionWriter
 
-        self.writer = TransitionWriter(path, "evaluate", overwrite=True)
+        self.writer = TransitionWriter(path, "evaluate", overwrite=overwrite)
         self.config = ObservationConfig(
             actions=settings.actions, max_steps=settings.max_steps, target=settings.target, embedder=settings.embedder
         )
@@ -240,6 +242,22 @@ def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFr
             }
         )
     return pd.DataFrame(out)
+
+
+def reward_differences(df: pd.DataFrame, reference: str, *, reps: int = 2000, seed: int = 0) -> pd.DataFrame:
+    """Per other policy: mean of ``reward(reference) − reward(other)`` over the same
+    (scenario, seed) contexts, with its 95 % stratified bootstrap CI; ``beats`` is
+    True when the whole interval is above zero."""
+    from .stats import paired_difference_ci
+
+    ref = _matrix(df[df.policy == reference], "reward")
+    rows = []
+    for policy, group in df.groupby("policy", sort=False):
+        if policy == reference:
+            continue
+        mean, lo, hi = paired_difference_ci(ref, _matrix(group, "reward"), reps=reps, seed=seed)
+        rows.append({"policy": policy, "mean_difference": mean, "ci_low": lo, "ci_high": hi, "beats": lo > 0})
+    return pd.DataFrame(rows, columns=["policy", "mean_difference", "ci_low", "ci_high", "beats"])
 
 
 def settings_from_env_spec(

@@ -136,3 +136,22 @@ def test_cli_unknown_policy_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and not out.exists()
     assert err.count("\n") == 1 and "unknown policy 'nope'" in err and "seed-chain" in err
+
+
+def test_reward_differences_are_paired_and_signed():
+    import pandas as pd
+
+    from ctxsim.evaluate import reward_differences
+
+    rows = []
+    for seed in range(4):
+        for sc in ("a", "b", "c"):
+            base = seed * 0.1 + len(sc)
+            rows += [
+                {"policy": "good", "scenario": sc, "seed": seed, "reward": base + 0.2},
+                {"policy": "bad", "scenario": sc, "seed": seed, "reward": base},
+                {"policy": "better", "scenario": sc, "seed": seed, "reward": base + 0.5},
+            ]
+    diffs = reward_differences(pd.DataFrame(rows), "good", reps=200).set_index("policy")
+    assert diffs.loc["bad", "mean_difference"] == pytest.approx(0.2) and bool(diffs.loc["bad", "beats"])
+    assert diffs.loc["better", "mean_difference"] == pytest.approx(-0.3) and not bool(diffs.loc["better", "beats"])
