@@ -203,3 +203,13 @@ def test_empty_folder(tmp_path):
 
 def test_mix_types_are_the_generator_types():
     assert set(MIX_TYPES) == {"message", "code", "plan_ref", "log", "tool_result", "other"}
+
+
+def test_cli_scenarios_list_shows_every_shipped_scenario(capsys):
+    from ctxsim.cli import main
+    from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios
+
+    assert main(["scenarios", "list"]) == 0
+    out = capsys.readouterr().out
+    for sc in load_scenarios(DEFAULT_SUITE):
+        assert sc.name in out

@@ -13,14 +13,16 @@ name                        what it does
 ``oracle``                  exhaustive search for the best chain (:mod:`.oracle`)
 ``peer:<system>``           a well-known agent system's compaction (:mod:`.peers`)
 a run directory / ``.zip``  a trained SB3 model (:mod:`.sb3`, lazy imports)
+an export directory         an exported numpy policy (:mod:`.exported`; :func:`load`)
 ==========================  ===========================================================
 
 Importing this package needs numpy only: no torch, stable-baselines3, gymnasium,
 pandas or matplotlib (the exported policy runs with numpy alone).
 """
 
-from . import baselines, oracle, peers, sb3  # noqa: F401  (register the policies)
+from . import baselines, exported, oracle, peers, sb3  # noqa: F401  (register the policies)
 from .baselines import fallback_action
+from .exported import BreakResult, ExportedPolicy, load
 from .oracle import OracleResult, best_chain, search
 from .registry import (
     Policy,
@@ -33,12 +35,15 @@ from .registry import (
 )
 
 __all__ = [
+    "BreakResult",
+    "ExportedPolicy",
     "OracleResult",
     "Policy",
     "best_chain",
     "fallback_action",
     "get_policy",
     "list_policies",
+    "load",
     "register_family",
     "register_loader",
     "register_policy",

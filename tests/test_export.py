@@ -1,0 +1,407 @@
+"""Export of trained runs: chain config, learned rules, the numpy policy, its agreement
+with SB3, decision logs, ``evaluate --from-log`` and the ContextWindow integration."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from ctxsim.cli import main
+from ctxsim.config import load_config
+from ctxsim.episode import OverflowEpisode
+from ctxsim.errors import LogFormatError, PolicyError
+from ctxsim.export import Rollout, export_run, learned_rules, situation, summarize_log
+from ctxsim.observe import OBSERVATION_VERSION, feature_names, observe
+from ctxsim.policies import ExportedPolicy, get_policy, load, run_episode
+from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.transitions import read_transitions
+
+#: cheap, mostly partial cuts: episodes last several steps, so states vary
+ACTIONS = ["purge_errors", "dedupe_tool_results", "supersede_writes", "clear_tool_results", "externalize",
+           "discard_low_rel", "fresh_start"]
+#: held-out scenarios, in suite order (the order the export rolls out in, which breaks ties)
+EVAL = ["error-heavy", "superseded-writes", "tool-dupes"]
+ALGOS = ("MaskablePPO", "PPO", "A2C", "DQN")
+HYPERPARAMS = {
+    "MaskablePPO": {"n_steps": 32, "batch_size": 32, "n_epochs": 2},
+    "PPO": {"n_steps": 32, "batch_size": 32, "n_epochs": 2},
+    "A2C": {"n_steps": 8},
+    "DQN": {"learning_starts": 16, "buffer_size": 256, "batch_size": 16, "train_freq": 4},
+}
+SEEDS = 3
+
+
+def experiment(algo: str, **changes):
+    from ctxsim.train import ExperimentConfig
+
+    fields = dict(
+        name=f"export_{algo.lower()}", algo=algo, env_config={"actions": ACTIONS, "max_steps": 8, "target": "warning"},
+        train_scenarios=["mild-overflow", "chat-10k"], eval_scenarios=EVAL, timesteps=64, n_envs=1, seed=0,
+        hyperparams={**HYPERPARAMS[algo], "policy_kwargs": {"net_arch": [32, 32]}}, eval_freq=10**6, checkpoint_freq=10**6,
+    )
+    return ExperimentConfig(**{**fields, **changes})
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Tiny training runs (64 steps) of every algorithm, as ``ctxsim train`` writes them."""
+    from ctxsim.train import train
+
+    out = tmp_path_factory.mktemp("runs")
+    return {algo: train(experiment(algo), out=out, progress=False) for algo in ALGOS}
+
+
+@pytest.fixture(scope="module")
+def exports(runs, tmp_path_factory):
+    out = tmp_path_factory.mktemp("exports")
+    return {algo: export_run(run, out / algo, seeds=SEEDS) for algo, run in runs.items()}
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    """The held-out contexts the export rolls out on (seeds 0..SEEDS-1)."""
+    return [(name, seed, build_context(find_scenario(name), seed)) for name in EVAL for seed in range(SEEDS)]
+
+
+def sb3_model(run: Path, algo: str):
+    return get_policy(str(run)).model
+
+
+# ---- the files ----------------------------------------------------------------------------------
+def test_export_writes_a_chain_config_of_the_policys_most_frequent_chain(runs, exports, held_out):
+    result = exports["MaskablePPO"]
+    out = result.out
+    assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
+        "chain_config.yaml", "learned_rules.yaml", "policy.json", "weights.npz"]
+    policy = load(out)
+    settings = policy.settings
+    chains = [run_episode(policy, state, settings, 0).chain for _, _, state in held_out]
+    counts = Counter(chains).most_common()
+    assert result.chain == counts[0][0] and result.episodes == len(held_out) and result.chains == tuple(counts)
+
+    config = load_config(out / "chain_config.yaml")
+    assert config.breaking_strategy.chain_order == result.chain
+    assert config.recovery_mode == settings.recovery_mode == "fresh_start"
+    for sid in result.chain:
+        assert config.strategy_params(sid) == settings.strategy(sid).params.model_dump(mode="json")
+
+    rules = yaml.safe_load((out / "learned_rules.yaml").read_text())["learned_rules"]
+    assert rules["default"] == {"chain": list(result.chain), "share": round(counts[0][1] / len(held_out), 3),
+                                "support": len(held_out)}
+    assert [(tuple(c["chain"]), c["count"]) for c in rules["chains"]] == counts
+    situations = [situation(state, settings.target_tokens(state)) for _, _, state in held_out]
+    for rule in rules["rules"]:  # every reported share and support is what the policy did
+        group = [c for c, s in zip(chains, situations) if _matches(rule["when"], dict(s))]
+        assert rule["support"] == len(group) and rule["share"] == round(group.count(tuple(rule["chain"])) / len(group), 3)
+
+
+def _matches(when: dict, features: dict) -> bool:
+    band = features["overflow_ratio"]
+    wanted = when.get("overflow_ratio")
+    return (wanted is None or (wanted["above"], wanted.get("at_most")) == band) and when.get(
+        "dominant_type", features["dominant_type"]) == features["dominant_type"]
+
+
+def test_policy_json_describes_the_network_and_the_observation(runs, exports):
+    for algo, result in exports.items():
+        spec = json.loads((result.out / "policy" / "policy.json").read_text())
+        assert spec["format_version"] == 1 and spec["algorithm"] == algo and spec["actions"] == ACTIONS
+        obs = spec["observation"]
+        assert obs["version"] == OBSERVATION_VERSION and obs["features"] == feature_names(load(result.out).observation_config)
+        assert obs["config"] == {"actions": ACTIONS, "max_steps": 8, "target": "warning", "embedder": "hashed-tfidf"}
+        assert spec["settings"]["max_steps"] == 8 and spec["settings"]["recovery_mode"] == "fresh_start"
+        assert set(spec["settings"]) == {"actions", "max_steps", "target", "recovery_mode", "reward", "latency",
+                                         "embedder", "strategy_params", "budget"}
+        assert spec["normalization"] is None
+        net = spec["network"]
+        assert net["kind"] == ("q_values" if algo == "DQN" else "logits") and net["hidden"] == [32, 32]
+        assert net["activation"] == ("relu" if algo == "DQN" else "tanh")
+        assert [(l["inputs"], l["outputs"]) for l in net["layers"]] == [(len(obs["features"]), 32), (32, 32), (32, len(ACTIONS))]
+        with np.load(result.out / "policy" / "weights.npz") as npz:
+            assert sorted(npz.files) == sorted(f"layers.{i}.{p}" for i in range(3) for p in ("weight", "bias"))
+
+
+def test_export_is_reproducible_and_atomic(runs, exports, tmp_path, monkeypatch):
+    import ctxsim.export
+
+    first = exports["DQN"].out
+    again = tmp_path / "again"
+    export_run(runs["DQN"], again, seeds=SEEDS)
+    files = sorted(p.relative_to(first) for p in first.rglob("*") if p.is_file())
+    assert all((first / f).read_bytes() == (again / f).read_bytes() for f in files)
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("crash in the middle of an export")
+
+    before = {f: (again / f).read_bytes() for f in files}
+    monkeypatch.setattr(ctxsim.export, "held_out_rollouts", crash)
+    with pytest.raises(RuntimeError, match="crash"):
+        export_run(runs["PPO"], again, seeds=SEEDS)
+    assert {f: (again / f).read_bytes() for f in files} == before  # the earlier export is untouched
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again"]  # and no temporary folder is left
+
+
+def test_a_model_zip_of_the_run_exports_too(runs, exports, tmp_path):
+    out = export_run(runs["A2C"] / "final_model.zip", tmp_path / "zip", seeds=SEEDS).out
+    assert json.loads((out / "policy" / "policy.json").read_text())["source"]["model"] == "final_model.zip"
+    # no evaluation ran in 64 steps, so the best model is the final one
+    assert (out / "policy" / "weights.npz").read_bytes() == (exports["A2C"].out / "policy" / "weights.npz").read_bytes()
+
+
+def test_export_refuses_bad_sources_and_outputs(runs, tmp_path):
+    with pytest.raises(PolicyError, match="not a training run directory"):
+        export_run(tmp_path / "nope", tmp_path / "out")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "keep.txt").write_text("mine")
+    with pytest.raises(PolicyError, match="not an export directory"):
+        export_run(runs["PPO"], tmp_path / "notes")
+    assert (tmp_path / "notes" / "keep.txt").read_text() == "mine"
+    with pytest.raises(PolicyError, match="seeds"):
+        export_run(runs["PPO"], tmp_path / "out", seeds=0)
+
+
+def test_loading_rejects_a_stale_or_damaged_export(exports, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(exports["PPO"].out, copy)
+    spec_file = copy / "policy" / "policy.json"
+    spec = json.loads(spec_file.read_text())
+    spec_file.write_text(json.dumps({**spec, "observation": {**spec["observation"], "version": OBSERVATION_VERSION + 1}}))
+    with pytest.raises(PolicyError, match="observation version") as err:
+        load(copy)
+    assert "observation.version" in str(err.value) and "\n" not in str(err.value)
+    layers = spec["network"]["layers"]
+    spec_file.write_text(json.dumps({**spec, "network": {**spec["network"], "layers": layers[1:]}}))
+    with pytest.raises(PolicyError, match="takes 32 inputs"):
+        get_policy(str(copy / "policy"))
+    spec_file.write_text("{not json")
+    with pytest.raises(PolicyError, match="not JSON"):
+        load(copy)
+
+
+def test_learned_rules_follow_the_policys_choices_per_situation():
+    low, high = ((1.0, 1.5), "message"), ((3.0, None), "tool_result")
+
+    def rollouts(n: int, chain: tuple[str, ...], band, kind) -> list[Rollout]:
+        return [Rollout("s", i, chain, (("overflow_ratio", band), ("dominant_type", kind)), 0.0) for i in range(n)]
+
+    default, fresh = ("summarize_old",), ("fresh_start",)
+    data = rollouts(6, default, *low) + rollouts(4, fresh, *high) + rollouts(1, default, *high)
+    rules = learned_rules(data, default)
+    assert rules[0] == {"when": {"overflow_ratio": {"above": 3.0}}, "chain": ["fresh_start"], "share": 0.8, "support": 5}
+    assert rules[1]["when"] == {"dominant_type": "tool_result"} and len(rules) == 2
+    # a pair that goes against its single-feature rule becomes a (first) exception
+    data = rollouts(6, default, *low) + rollouts(8, fresh, *high) + rollouts(3, default, (3.0, None), "code")
+    assert learned_rules(data, default) == [
+        {"when": {"overflow_ratio": {"above": 3.0}, "dominant_type": "code"}, "chain": list(default), "share": 1.0, "support": 3},
+        {"when": {"overflow_ratio": {"above": 3.0}}, "chain": list(fresh), "share": 0.727, "support": 11},
+        {"when": {"dominant_type": "tool_result"}, "chain": list(fresh), "share": 1.0, "support": 8},
+    ]
+    # a tie with the chain that applies anyway is no rule; nor is a group under MIN_SUPPORT
+    tie = rollouts(3, default, *low) + rollouts(3, ("fresh_start",), *low) + rollouts(2, ("fresh_start",), *high)
+    assert learned_rules(tie, default) == []
+
+
+# ---- agreement with SB3 -------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def decision_points(exports, held_out):
+    """1,000 distinct (state, mask, steps taken) decision points on the held-out contexts,
+    reached by mixed rollouts: the exported policy, uniform over valid actions, uniform
+    over every action (unmasked learners waste steps), and ε-mixtures of them."""
+    policy = load(exports["MaskablePPO"].out)
+    contexts = [build_context(find_scenario(name), seed) for name in EVAL for seed in range(12)]
+    points, k = {}, 0
+    while len(points) < 1000:
+        rng = np.random.default_rng(k)
+        eps, masked = (0.0, 0.5, 1.0)[k % 3], k % 4 != 3
+        episode = OverflowEpisode(contexts[k % len(contexts)], policy.settings)
+        while not episode.done and len(points) < 1000:
+            mask = episode.action_mask()
+            points.setdefault((episode.state.fingerprint, mask.tobytes()), episode.copy())
+            if rng.random() < eps:
+                action = int(rng.choice(np.flatnonzero(mask) if masked else np.arange(len(mask))))
+            else:
+                action = policy.actions.index(policy.act(episode))
+            episode.step(action)
+        k += 1
+    return list(points.values())
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_exported_network_acts_as_the_sb3_model(runs, exports, decision_points, algo):
+    model = sb3_model(runs[algo], algo)
+    policy, adapter = load(exports[algo].out), get_policy(str(runs[algo]))
+    assert isinstance(policy, ExportedPolicy) and policy.algorithm == algo
+    assert Counter(e.steps_taken for e in decision_points).keys() >= {0, 1, 2, 3}
+    obs = np.stack([observe(e.state, policy.observation_config) for e in decision_points])
+    masks = np.stack([e.action_mask() for e in decision_points])
+    assert len({o.tobytes() for o in obs}) > 900
+    if algo == "MaskablePPO":  # the masked distribution's mode
+        expected, _ = model.predict(obs, action_masks=masks, deterministic=True)
+        got = [policy.decide(e.state, mask=m) for e, m in zip(decision_points, masks)]
+    else:  # the unmasked greedy action
+        expected, _ = model.predict(obs, deterministic=True)
+        everything = np.ones(len(ACTIONS), dtype=bool)
+        got = [policy.decide(e.state, mask=everything) for e in decision_points]
+    assert got == [ACTIONS[i] for i in expected]
+    sample = decision_points[::10]  # the SB3 adapter's masked argmax too
+    assert [policy.act(e) for e in sample] == [adapter.act(e) for e in sample]
+
+
+def test_vecnormalize_statistics_are_exported_and_applied(runs, tmp_path, held_out):
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from ctxsim.environments.overflow import ContextOverflowEnv
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["PPO"], run)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    vec = VecNormalize(DummyVecEnv([lambda: ContextOverflowEnv(config["env_config"])]), clip_obs=3.0)
+    rng = np.random.default_rng(0)
+    vec.obs_rms.mean = rng.normal(0, 0.3, vec.obs_rms.mean.shape)
+    vec.obs_rms.var = rng.uniform(0.01, 2.0, vec.obs_rms.var.shape)
+    vec.save(str(run / "vecnormalize.pkl"))
+    policy = load(export_run(run, tmp_path / "export", seeds=1).out)
+    assert policy.normalization is not None and policy.spec.normalization.clip == 3.0
+    model = sb3_model(run, "PPO")
+    everything = np.ones(len(ACTIONS), dtype=bool)
+    for _, _, state in held_out:
+        action, _ = model.predict(vec.normalize_obs(observe(state, policy.observation_config)), deterministic=True)
+        assert policy.decide(state, mask=everything) == ACTIONS[int(action)]
+
+
+# ---- breaking and logging ---------------------------------------------------------------------------
+def test_break_context_runs_an_episode_and_logs_each_decision(exports, held_out, tmp_path):
+    from ctxsim.environments.overflow import ContextOverflowEnv
+
+    policy = load(exports["MaskablePPO"].out)
+    log = tmp_path / "decisions.jsonl"
+    _, _, state = held_out[0]
+    result = policy.break_context(state, log=log)
+    episode = run_episode(policy, state, policy.settings, 0)
+    assert result.chain == episode.chain and result.reward == episode.reward and result.state == episode.state
+    assert result.success == (result.state.total_tokens <= result.target_tokens == policy.settings.target_tokens(state))
+
+    records = read_transitions(log)
+    assert [r["action"] for r in records] == list(result.chain) and [r["step"] for r in records] == list(range(len(records)))
+    assert {r["run_id"] for r in records} == {f"exported:{policy.spec.name}"} and records[0]["scenario"] == EVAL[0]
+    assert records[0]["stateBefore"]["observation"] == pytest.approx(observe(state, policy.observation_config).tolist(), abs=1e-6)
+    assert [r["outcome"] is None for r in records] == [True] * (len(records) - 1) + [False]
+    assert records[-1]["outcome"]["success"] == result.success and records[-1]["terminated"]
+    # the same reward as the environment's for the same actions
+    env = ContextOverflowEnv({**policy.spec.settings, "scenario_names": EVAL})
+    env.reset(seed=0, options={"state": state})
+    rewards = [env.step(ACTIONS.index(a))[1] for a in result.chain]
+    assert [r["reward"] for r in records] == pytest.approx(rewards, abs=1e-6)
+
+    tight = state.warning_tokens // 2
+    second = policy.break_context(state, target_tokens=tight, log=log)
+    assert second.target_tokens == tight and second.outcome.target_tokens == tight
+    assert second.state.limit == state.limit and (not second.success or second.state.total_tokens <= tight)
+    records = read_transitions(log)
+    assert [r["episode"] for r in records] == [0] * len(result.chain) + [1] * len(second.chain)
+
+    summary = summarize_log(log)
+    assert [e.chain for e in summary.episodes] == [result.chain, second.chain] and summary.unfinished == 0
+    assert summary.overall.mean_reward == pytest.approx((result.reward + second.reward) / 2, abs=1e-6)
+
+
+def test_decide_checks_its_arguments(exports, held_out):
+    policy = load(exports["A2C"].out)
+    _, _, state = held_out[0]
+    assert policy.decide(state) == policy.decide(state, mask=policy.settings.mask(state))
+    only = np.zeros(len(ACTIONS), dtype=bool)
+    only[ACTIONS.index("fresh_start")] = True
+    assert policy.decide(state, mask=only) == "fresh_start"
+    for bad in (np.zeros(len(ACTIONS), dtype=bool), np.ones(3, dtype=bool), [1] * len(ACTIONS)):
+        with pytest.raises(PolicyError, match="mask"):
+            policy.decide(state, mask=bad)
+    with pytest.raises(PolicyError, match="steps_taken"):
+        policy.decide(state, steps_taken=1)
+    with pytest.raises(PolicyError, match="target_tokens"):
+        policy.break_context(state, target_tokens=0)
+
+
+def test_steps_taken_counts_only_the_current_break(exports, held_out):
+    policy = load(exports["MaskablePPO"].out)
+    _, _, state = held_out[1]
+    broken = policy.break_context(state).state  # a state that already carries a history
+    assert broken.history
+    fresh = replace(broken, history=())
+    assert np.array_equal(policy.observation(broken, steps_taken=0), observe(fresh, policy.observation_config))
+    assert not np.array_equal(policy.observation(broken), policy.observation(fresh))
+
+
+# ---- the command line ------------------------------------------------------------------------------
+#: seed 001-style cheap actions and 2 steps: the oracle of ``evaluate`` stays small
+CHEAP = {"actions": ["dedupe_tool_results", "remove_oldest", "remove_low_priority", "truncate", "fresh_start"], "max_steps": 2}
+
+
+def test_cli_export_evaluate_and_from_log(tmp_path, capsys):
+    from ctxsim.train import train
+
+    run = train(experiment("MaskablePPO", name="export_cli", env_config=CHEAP), out=tmp_path / "runs", progress=False)
+    out = tmp_path / "export"
+    assert main(["export", str(run), "--out", str(out), "--seeds", "2"]) == 0
+    assert f"-> {out}: chain_order " in capsys.readouterr().out
+    env = tmp_path / "cheap.yaml"
+    env.write_text(yaml.safe_dump({"id": "ctxsim/ContextOverflow-v0", "config": CHEAP}))
+    log, csv = tmp_path / "eval.jsonl", tmp_path / "eval.csv"
+    scenarios = str(find_scenario(EVAL[0]).source)
+    assert main(["evaluate", "--policy", str(run), "--policy", str(out), "--scenarios", scenarios, "--seeds", "2",
+                 "--env", str(env), "--out", str(csv), "--log", str(log), "--quiet"]) == 0
+    import pandas as pd
+
+    rows = pd.read_csv(csv)
+    sb3_rows, exported_rows = (rows[rows.policy == p].reset_index(drop=True) for p in (str(run), str(out)))
+    assert len(sb3_rows) == 2 and list(sb3_rows.chain) == list(exported_rows.chain)
+    assert np.allclose(sb3_rows.normalized_score, exported_rows.normalized_score)
+    capsys.readouterr()
+
+    assert main(["evaluate", "--from-log", str(log)]) == 0
+    text = capsys.readouterr().out
+    assert "4 finished episodes" in text and f"evaluate:{out}" in text and EVAL[0] in text
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"not": "a record"}\n{"also": 1}\n')
+    assert main(["evaluate", "--from-log", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "line 1" in err
+    record = json.loads(log.read_text().splitlines()[0])
+    bad.write_text(json.dumps({**record, "reward": "high"}) + "\n")
+    with pytest.raises(LogFormatError, match="line 1: reward"):
+        summarize_log(bad)
+    assert main(["evaluate", "--from-log", str(log), "--policy", "random"]) == 2
+
+
+# ---- the runtime window --------------------------------------------------------------------------------
+def test_context_window_auto_compacts_through_the_exported_policy(exports):
+    from ctxsim.window import Compacted, ContextItem, ContextWindow
+
+    policy = load(exports["MaskablePPO"].out)
+    calls = []
+
+    class Spy:
+        """Delegates to the exported policy and records what the window asked."""
+
+        def break_context(self, state, target_tokens=None):
+            result = policy.break_context(state, target_tokens=target_tokens)
+            calls.append((state, target_tokens, result))
+            return result
+
+    window = ContextWindow(2000, compaction_threshold=85.0, policy=Spy(), task="fix the deploy cache")
+    events = []
+    window.on("compacted", events.append)
+    window.add(ContextItem("You are a coding agent. Never delete production data.", "system_prompt", 90, pinned=True, id="sys"))
+    for k in range(40):
+        words = " ".join(f"deploy{k} cache budget schema retry index parser token queue report" for _ in range(6))
+        window.add(ContextItem(f"Note {k}: {words}", "assistant_message" if k % 2 else "user_message", priority=40, id=f"n{k}"))
+    assert events and calls and all(isinstance(e, Compacted) and e.strategy == "policy" for e in events)
+    for event, (state, target, result) in zip(events, calls):
+        assert event.applied[: len(result.chain)] == result.chain and result.state.total_tokens <= target
+    assert "sys" in window and window.current_tokens <= 2000
