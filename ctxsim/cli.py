@@ -3,11 +3,17 @@
 Every subcommand is one function ``cmd_<name>(args)`` registered in :func:`build_parser`.
 Bad input (a ctxsim error, a missing or unreadable file) prints one line on stderr
 and exits with code 2; no traceback, and no half-written output file.
+
+Output paths (``--out``, ``--log``, ``--markdown``) mean what they say: ``a/../b`` is
+``b`` (normalized before use, so no folder ``a`` is created on the way). Names read
+from input files (scenario, experiment, sweep, tune names) are single path
+components, so files named after them stay inside the output folder.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -24,8 +30,8 @@ def _table(title: str, columns: list[str], rows: list[list[object]]):
     from rich.table import Table
 
     table = Table(title=title, title_justify="left")
-    for col in columns:
-        table.add_column(col, overflow="fold")
+    for i, col in enumerate(columns):
+        table.add_column(col, overflow="fold", no_wrap=i == 0)  # names stay whole and greppable
     for row in rows:
         table.add_row(*[str(c) for c in row])
     return table
@@ -38,7 +44,9 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
     suite = Path(args.suite) if args.suite else DEFAULT_SUITE
     rows = []
     for sc in load_scenarios(suite):
-        rows.append([sc.name, f"{sc.resolved_limit:,}", f"{sc.resolved_target:,}", sc.description or ""])
+        limit = f"{sc.resolved_limit:,}" if sc.resolved_limit is not None else "its size"
+        target = f"transcript {Path(sc.transcript).name}" if sc.is_transcript else f"{sc.resolved_target:,}"
+        rows.append([sc.name, limit, target, sc.description or ""])
     _console().print(_table(f"Scenarios in {suite}", ["name", "limit", "target tokens", "description"], rows))
     return 0
 
@@ -112,24 +120,44 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not args.policy or not args.out:
         raise ConfigError("--policy and --out are required (or --from-log FILE.jsonl)", key="policy")
     from .atomic import atomic_write_text
-    from .evaluate import evaluate, settings_from_env_spec, summarize
+    from .evaluate import evaluate, reward_differences, settings_from_env_spec, summarize
     from .scenarios import DEFAULT_SUITE, load_scenarios
 
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}", key="seeds")
     settings, env_config = settings_from_env_spec(args.env)
     scenarios = load_scenarios(args.scenarios or DEFAULT_SUITE)
+    if args.names:
+        known = {s.name for s in scenarios}
+        unknown = [n for n in args.names if n not in known]
+        if unknown:
+            raise ConfigError(f"unknown scenario names {unknown}; known: {sorted(known)}", key="names")
+        scenarios = [s for s in scenarios if s.name in args.names]
     console = _console()
     if not console.is_terminal:  # a file or pipe has no width to respect
         console.width = max(console.width, 140)
     if "turns" in env_config:  # a ConversationStream-v0 spec: whole conversations
         return _evaluate_stream(args, env_config, scenarios, console)
     df = evaluate(
-        args.policy, scenarios, args.seeds, settings, log=args.log, progress=not args.quiet,
+        args.policy, scenarios, args.seeds, settings, log=args.log, overwrite=args.overwrite, progress=not args.quiet,
         note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"),
     )
     atomic_write_text(args.out, df.to_csv(index=False))
-    console.print(_summary_table(summarize(df), f"{len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}"))
+    summary = summarize(df)
+    console.print(_summary_table(summary, f"{len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}"))
+    if args.compare:
+        if args.compare not in set(df.policy):
+            raise ConfigError(f"--compare {args.compare!r} is not one of the evaluated policies", key="compare")
+        diffs = reward_differences(df, args.compare)
+        rows = [[r.policy, f"{r.mean_difference:+.4f}", f"{r.ci_low:+.4f}..{r.ci_high:+.4f}", "yes" if r.beats else "no"]
+                for r in diffs.itertuples()]
+        console.print(_table(f"reward({args.compare}) − reward(policy), paired, 95 % stratified bootstrap CI",
+                             ["policy", "mean difference", "95% CI", "above zero"], rows))
+        if args.markdown:
+            from .report import markdown_table, policy_table
+
+            atomic_write_text(args.markdown, policy_table(summary) + "\n\n" + markdown_table(
+                ["policy", f"reward({args.compare}) − reward(policy)", "95% CI", "above zero"], rows) + "\n")
     return 0
 
 
@@ -297,12 +325,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="policy name (random, seed-chain, greedy, oracle, only:<strategy>, peer:<system>) "
                          "or a trained run directory / model zip; repeatable")
     ev.add_argument("--scenarios", help="scenario YAML file or folder (default: the shipped suite)")
+    ev.add_argument("--names", nargs="+", metavar="NAME", help="only these scenarios of the suite")
     ev.add_argument("--seeds", type=int, default=3, help="seeds per scenario: 0..N-1 (default 3)")
     ev.add_argument("--out", help="output CSV, one row per (policy, scenario, seed)")
-    ev.add_argument("--log", help="JSONL file of every transition")
+    ev.add_argument("--log", help="JSONL file of every transition (appended to; see --overwrite)")
+    ev.add_argument("--overwrite", action="store_true", help="truncate an existing --log instead of appending to it")
     ev.add_argument("--env", help="env spec YAML whose episode settings to use (default: the default settings)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
-    ev.add_argument("--markdown", help="also write the summary table as markdown (stream envs)")
+    ev.add_argument("--markdown", help="also write the summary (and --compare) tables as markdown")
+    ev.add_argument("--compare", metavar="POLICY", help="paired reward differences of POLICY against every other policy")
     ev.add_argument("--from-log", metavar="FILE.jsonl",
                     help="instead: summarize a transition log (episodes, success, recovery, reward, chains)")
     ev.set_defaults(func=cmd_evaluate)
@@ -346,9 +377,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: options that name an output file or folder
+OUTPUT_OPTIONS = ("out", "log", "markdown")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    for name in OUTPUT_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str) and value != "-":
+            setattr(args, name, os.path.normpath(value))
     try:
         return int(args.func(args) or 0)
     except CtxsimError as exc:
