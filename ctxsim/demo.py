@@ -16,8 +16,39 @@ import argparse
 import time
 from pathlib import Path
 
-DEMO_EXPERIMENT = "experiments/maskable_ppo_default.yaml"
+DEMO_EXPERIMENT = Path(__file__).resolve().parent.parent / "experiments" / "maskable_ppo_default.yaml"
 DEMO_BASELINES = ["seed-chain", "oracle", "random", "greedy"]
+#: folder (under --out) of the exported policy, and its label in the sweep
+LEARNED = "learned"
+HEADLINE_COLUMNS = ("policy", "IQM normalized [95% CI]", "mean reward [95% CI]", "success", "recovery", "P1 kept", "facts kept")
+
+
+def _headline_rows(summary) -> list[list[str]]:
+    ordered = summary.sort_values(["iqm_normalized", "policy"], ascending=[False, True], kind="stable")
+    return [
+        [r.policy, f"{r.iqm_normalized:.3f} [{r.iqm_ci_low:.3f}, {r.iqm_ci_high:.3f}]",
+         f"{r.mean_reward:+.3f} [{r.reward_ci_low:+.3f}, {r.reward_ci_high:+.3f}]", f"{r.success_rate:.0%}",
+         f"{r.recovery_rate:.0%}", f"{r.p1_preserved:.2f}", f"{r.facts_retained:.2f}"]
+        for r in ordered.itertuples()
+    ]
+
+
+def headline_markdown(summary) -> str:
+    """The demo's headline table (per policy, best IQM first) as markdown."""
+    from .report import markdown_table
+
+    return markdown_table(HEADLINE_COLUMNS, _headline_rows(summary))
+
+
+def _headline_table(summary, title: str):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(HEADLINE_COLUMNS):
+        table.add_column(col, no_wrap=i == 0)
+    for row in _headline_rows(summary):
+        table.add_row(*row)
+    return table
 
 
 def describe_suite(seed: int = 0) -> list[dict]:
@@ -77,6 +108,8 @@ def run_demo(args: argparse.Namespace) -> int:
     from .train import load_experiment, train
 
     console = Console()
+    if not console.is_terminal:  # a log file has no width to respect
+        console.width = max(console.width, 140)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -88,8 +121,8 @@ def run_demo(args: argparse.Namespace) -> int:
     console.print(f"[bold]1/4 train[/] {DEMO_EXPERIMENT} for {timesteps:,} steps")
     run_dir = train(experiment, timesteps=timesteps, out=out / "runs", progress=not args.quiet)
 
-    console.print(f"[bold]2/4 export[/] {run_dir} -> {out / 'export'}")
-    exported = export_run(run_dir, out / "export")
+    console.print(f"[bold]2/4 export[/] {run_dir} -> {out / LEARNED}")
+    exported = export_run(run_dir, out / LEARNED)
     console.print(f"  learned chain: {' > '.join(exported.chain)} ({exported.share:.0%} of held-out episodes)")
 
     sweep_file = out / "demo_sweep.yaml"
@@ -103,7 +136,7 @@ def run_demo(args: argparse.Namespace) -> int:
             {
                 "name": "demo",
                 "description": "the demo: learned policy vs baselines, oracle and peers on every shipped scenario",
-                "policies": demo_policies(str((out / "export").resolve())),
+                "policies": demo_policies(LEARNED),  # the export, next to this sweep file
                 "seeds": seeds,
                 "env": str(Path(__file__).resolve().parent.parent / "envs" / "default.yaml"),
             },
@@ -116,11 +149,12 @@ def run_demo(args: argparse.Namespace) -> int:
     console.print(f"[bold]4/4 report[/] -> {out / 'report'}")
     report = write_report(out / "sweep", out / "report", runs=[run_dir])
 
-    from .cli import _summary_table
-
-    console.print(_summary_table(result.summary, f"Headline: {result.episodes} episodes"))
+    headline = headline_markdown(result.summary)
+    atomic_write_text(out / "headline.md", headline + "\n")
+    console.print(_headline_table(result.summary, f"Headline: {result.episodes} episodes, {seeds} seed(s) per scenario"))
     console.print(
-        f"report: {report}\nresults: {out / 'sweep' / 'results.csv'}\nexport: {out / 'export'}\n"
+        f"report: {report}\nheadline: {out / 'headline.md'}\nresults: {out / 'sweep' / 'results.csv'}\n"
+        f"export: {out / LEARNED}\n"
         f"run: {run_dir}\ntotal time: {time.perf_counter() - started:.0f} s"
     )
     return 0
