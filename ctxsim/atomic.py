@@ -5,6 +5,7 @@ A crash never leaves a half-written file: readers see the old file or the new on
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -15,6 +16,8 @@ from typing import Iterator
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     path = Path(path)
+    if path.is_dir():  # else the rename fails naming the temporary file
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

@@ -6,6 +6,7 @@ the file, the key and the offending value, so the CLI can print them as one line
 
 from __future__ import annotations
 
+import reprlib
 from pathlib import Path
 
 
@@ -66,7 +67,18 @@ class ContextWindowFull(CtxsimError):
         )
 
 
+#: a repr that shows containers to a few levels and items only, so describing a huge
+#: value (e.g. YAML aliases nested into 10**9 items) takes constant time
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxdict = _SHORT_REPR.maxlist = _SHORT_REPR.maxtuple = _SHORT_REPR.maxset = _SHORT_REPR.maxfrozenset = 8
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 200
+
+
 def describe_value(value: object, limit: int = 60) -> str:
-    """A short repr of a user-supplied value for error messages."""
-    text = repr(value)
+    """A short repr of a user-supplied value for error messages (bounded in time)."""
+    try:
+        text = _SHORT_REPR.repr(value) if isinstance(value, (dict, list, tuple, set, frozenset)) else repr(value)
+    except ValueError:  # an int with more digits than Python prints
+        text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."

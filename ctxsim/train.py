@@ -34,7 +34,7 @@ class ExperimentConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(description="experiment name, used in the run directory name")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="experiment name, used in the run directory name")
     algo: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(description="SB3 / sb3-contrib algorithm")
     env: str = Field("envs/default.yaml", description="env spec file (relative to the repo or the experiment file)")
     env_config: dict[str, Any] = Field(default_factory=dict, description="overrides of the env spec's config")
@@ -142,15 +142,16 @@ def train(
     timesteps = experiment.timesteps if timesteps is None else timesteps
     env_id, train_cfg, eval_cfg = env_configs(experiment)
     run_dir = Path(out) / run_name(env_id, experiment, seed)
-    run_dir.mkdir(parents=True, exist_ok=False)
-    resolved = {
-        "experiment": experiment.model_dump(mode="json"),
-        "overrides": {"timesteps": timesteps, "seed": seed},
-        "env_id": env_id,
-        "env_config": train_cfg,
-        "eval_env_config": eval_cfg,
-    }
-    atomic_write_text(run_dir / "config.yaml", yaml.safe_dump(resolved, sort_keys=True))
+    resolved = yaml.safe_dump(  # before the algorithm sees (and SB3 may extend) the hyperparams
+        {
+            "experiment": experiment.model_dump(mode="json"),
+            "overrides": {"timesteps": timesteps, "seed": seed},
+            "env_id": env_id,
+            "env_config": train_cfg,
+            "eval_env_config": eval_cfg,
+        },
+        sort_keys=True,
+    )
 
     set_random_seed(seed)
     torch.manual_seed(seed)
@@ -162,10 +163,19 @@ def train(
     eval_env = DummyVecEnv([_make_env(env_id, eval_cfg, seed + 10_000, 0, masked)])
 
     algo_cls = MaskablePPO if masked else getattr(sb3, experiment.algo)
-    model = algo_cls(
-        experiment.policy, train_env, seed=seed, verbose=0, device="cpu",
-        tensorboard_log=str(run_dir / "tb"), **experiment.hyperparams,
-    )
+    try:
+        model = algo_cls(
+            experiment.policy, train_env, seed=seed, verbose=0, device="cpu",
+            tensorboard_log=str(run_dir / "tb"), **experiment.hyperparams,
+        )
+    except (TypeError, ValueError, AssertionError) as exc:  # an unknown or bad hyperparameter or policy
+        train_env.close()
+        eval_env.close()
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(f"{experiment.algo} rejects the hyperparams/policy: {message}", source=experiment.source, key="hyperparams") from None
+    run_dir.mkdir(parents=True, exist_ok=False)  # only now: bad input leaves no run directory behind
+    atomic_write_text(run_dir / "config.yaml", resolved)
+
     per_env = max(1, experiment.n_envs)
     eval_cls = MaskableEvalCallback if masked else EvalCallback
     callbacks = CallbackList(
@@ -183,9 +193,20 @@ def train(
         # for evaluation beside SubprocVecEnv for training): harmless, the spaces agree.
         warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
         model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
-    model.save(run_dir / "final_model")
+    save_model(model, run_dir / "final_model.zip")
     if not (run_dir / "best_model.zip").exists():
-        model.save(run_dir / "best_model")
+        save_model(model, run_dir / "best_model.zip")
     train_env.close()
     eval_env.close()
     return run_dir
+
+
+def save_model(model, path: Path) -> None:
+    """``model.save`` written atomically (SB3's own periodic saves are not)."""
+    import io
+
+    from .atomic import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    model.save(buffer)
+    atomic_write_bytes(path, buffer.getvalue())

@@ -130,6 +130,9 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
             message = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TranscriptError(f"line {number}: bad JSON ({exc.msg} at column {exc.colno})", source=path) from None
+        except (ValueError, RecursionError) as exc:  # an integer too long to convert, nesting too deep
+            why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise TranscriptError(f"line {number}: bad JSON ({why})", source=path) from None
         if not isinstance(message, dict):
             raise TranscriptError(f"line {number}: expected a JSON object, got {describe_value(message)}", source=path)
         role, content, name = message.get("role"), message.get("content"), message.get("name")

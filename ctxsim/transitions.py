@@ -219,7 +219,7 @@ def read_transitions(path: str | Path) -> list[dict[str, Any]]:
 def _parse(line: bytes) -> dict[str, Any] | None:
     try:
         record = json.loads(line.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nesting too deep
         return None
     return record if isinstance(record, dict) else None
 

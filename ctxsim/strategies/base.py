@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import StrategyError
+from ..errors import StrategyError, describe_value
 from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
 
@@ -180,7 +180,7 @@ class Strategy:
                     f"strategy '{self.id}' has no parameter '{key}'; valid parameters: {valid}"
                 ) from None
             raise StrategyError(
-                f"strategy '{self.id}' parameter '{key}': {err['msg']} (got {err.get('input')!r})"
+                f"strategy '{self.id}' parameter '{key}': {err['msg']} (got {describe_value(err.get('input'))})"
             ) from None
 
     def __repr__(self) -> str:

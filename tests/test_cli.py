@@ -1,0 +1,187 @@
+"""CLI-wide checks: bad input to any subcommand is one line on stderr and exit code 2,
+with no traceback and no partial output; names read from files never lead a write
+outside the output folder the user named; the benchmark command runs.
+
+Decided here: an ``--out`` path is the user's own choice and is honoured as given
+(``a/../b`` is the folder ``b``); a name that comes from an input (a scenario,
+experiment or sweep name) is a single path component, so the files named after
+it stay inside that folder.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from ctxsim.cli import main
+
+REPO = Path(__file__).resolve().parent.parent
+SCENARIO = REPO / "data" / "scenarios" / "mild-overflow.yaml"
+EXPERIMENT = """name: {name}
+algo: MaskablePPO
+env: {env}
+train_scenarios: [mild-overflow]
+eval_scenarios: [chat-10k]
+timesteps: 64
+n_envs: 1
+hyperparams: {hyperparams}
+"""
+TINY_SWEEP = f"""name: tiny
+policies: [seed-chain]
+scenarios: {{suite: {SCENARIO}}}
+seeds: 1
+"""
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch):
+    """A scratch folder as the working directory, with a few bad inputs in it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "not_a_log.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
+    (tmp_path / "no_columns.csv").write_text("policy,scenario\nrandom,chat-10k\n")
+    (tmp_path / "bad.yaml").write_text("name: [unclosed\n")
+    env = REPO / "envs" / "default.yaml"
+    for name, body in {
+        "escape": EXPERIMENT.format(name="../escape", env=env, hyperparams="{}"),
+        "hyper": EXPERIMENT.format(name="hyper", env=env, hyperparams="{n_stepz: 8}"),
+        "policy_kwargs": EXPERIMENT.format(name="pk", env=env, hyperparams="{policy_kwargs: {net_arch: wide}}"),
+        "unknown_scenario": EXPERIMENT.format(name="x", env=env, hyperparams="{}").replace("chat-10k", "no-such"),
+        "sweep_escape": TINY_SWEEP.replace("name: tiny", "name: ../escape"),
+        "sweep_unknown_policy": TINY_SWEEP.replace("seed-chain", "no-such-policy"),
+    }.items():
+        (tmp_path / f"{name}.yaml").write_text(body)
+    return tmp_path
+
+
+#: (case id, argv, text the error line must hold)
+BAD_INPUT = [
+    ("scenarios: missing suite", ["scenarios", "list", "--suite", "missing.yaml"], "missing.yaml"),
+    ("scenarios: empty folder", ["scenarios", "list", "--suite", "empty"], "no *.yaml"),
+    ("scenarios: bad YAML", ["scenarios", "list", "--suite", "bad.yaml"], "invalid YAML"),
+    ("generate: path as a name", ["generate", "--scenario", "../../etc/x", "--out", "out/c.json"], "unknown scenario"),
+    ("generate: missing suite", ["generate", "--scenario", "chat-10k", "--suite", "missing", "--out", "out/c.json"], "missing"),
+    ("generate: out is a folder", ["generate", "--scenario", str(SCENARIO), "--out", "out"], "Is a directory: out"),
+    ("train: missing file", ["train", "missing.yaml", "--out", "out"], "missing.yaml"),
+    ("train: bad YAML", ["train", "bad.yaml", "--out", "out"], "invalid YAML"),
+    ("train: name with a path", ["train", "escape.yaml", "--out", "out"], "name"),
+    ("train: unknown hyperparameter", ["train", "hyper.yaml", "--out", "out", "--quiet"], "hyperparams"),
+    ("train: bad policy_kwargs", ["train", "policy_kwargs.yaml", "--out", "out", "--quiet"], "hyperparams"),
+    ("train: unknown eval scenario", ["train", "unknown_scenario.yaml", "--out", "out"], "no-such"),
+    ("evaluate: unknown policy", ["evaluate", "--policy", "nope", "--out", "out/r.csv"], "unknown policy 'nope'"),
+    ("evaluate: zero seeds", ["evaluate", "--policy", "random", "--seeds", "0", "--out", "out/r.csv"], "--seeds"),
+    ("evaluate: missing env spec", ["evaluate", "--policy", "random", "--env", "missing.yaml", "--out", "out/r.csv"], "missing.yaml"),
+    ("evaluate: empty suite", ["evaluate", "--policy", "random", "--scenarios", "empty", "--out", "out/r.csv"], "no *.yaml"),
+    ("evaluate: not a log", ["evaluate", "--from-log", "not_a_log.jsonl"], "not_a_log.jsonl"),
+    ("evaluate: no out", ["evaluate", "--policy", "random"], "--out"),
+    ("export: no run", ["export", "missing", "--out", "out/export"], "missing"),
+    ("export: not a run", ["export", "empty", "--out", "out/export"], "not a training run"),
+    ("sweep: missing file", ["sweep", "missing.yaml", "--out", "out"], "missing.yaml"),
+    ("sweep: bad YAML", ["sweep", "bad.yaml", "--out", "out"], "invalid YAML"),
+    ("sweep: name with a path", ["sweep", "sweep_escape.yaml", "--out", "out"], "name"),
+    ("sweep: unknown policy", ["sweep", "sweep_unknown_policy.yaml", "--out", "out"], "no-such-policy"),
+    ("sweep: zero workers", ["sweep", str(REPO / "experiments" / "regression.yaml"), "--workers", "0", "--out", "out"], "workers"),
+    ("sweep: bad baseline", ["sweep", str(REPO / "experiments" / "regression.yaml"), "--baseline", "no_columns.csv",
+                             "--out", "out"], "missing columns"),
+    ("report: missing results", ["report", "missing", "--out", "out"], "missing"),
+    ("report: bad results", ["report", "no_columns.csv", "--out", "out"], "no_columns.csv"),
+    ("tune: missing file", ["tune", "missing.yaml", "--out", "out"], "missing.yaml"),
+    ("tune: bad YAML", ["tune", "bad.yaml", "--out", "out"], "invalid YAML"),
+]
+
+
+@pytest.mark.parametrize("argv,needle", [case[1:] for case in BAD_INPUT], ids=[case[0] for case in BAD_INPUT])
+def test_bad_input_is_one_line_exit_2_and_no_output(work, capsys, argv, needle):
+    (work / "out").mkdir()  # an empty output folder: it must stay empty
+    capsys.readouterr()
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.count("\n") == 1 and captured.err.startswith("ctxsim: error: "), captured.err
+    assert needle in captured.err and "Traceback" not in captured.err
+    assert not any((work / "out").rglob("*")), sorted((work / "out").rglob("*"))
+    assert not (work.parent / "escape").exists()
+    inputs = {"empty", "not_a_log.jsonl", "no_columns.csv", "bad.yaml", "out"} | {p.name for p in work.glob("*.yaml")}
+    assert {p.name for p in work.iterdir()} <= inputs  # nothing written beside the inputs either
+
+
+def test_every_subcommand_is_covered():
+    from ctxsim.cli import build_parser
+
+    commands = set(build_parser()._subparsers._group_actions[0].choices)
+    covered = {case[1][0] for case in BAD_INPUT} | {"strategies", "demo"}  # these two read no input file
+    assert commands <= covered, commands - covered
+
+
+@pytest.mark.parametrize("argv", [["evaluate", "--seeds", "abc"], ["generate", "--out", "x.json"], ["no-such-command"]])
+def test_usage_errors_exit_2_without_traceback(capsys, argv):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("ctxsim")
+
+
+def run_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ctxsim.cli", *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_real_process_prints_one_line_and_exits_2(tmp_path):
+    (tmp_path / "tag.yaml").write_text("!!python/object/apply:os.system ['touch PWNED']\n")
+    for argv in (["train", "tag.yaml", "--out", "out"], ["evaluate", "--policy", "random", "--env", "tag.yaml", "--out", "out/r.csv"],
+                 ["generate", "--scenario", "tag.yaml", "--out", "out/c.json"]):
+        proc = run_cli(*argv, cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("ctxsim: error: tag.yaml: invalid YAML"), proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tag.yaml"]
+
+
+# ---- where outputs go ------------------------------------------------------------------------
+def test_out_with_dot_dot_parts_is_the_folder_it_names(work, capsys):
+    (work / "tiny.yaml").write_text(TINY_SWEEP)
+    assert main(["sweep", "tiny.yaml", "--out", "a/../b", "--quiet", "--workers", "1"]) == 0
+    assert sorted(p.name for p in (work / "b").iterdir()) == ["results.csv", "summary.md", "sweep.yaml", "transitions.jsonl"]
+    assert not (work / "a").exists() and not list(work.glob(".*"))  # no scratch folder left behind
+    assert main(["evaluate", "--policy", "seed-chain", "--scenarios", str(SCENARIO), "--seeds", "1",
+                 "--out", "c/../r.csv", "--quiet"]) == 0
+    assert len(pd.read_csv(work / "r.csv")) == 1 and not (work / "c").exists()
+    capsys.readouterr()
+
+
+def test_generate_to_stdout_writes_no_file(work, capsys):
+    assert main(["generate", "--scenario", str(SCENARIO), "--out", "-"]) == 0
+    assert capsys.readouterr().out.startswith("{")
+    assert not (work / "-").exists()
+
+
+def test_experiment_names_are_one_path_component():
+    from ctxsim.train import ExperimentConfig
+
+    with pytest.raises(Exception, match="name"):
+        ExperimentConfig(name="a/b", algo="PPO")
+    assert ExperimentConfig(name="run.v2_final-1", algo="PPO").name == "run.v2_final-1"
+
+
+# ---- the benchmark command ----------------------------------------------------------------------
+def test_bench_quick_writes_a_table_with_ratios(tmp_path, capsys):
+    from ctxsim.bench import main as bench
+
+    out = tmp_path / "bench.md"
+    assert bench(["--quick", "--only", "tokens", "--only", "window", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "| CPU |" in text and "| numpy |" in text and "| torch |" in text
+    rows = [line for line in text.splitlines() if line.startswith("| tokens |") or line.startswith("| window |")]
+    assert len(rows) == 4 and all(line.split("|")[5].strip().endswith("x") for line in rows)
+    assert "window" in capsys.readouterr().out
+
+
+def test_bench_rejects_unknown_names_and_bad_steps(capsys):
+    from ctxsim.bench import main as bench
+
+    for argv in (["--only", "nope"], ["--only", "soak", "--steps", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            bench(argv)
+        assert exc.value.code == 2
