@@ -49,10 +49,8 @@ def _register_envs() -> None:
         import gymnasium  # noqa: F401
     except ImportError:  # the deployable policy runs without gymnasium
         return
-    try:
-        from .environments import register_envs
-    except ImportError:
-        return
+    from .environments import register_envs
+
     register_envs()
 
 

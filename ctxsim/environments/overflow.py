@@ -153,6 +153,13 @@ def _shared_settings(config: dict[str, Any]) -> tuple[str, EpisodeSettings]:
     return key, settings
 
 
+def checked_render_mode(env: gym.Env, render_mode: str | None) -> str | None:
+    """``render_mode`` if the env supports it (or None); a ConfigError otherwise."""
+    if render_mode is not None and render_mode not in env.metadata["render_modes"]:
+        raise ConfigError(f"render_mode must be one of {env.metadata['render_modes']}, got {describe_value(render_mode)}", key="render_mode")
+    return render_mode
+
+
 def _scenario_digest(scenario: Scenario) -> str:
     blob = f"{scenario.source}\x00{scenario.model_dump_json()}"
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
@@ -276,9 +283,7 @@ class ContextOverflowEnv(gym.Env):
 
     def __init__(self, config: dict[str, Any] | None = None, render_mode: str | None = None):
         super().__init__()
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {describe_value(render_mode)}", key="render_mode")
-        self.render_mode = render_mode
+        self.render_mode = checked_render_mode(self, render_mode)
         self.config = self.default_config()
         self.configure(config)
         self.episode: OverflowEpisode | None = None

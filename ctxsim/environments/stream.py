@@ -30,7 +30,7 @@ from ..stream import (
 )
 from ..stream.session import TRIGGERED_RECOVERY
 from ..validation import KeyedValueError, validate
-from .overflow import ContextOverflowEnv, OverflowConfig, _scenario_digest
+from .overflow import ContextOverflowEnv, OverflowConfig, _scenario_digest, checked_render_mode
 
 ENV_ID = "ctxsim/ConversationStream-v0"
 #: random draws of (scenario, seed) tried before giving up on finding a conversation that overflows
@@ -204,9 +204,7 @@ class ConversationStreamEnv(gym.Env):
 
     def __init__(self, config: dict[str, Any] | None = None, render_mode: str | None = None):
         super().__init__()
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ConfigError(f"render_mode must be one of {self.metadata['render_modes']}, got {describe_value(render_mode)}", key="render_mode")
-        self.render_mode = render_mode
+        self.render_mode = checked_render_mode(self, render_mode)
         self.config = self.default_config()
         self.configure(config)
         self.session: StreamSession | None = None
