@@ -155,6 +155,9 @@ class Row:
 
 
 def ms(value: float) -> str:
+    """A duration given in ms, in µs, ms or s."""
+    if value < 0.1:
+        return f"{value * 1000:.2g} µs" if value * 1000 < 10 else f"{value * 1000:.0f} µs"
     return f"{value:.3f} ms" if value < 1 else f"{value:.1f} ms" if value < 1000 else f"{value / 1000:.2f} s"
 
 
@@ -396,7 +399,8 @@ def bench_env(bench: Bench) -> list[Row]:
     budget = 20.0 if bench.quick else 180.0
     warm_steps = 100 if bench.quick else 500
     for label, config in (("default spec", None), ("2 contexts per scenario", {"contexts_per_scenario": 2})):
-        marks = random_rollout(_make(config), seconds=budget, every=warm_steps)
+        env = _make(config)
+        marks = random_rollout(env, seconds=budget, every=warm_steps)
         warm = next(m for m in marks if m.steps >= min(warm_steps, marks[-1].steps))
         tail = next((m for m in marks if m.seconds >= marks[-1].seconds * 2 / 3), marks[-2])
         first, later = rate(marks[0], warm), rate(tail, marks[-1])
@@ -406,8 +410,9 @@ def bench_env(bench: Bench) -> list[Row]:
                                f"({marks[-1].seconds:.0f} s in)", f"{later:,.1f} steps/s", ref, null_rate / max(later, 1e-9)))
         if config is None:
             bench.notes.append(
-                f"env: after {marks[-1].steps} steps the default spec had {len(_CONTEXTS)} of its contexts cached "
-                f"(23 scenarios x 64 seeds); the env ratio is null steps/s / env steps/s (time per step vs the null env)."
+                f"env: after {marks[-1].steps} steps the default spec had {len(_CONTEXTS)} of its "
+                f"{len(env.unwrapped._suite) * env.unwrapped.config['contexts_per_scenario']} "
+                "contexts cached; the env ratio is null steps/s / env steps/s (time per step vs the null env)."
             )
     return rows
 
@@ -463,6 +468,7 @@ def bench_oracle(bench: Bench) -> list[Row]:
                 ms(o.median), f"{ms(e.median)} (one seed-chain episode, same contexts, cold)", o.median / e.median)]
 
 
+REGRESSION_SWEEP = Path(__file__).resolve().parent.parent / "experiments" / "regression.yaml"
 SWEEP_YAML = """name: bench
 description: the sweep benchmark's work (ctxsim.bench)
 policies: {policies}
@@ -482,11 +488,12 @@ def bench_sweep(bench: Bench) -> list[Row]:
         import ctxsim.sweep  # noqa: F401
     except ImportError as exc:
         return [Row("sweep", "episodes/s, 1 and 2 workers", f"not measured: {exc}", pending=True)]
-    policies = ["seed-chain", "random", "greedy", "oracle"]
-    scenarios = ["mild-overflow", "chat-10k"] if bench.quick else ["mild-overflow", "chat-10k", "gpt4-6000", "transcript-missing-colon"]
-    seeds = 1 if bench.quick else 2
-    file = bench.scratch / "sweep.yaml"
-    file.write_text(SWEEP_YAML.format(policies=policies, scenarios=scenarios, seeds=seeds), encoding="utf-8")
+    if bench.quick:
+        file = bench.scratch / "sweep.yaml"
+        file.write_text(SWEEP_YAML.format(policies=["seed-chain", "oracle"], scenarios=["mild-overflow"], seeds=1),
+                        encoding="utf-8")
+    else:
+        file = REGRESSION_SWEEP
     found = {}
     for workers in (1, 2):
         out = bench.scratch / f"sweep-{workers}"
@@ -497,10 +504,11 @@ def bench_sweep(bench: Bench) -> list[Row]:
             return [Row("sweep", f"{workers} worker(s)", f"failed: {error}", ok=False)]
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         found[workers] = (result["episodes"] / result["seconds"], (out / "results.csv").read_bytes())
+        episodes = result["episodes"]
     same = found[1][1] == found[2][1]
     bench.notes.append(
-        f"sweep: {len(policies)} policies x {len(scenarios)} scenarios x {seeds} seed(s), each run in a fresh process; "
-        f"results.csv of 1 and 2 workers {'identical' if same else 'DIFFER'} byte for byte."
+        f"sweep: {file.name} ({episodes} episodes), each worker count in a fresh process, timed from the first work "
+        f"unit to the last; results.csv of 1 and 2 workers {'identical' if same else 'DIFFER'} byte for byte."
     )
     one, two = found[1][0], found[2][0]
     return [
@@ -699,7 +707,7 @@ COLUMNS = ("benchmark", "what", "measured", "reference (same run)", "ratio", "ta
 
 # ---- output -------------------------------------------------------------------------------
 def cells(row: Row) -> list[str]:
-    ratio = "" if row.ratio is None else f"{row.ratio:,.2f}x"
+    ratio = "" if row.ratio is None else f"{row.ratio:,.2f}x" if row.ratio >= 0.01 else f"{row.ratio:.1g}x"
     return [row.benchmark, row.what, row.measured, row.reference, ratio, row.target, row.verdict]
 
 
@@ -751,6 +759,8 @@ def main(argv: list[str] | None = None) -> int:
         bench = Bench(args.quick, Path(scratch), soak_steps=args.steps, log=console.log)
         rows = run(names, bench)
     seconds = time.perf_counter() - start
+    if hasattr(os, "getloadavg"):
+        info["load average at the end"] = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     table = Table(title="ctxsim benchmarks (ratio = measured / reference, same run)", title_justify="left")
     for col in COLUMNS:
         table.add_column(col, overflow="fold")
