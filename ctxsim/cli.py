@@ -393,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     except CtxsimError as exc:
         print(f"ctxsim: error: {exc}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, IsADirectoryError, PermissionError, NotADirectoryError) as exc:
+    except (FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError, NotADirectoryError) as exc:
         print(f"ctxsim: error: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
