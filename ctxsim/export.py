@@ -280,10 +280,9 @@ def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int) -> list[Ro
     ``0..seeds-1`` (one context per transcript scenario), overflowing contexts only."""
     from .policies import run_episode
     from .scenarios import build_context
-    from .train import load_scenarios_from
+    from .environments.overflow import ContextOverflowEnv
 
-    names = env_config.get("scenario_names")
-    suite = [s for s in load_scenarios_from(env_config) if names is None or s.name in names]
+    suite = ContextOverflowEnv.checked_config(env_config).suite  # the held-out names only
     settings = policy.settings
     out = []
     for scenario in suite:

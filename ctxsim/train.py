@@ -77,24 +77,15 @@ def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict
     from .environments.spec import env_class, load_env_spec
 
     spec = load_env_spec(resolve_path(experiment.env, experiment))
-    base = env_class(spec.id).resolve_config({**spec.config, **experiment.env_config}, source=experiment.source)
-    names = [s.name for s in load_scenarios_from(base)]
+    checked = env_class(spec.id).checked_config({**spec.config, **experiment.env_config}, source=experiment.source)
+    base = checked.model_dump(mode="json")
+    names = [s.name for s in checked.suite]
     unknown = [n for n in (experiment.train_scenarios or []) + experiment.eval_scenarios if n not in names]
     if unknown:
         raise ConfigError(f"unknown scenario names {unknown}; known: {names}", source=experiment.source, key="eval_scenarios")
     train = experiment.train_scenarios or [n for n in names if n not in experiment.eval_scenarios]
     evaluation = experiment.eval_scenarios or train
     return spec.id, {**base, "scenario_names": train}, {**base, "scenario_names": evaluation}
-
-
-def load_scenarios_from(config: dict[str, Any]):
-    from .scenarios import load_scenarios
-
-    sources = config["scenarios"] if isinstance(config["scenarios"], list) else [config["scenarios"]]
-    out = []
-    for src in sources:
-        out.extend(load_scenarios(src))
-    return out
 
 
 def run_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:

@@ -337,17 +337,20 @@ class ContextOverflowEnv(gym.Env):
         Raises ConfigError naming ``source``, the key and the value for an unknown
         key, an unknown strategy id or scenario, or a bad value.
         """
-        return cls._validated(config, source, key_prefix).model_dump(mode="json")
+        return cls.checked_config(config, source, key_prefix).model_dump(mode="json")
 
     @classmethod
-    def _validated(cls, config: dict[str, Any] | None, source: str | Path, key_prefix: str) -> OverflowConfig:
+    def checked_config(
+        cls, config: dict[str, Any] | None = None, source: str | Path = ENV_ID, key_prefix: str = ""
+    ) -> OverflowConfig:
+        """The validated config model (its ``suite`` holds the loaded scenarios)."""
         if config is not None and not isinstance(config, dict):
             raise ConfigError(f"config must be a mapping, got {describe_value(config)}", source=str(source), key=key_prefix or None)
         return validate(OverflowConfig, {**cls.default_config(), **(config or {})}, source, ConfigError, key_prefix)
 
     def configure(self, config: dict[str, Any] | None) -> None:
         """Override parameters (checked); call before ``reset``: the spaces follow it."""
-        checked = self._validated({**self.config, **(config or {})}, ENV_ID, "config")
+        checked = self.checked_config({**self.config, **(config or {})}, ENV_ID, "config")
         self.config = checked.model_dump(mode="json")
         self._suite = checked.suite
         self._digests = {s.name: _scenario_digest(s) for s in self._suite}
