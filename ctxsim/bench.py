@@ -12,17 +12,21 @@ Benchmarks (``--only NAME``, repeatable):
   ``seed-chain`` policy on the 10k-token ``chat-10k`` context, cold and warm, vs one
   tiktoken pass over the same text (seed 001: full chain < 2 s for 50 units);
 * ``summarizer`` — the extractive summarizer on 2,000 tokens (seed 001: < 500 ms);
+* ``pool`` — building the default spec's context pool (:mod:`ctxsim.pool`; 2
+  workers; written to the user's pool folder) and loading it from disk;
 * ``env`` — ContextOverflow-v0 steps/s with random masked actions, warm-up and
-  later, vs :class:`NullOverflowEnv`;
+  later, live and with the pool, vs :class:`NullOverflowEnv`;
 * ``train`` — MaskablePPO wall time for N steps on the env vs on the null env
-  (target < 1.5x);
+  (target < 1.5x), live and with the pool;
 * ``oracle`` — exhaustive search per context vs one seed-chain episode;
 * ``sweep`` — sweep episodes/s with 1 and 2 workers (fresh processes);
 * ``export`` — ``decide`` latency of an exported policy (target < 5 ms);
 * ``window`` — ContextWindow add and build p95 (seed 000: 10 ms / 200 ms);
 * ``compaction`` — ``compact_keep_recent`` on 100 messages (seed 004: < 5 s);
-* ``soak`` — ``--steps N`` env steps: RSS growth over the second half of the run,
-  once the bounded caches are full (target < 50 MB), and steps/s over time. Not
+* ``soak`` — ``--steps N`` env steps of the default spec with its pool (as training
+  runs it): RSS growth over the second half of the run and after the first tenth
+  (target < 50 MB), and steps/s over time; ``soak-live`` the same without the pool
+  (every context generated and broken in-process, the bounded caches filling). Not
   part of the default run.
 
 "Cold" means a context seed this process has not seen (its units were embedded
@@ -173,7 +177,7 @@ class Bench:
     scratch: Path
     soak_steps: int = 1_000_000
     notes: list[str] = field(default_factory=list)
-    soak: "SoakResult | None" = None
+    soaks: dict[str, "SoakResult"] = field(default_factory=dict)
     log: Callable[[str], None] = lambda text: None
     _next_seed: dict[str, int] = field(default_factory=dict)
 
@@ -389,6 +393,39 @@ def _make(config: dict[str, Any] | None = None):
     return gym.make(ENV_ID, config=config)
 
 
+def pooled_config(bench: Bench) -> dict[str, Any]:
+    """The default spec with its context pool (a smaller pool in --quick runs)."""
+    return {"pool": True} if not bench.quick else {"pool": True, "contexts_per_scenario": 4}
+
+
+def bench_pool(bench: Bench) -> list[Row]:
+    from .environments.overflow import ContextOverflowEnv
+    from .parallel import default_workers
+    from .pool import ensure_pool, forget_loaded
+
+    checked = ContextOverflowEnv.checked_config(pooled_config(bench))
+    config = checked.model_dump(mode="json")
+    workers = default_workers()
+    pool, path, _ = ensure_pool(config, checked.suite, workers=workers, rebuild=True)
+    forget_loaded()
+    start = time.perf_counter()
+    ensure_pool(config, checked.suite)
+    load_s = time.perf_counter() - start
+    stats = pool.stats()
+    per_context = pool.build_seconds / max(pool.overflowing, 1)
+    bench.notes.append(
+        f"pool: {stats['contexts']} contexts ({pool.overflowing} overflow), {stats['states']:,} states, "
+        f"{stats['transitions']:,} transitions, {path.stat().st_size / 1e6:,.0f} MB at {path}; built once per "
+        "configuration and ctxsim version, then loaded by every env that sets pool: true."
+    )
+    return [
+        Row("pool", f"build, default spec ({stats['contexts']} contexts, {workers} workers)", f"{pool.build_seconds:,.1f} s",
+            f"{per_context * 1000:,.0f} ms per overflowing context"),
+        Row("pool", f"load from disk ({path.stat().st_size / 1e6:,.0f} MB)", f"{load_s:,.2f} s", f"{pool.build_seconds:,.1f} s (build)",
+            load_s / pool.build_seconds),
+    ]
+
+
 def bench_env(bench: Bench) -> list[Row]:
     from .environments.overflow import _CONTEXTS
 
@@ -398,7 +435,9 @@ def bench_env(bench: Bench) -> list[Row]:
     rows = []
     budget = 20.0 if bench.quick else 180.0
     warm_steps = 100 if bench.quick else 500
-    for label, config in (("default spec", None), ("2 contexts per scenario", {"contexts_per_scenario": 2})):
+    variants = (("default spec", None), ("default spec with its pool", pooled_config(bench)),
+                ("2 contexts per scenario", {"contexts_per_scenario": 2}))
+    for label, config in variants:
         env = _make(config)
         marks = random_rollout(env, seconds=budget, every=warm_steps)
         warm = next(m for m in marks if m.steps >= min(warm_steps, marks[-1].steps))
@@ -437,8 +476,10 @@ def train_seconds(env_fn: Callable[[], Any], steps: int, seed: int = 0) -> float
 def bench_train(bench: Bench) -> list[Row]:
     steps = bench.reps(2048, 256)
     rows = []
-    for label, config in (("default spec", None), ("2 contexts per scenario, caches warmed", {"contexts_per_scenario": 2})):
-        if config is not None:
+    variants = (("default spec", None), ("default spec with its pool", pooled_config(bench)),
+                ("2 contexts per scenario, caches warmed", {"contexts_per_scenario": 2}))
+    for label, config in variants:
+        if config is not None and not config.get("pool"):
             random_rollout(_make(config), steps=bench.reps(3000, 300))  # fill the process caches first
         null_s = train_seconds(lambda: NullOverflowEnv(config), steps)
         env_s = train_seconds(lambda: _make(config), steps)
@@ -678,20 +719,24 @@ def run_soak(steps: int, *, config: dict[str, Any] | None = None, seed: int = 0,
     return SoakResult(tuple(marks))
 
 
-def bench_soak(bench: Bench) -> list[Row]:
-    soak = bench.soak = run_soak(bench.soak_steps, on_mark=lambda m: bench.log(
-        f"soak: {m.steps:,} steps in {m.seconds:,.0f} s, RSS {m.rss:,.0f} MB"))
+def bench_soak(bench: Bench, pooled: bool = True) -> list[Row]:
+    name = "soak" if pooled else "soak-live"
+    config = pooled_config(bench) if pooled else None
+    if pooled:
+        _make(config)  # load (or build) the pool before the first reading
+    soak = bench.soaks[name] = run_soak(bench.soak_steps, config=config, on_mark=lambda m: bench.log(
+        f"{name}: {m.steps:,} steps in {m.seconds:,.0f} s, RSS {m.rss:,.0f} MB"))
     first, last = soak.marks[0], soak.marks[-1]
     window = soak.marks[-2] if len(soak.marks) > 2 else first
     return [
-        Row("soak", f"RSS growth, second half (steps {soak.half.steps:,}-{last.steps:,})", f"{soak.growth_mb:+.1f} MB",
+        Row(name, f"RSS growth, second half (steps {soak.half.steps:,}-{last.steps:,})", f"{soak.growth_mb:+.1f} MB",
             f"{soak.half.rss:.0f} MB at step {soak.half.steps:,}", last.rss / soak.half.rss, f"< {SOAK_RSS_MB:g} MB",
             soak.growth_mb < SOAK_RSS_MB),
-        Row("soak", f"RSS growth after the first tenth (steps {soak.warm.steps:,}-{last.steps:,})",
+        Row(name, f"RSS growth after the first tenth (steps {soak.warm.steps:,}-{last.steps:,})",
             f"{soak.warm_growth_mb:+.1f} MB", f"{soak.warm.rss:.0f} MB at step {soak.warm.steps:,}", last.rss / soak.warm.rss),
-        Row("soak", f"RSS growth from the first step ({last.steps:,} steps)", f"{soak.total_growth_mb:+.1f} MB",
+        Row(name, f"RSS growth from the first step ({last.steps:,} steps)", f"{soak.total_growth_mb:+.1f} MB",
             f"{first.rss:.0f} MB at start", last.rss / first.rss),
-        Row("soak", "steps/s, whole soak vs last reading interval", f"{rate(first, last):,.1f} steps/s",
+        Row(name, "steps/s, whole soak vs last reading interval", f"{rate(first, last):,.1f} steps/s",
             f"{rate(window, last):,.1f} steps/s (last interval)", rate(first, last) / max(rate(window, last), 1e-9)),
     ]
 
@@ -700,6 +745,7 @@ BENCHMARKS: dict[str, Callable[[Bench], list[Row]]] = {
     "tokens": bench_tokens,
     "strategies": bench_strategies,
     "summarizer": bench_summarizer,
+    "pool": bench_pool,
     "env": bench_env,
     "train": bench_train,
     "oracle": bench_oracle,
@@ -708,9 +754,10 @@ BENCHMARKS: dict[str, Callable[[Bench], list[Row]]] = {
     "window": bench_window,
     "compaction": bench_compaction,
     "soak": bench_soak,
+    "soak-live": lambda bench: bench_soak(bench, pooled=False),
 }
 #: not in the default run (``--only soak``)
-OPT_IN = ("soak",)
+OPT_IN = ("soak", "soak-live")
 COLUMNS = ("benchmark", "what", "measured", "reference (same run)", "ratio", "target", "verdict")
 
 
@@ -731,10 +778,10 @@ def markdown(rows: list[Row], info: dict[str, str], bench: Bench, seconds: float
              "Ratio = measured / reference, both measured in this run; medians unless a p95 is shown.", ""]
     parts += table(["machine", ""], list(info.items())) + [""]
     parts += table(COLUMNS, [cells(r) for r in rows]) + [""]
-    if bench.soak is not None:
-        marks = bench.soak.marks
+    for name, soak in bench.soaks.items():
+        marks = soak.marks
         lines = [[f"{b.steps:,}", f"{b.seconds:,.0f}", f"{rate(a, b):,.1f}", f"{b.rss:,.0f}"] for a, b in zip(marks, marks[1:])]
-        parts += ["## Soak: readings", ""] + table(["steps", "seconds", "steps/s (interval)", "RSS MB"], lines) + [""]
+        parts += [f"## {name}: readings", ""] + table(["steps", "seconds", "steps/s (interval)", "RSS MB"], lines) + [""]
     if bench.notes:
         parts += ["## Notes", ""] + [f"- {note}" for note in bench.notes] + [""]
     return "\n".join(parts)

@@ -65,6 +65,7 @@ class EpisodeSettings:
             raise ConfigError(f"recovery_mode must be one of {list(RECOVERY_MODES)}, got {self.recovery_mode!r}", key="recovery_mode")
         object.__setattr__(self, "_strategies", {})
         object.__setattr__(self, "_cache", OrderedDict())
+        object.__setattr__(self, "_preloaded", {})
 
     @classmethod
     def from_mapping(cls, data: dict[str, Any]) -> "EpisodeSettings":
@@ -116,7 +117,19 @@ class EpisodeSettings:
         )
 
     # ---- memoized pure functions ---------------------------------------------
+    def memo_entries(self) -> dict[tuple, Any]:
+        """The memoized results computed so far (what a context pool stores)."""
+        return dict(self._cache)
+
+    def preload(self, entries: dict[tuple, Any]) -> None:
+        """Answer from ``entries`` (a context pool's memo) before computing: they are
+        held apart from the bounded memo and never evicted."""
+        self._preloaded.update(entries)
+
     def _memo(self, key: tuple, compute):
+        hit = self._preloaded.get(key)
+        if hit is not None:
+            return hit
         cache: OrderedDict = self._cache
         if key in cache:
             cache.move_to_end(key)
@@ -172,7 +185,7 @@ class EpisodeSettings:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_strategies"], state["_cache"] = {}, OrderedDict()
+        state["_strategies"], state["_cache"], state["_preloaded"] = {}, OrderedDict(), {}
         return state
 
     def __setstate__(self, state):

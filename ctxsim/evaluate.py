@@ -154,9 +154,7 @@ class _TransitionLog:
         from .transitions import TransitionWriter
 
         self.writer = TransitionWriter(path, "evaluate", overwrite=overwrite)
-        self.config = ObservationConfig(
-            actions=settings.actions, max_steps=settings.max_steps, target=settings.target, embedder=settings.embedder
-        )
+        self.config = ObservationConfig.of(settings)
 
     def recorder(self, policy: str, number: int, scenario: str, seed: int) -> Callable[[OverflowEpisode, Step], None]:
         from .observe import observe

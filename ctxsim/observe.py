@@ -21,7 +21,7 @@ calls, superseded writes, failed calls) is detected from the units'
 from __future__ import annotations
 
 import math
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -72,6 +72,11 @@ class ObservationConfig(BaseModel):
         if len(set(actions)) != len(actions):
             raise ValueError(f"actions repeat an id: {list(actions)}")
         return actions
+
+    @classmethod
+    def of(cls, settings: Any) -> "ObservationConfig":
+        """The observation config of episode settings (anything with the four fields)."""
+        return cls(actions=tuple(settings.actions), max_steps=settings.max_steps, target=settings.target, embedder=settings.embedder)
 
     def target_tokens(self, state: ContextState) -> int:
         """The token count the state must fit: its limit or its warning threshold."""

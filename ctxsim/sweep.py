@@ -36,12 +36,10 @@ absolute tolerance of that metric.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import shutil
 import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +53,7 @@ from .atomic import atomic_write_bytes, atomic_write_text
 from .episode import EpisodeSettings
 from .evaluate import settings_from_env_spec
 from .errors import ConfigError, describe_value
+from .parallel import default_workers, process_map
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
 from .validation import join_key, load_yaml, validate
 
@@ -268,45 +267,6 @@ def _largest_first(units: list[WorkUnit]) -> list[int]:
     return sorted(range(len(units)), key=lambda i: (-tokens(units[i].scenario), i))
 
 
-def default_workers() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-
-
-def _init_worker() -> None:
-    """One thread per worker for torch/BLAS (learned policies): the pool is the parallelism."""
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
-
-
-def _run_local(units: list[WorkUnit], workers: int, advance: Callable[[], None]) -> list[tuple[pd.DataFrame, bytes]]:
-    if workers <= 1:
-        out = []
-        for unit in units:
-            out.append(run_unit(unit))
-            advance()
-        return out
-    if "forkserver" in multiprocessing.get_all_start_methods():
-        context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["ctxsim.evaluate"])  # workers fork with ctxsim imported
-    else:
-        context = multiprocessing.get_context("spawn")
-    results: list[Any] = [None] * len(units)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_init_worker) as pool:
-        futures = {pool.submit(run_unit, units[i]): i for i in _largest_first(units)}
-        pending = set(futures)
-        try:
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    results[futures[future]] = future.result()
-                    advance()
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-    return results
-
-
 def import_ray(purpose: str = "the ray backend"):
     """The ``ray`` module, or ConfigError saying how to install the optional extra."""
     try:
@@ -435,7 +395,8 @@ def run_sweep(
                 parts = _run_ray(units, sweep, workers, advance)
             else:
                 count = min(workers or sweep.config.workers or default_workers(), len(units))
-                parts = _run_local(units, count, advance)
+                parts = process_map(run_unit, units, count, order=_largest_first(units),
+                                    preload=["ctxsim.evaluate"], advance=advance)
         seconds = time.perf_counter() - start
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -94,11 +94,19 @@ def run_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:
 
 
 def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked: bool):
+    from .pool import pool_dir
+
+    pools = str(pool_dir())  # the trainer's pool folder, also in worker processes
+
     def thunk():
+        import os
+
         import gymnasium as gym
         from stable_baselines3.common.monitor import Monitor
 
         import ctxsim  # noqa: F401  (registers the env ids)
+
+        os.environ["CTXSIM_POOL_DIR"] = pools
 
         env = gym.make(env_id, config=config)
         env = Monitor(env)
@@ -107,6 +115,18 @@ def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked:
         return env
 
     return thunk
+
+
+def prepare_pools(env_id: str, *configs: dict[str, Any]) -> None:
+    """Load or build here the context pools of the configs that ask for one, before
+    worker processes start (they then read the files instead of each building them)."""
+    from .environments.spec import env_class
+    from .pool import ensure_pool
+
+    for config in configs:
+        if config.get("pool"):
+            checked = env_class(env_id).checked_config(config)
+            ensure_pool(checked.model_dump(mode="json"), checked.suite)
 
 
 def train(
@@ -149,6 +169,7 @@ def train(
     np.random.seed(seed)
     torch.set_num_threads(1)
     masked = experiment.algo == "MaskablePPO"
+    prepare_pools(env_id, train_cfg, eval_cfg)
     vec_cls = SubprocVecEnv if experiment.vec_env == "subproc" and experiment.n_envs > 1 else DummyVecEnv
     train_env = vec_cls([_make_env(env_id, train_cfg, seed, i, masked) for i in range(experiment.n_envs)])
     eval_env = DummyVecEnv([_make_env(env_id, eval_cfg, seed + 10_000, 0, masked)])

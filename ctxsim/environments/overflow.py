@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 
 import gymnasium as gym
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictStr, model_validator
 
 from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
 from ..errors import ConfigError, CtxsimError, ScenarioError, describe_value
@@ -17,6 +17,7 @@ from ..latency import LatencyModel
 from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names, observation_bounds, observe
+from ..pool import Pool, ensure_pool, scenario_digest
 from ..relevance import LRUCache, list_embedders
 from ..reward import RewardWeights, reward_terms
 from ..scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
@@ -60,6 +61,7 @@ class OverflowConfig(BaseModel):
     strategy_params: dict[StrictStr, dict[StrictStr, Any]]
     budget: BudgetConfig
     cache_size: Annotated[int, Field(ge=0)]
+    pool: StrictBool
 
     _suite: list[Scenario] = PrivateAttr(default_factory=list)
 
@@ -158,11 +160,6 @@ def checked_render_mode(env: gym.Env, render_mode: str | None) -> str | None:
     if render_mode is not None and render_mode not in env.metadata["render_modes"]:
         raise ConfigError(f"render_mode must be one of {env.metadata['render_modes']}, got {describe_value(render_mode)}", key="render_mode")
     return render_mode
-
-
-def _scenario_digest(scenario: Scenario) -> str:
-    blob = f"{scenario.source}\x00{scenario.model_dump_json()}"
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
 def _event_dict(event: ProgressEvent) -> dict[str, Any]:
@@ -310,7 +307,10 @@ class ContextOverflowEnv(gym.Env):
         - ``strategy_params``: ``{strategy id: {parameter: value}}``;
         - ``budget``: ``{required: [...], excluded: [...]}`` (seed 003);
         - ``cache_size``: entries of the process-level caches of contexts and
-          strategy results (0: no caching).
+          strategy results (0: no caching);
+        - ``pool``: answer from the context pool of this configuration, built on
+          first use and kept on disk (:mod:`ctxsim.pool`): every context and every
+          masked transition precomputed, so steps cost lookups. Same results.
         """
         return {
             "actions": list(DEFAULT_ACTIONS),
@@ -326,6 +326,7 @@ class ContextOverflowEnv(gym.Env):
             "strategy_params": {},
             "budget": {"required": [], "excluded": []},
             "cache_size": 20_000,
+            "pool": False,
         }
 
     @classmethod
@@ -353,12 +354,10 @@ class ContextOverflowEnv(gym.Env):
         checked = self.checked_config({**self.config, **(config or {})}, ENV_ID, "config")
         self.config = checked.model_dump(mode="json")
         self._suite = checked.suite
-        self._digests = {s.name: _scenario_digest(s) for s in self._suite}
+        self._digests = {s.name: scenario_digest(s) for s in self._suite}
         self._settings_key, self._settings = _shared_settings(self.config)
-        self.obs_config = ObservationConfig(
-            actions=tuple(self.config["actions"]), max_steps=self.config["max_steps"],
-            target=self.config["target"], embedder=self.config["embedder"],
-        )
+        self._pool = self._attach_pool()
+        self.obs_config = ObservationConfig.of(self._settings)
         low, high = observation_bounds(self.obs_config)
         self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
         self.action_space = gym.spaces.Discrete(len(self.config["actions"]))
@@ -379,11 +378,21 @@ class ContextOverflowEnv(gym.Env):
         return tuple(self.config["actions"])
 
     # ---- contexts -----------------------------------------------------------
+    def _attach_pool(self) -> Pool | None:
+        """The context pool of this config (loaded or built) answering the settings' memo."""
+        if not self.config["pool"]:
+            return None
+        pool = ensure_pool(self.config, self._suite)[0]
+        self._settings.preload(pool.memo)
+        return pool
+
     def _context(self, scenario: Scenario, seed: int) -> ContextState:
-        """The original context of (scenario, seed), from the process cache when there."""
+        """The original context of (scenario, seed), from the pool or the process cache when there."""
+        key = (self._digests[scenario.name], seed)
+        if self._pool is not None and key in self._pool.contexts:
+            return self._pool.contexts[key]
         if self.config["cache_size"] == 0:
             return build_context(scenario, seed)
-        key = (self._digests[scenario.name], seed)
         state = _CONTEXTS.get(key)
         if state is None:
             state = build_context(scenario, seed)
@@ -474,6 +483,10 @@ class ContextOverflowEnv(gym.Env):
     def _view(self) -> tuple[np.ndarray, np.ndarray]:
         """(observation, action mask) of the current state; memoized (both are pure)."""
         state = self.episode.state
+        if self._pool is not None:
+            pooled = self._pool.views.get(state.fingerprint)
+            if pooled is not None:
+                return pooled
         key = (self._settings_key, id(state))
         hit = _VIEWS.get(key) if self.config["cache_size"] else None
         if hit is not None and hit[0] is state:
@@ -544,9 +557,15 @@ class ContextOverflowEnv(gym.Env):
             )
         return "\n".join(lines)
 
-    # ---- pickling: process caches are not part of an env --------------------------
+    # ---- pickling: process caches (and the pool) are not part of an env ------------
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_pool"] = None
+        return state
+
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._settings_key, self._settings = _shared_settings(self.config)
+        self._pool = self._attach_pool()
         if self.episode is not None:
             self.episode.settings = self._settings

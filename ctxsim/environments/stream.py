@@ -30,7 +30,8 @@ from ..stream import (
 )
 from ..stream.session import TRIGGERED_RECOVERY
 from ..validation import KeyedValueError, validate
-from .overflow import ContextOverflowEnv, OverflowConfig, _scenario_digest, checked_render_mode
+from ..pool import scenario_digest
+from .overflow import ContextOverflowEnv, OverflowConfig, checked_render_mode
 
 ENV_ID = "ctxsim/ConversationStream-v0"
 #: random draws of (scenario, seed) tried before giving up on finding a conversation that overflows
@@ -43,6 +44,7 @@ class StreamConfig(OverflowConfig):
     plus the long-horizon ones."""
 
     target: Literal["warning"]
+    pool: Literal[False]  # conversations grow turn by turn: nothing to precompute
     turns: Annotated[int, Field(ge=2)]
     limit: Annotated[int, Field(gt=0)] | None
     probes: ProbeConfig
@@ -78,7 +80,7 @@ def build_conversation(scenario: Scenario, seed: int, config: dict[str, Any]) ->
     probes = ProbeConfig(**config["probes"])
     if config["cache_size"] == 0:
         return conversation_for(scenario, seed, config["turns"], probes, config["limit"])
-    key = (_scenario_digest(scenario), seed, config["turns"], config["limit"], json.dumps(config["probes"], sort_keys=True))
+    key = (scenario_digest(scenario), seed, config["turns"], config["limit"], json.dumps(config["probes"], sort_keys=True))
     conv = _CONVERSATIONS.get(key)
     if conv is None:
         conv = conversation_for(scenario, seed, config["turns"], probes, config["limit"])
@@ -223,7 +225,7 @@ class ConversationStreamEnv(gym.Env):
         ``recovery_mode``, ``reward`` (per event), ``latency``, ``embedder``,
         ``strategy_params``, ``budget``, ``cache_size`` (entries of the process caches of
         conversations and strategy results; 0: none); ``target`` is always
-        ``warning`` here. The stream's:
+        ``warning`` here and ``pool`` always false (conversations grow turn by turn). The stream's:
 
         - ``turns``: turns per conversation (60);
         - ``limit``: context limit in tokens (null: the scenario's);

