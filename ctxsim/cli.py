@@ -91,6 +91,32 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pool(args: argparse.Namespace) -> int:
+    """Build (or find) the context pools of an env spec or of an experiment's splits."""
+    from .environments.spec import env_class, load_env_spec
+    from .errors import ConfigError
+    from .pool import ensure_pool
+
+    if args.workers is not None and args.workers < 1:
+        raise ConfigError(f"--workers must be >= 1, got {args.workers}", key="workers")
+    if args.experiment:
+        from .train import env_configs, load_experiment
+
+        env_id, *configs = env_configs(load_experiment(args.experiment))
+        source = args.experiment
+    else:
+        spec = load_env_spec(args.env)
+        env_id, configs, source = spec.id, [spec.config], spec.source or args.env
+    for config in configs:
+        checked = env_class(env_id).checked_config({**config, "pool": True}, source, "config")
+        pool, path, built = ensure_pool(checked.model_dump(mode="json"), checked.suite, workers=args.workers, rebuild=args.rebuild)
+        stats = pool.stats()
+        how = f"built in {pool.build_seconds:,.1f} s" if built else "already built"
+        print(f"{path} ({path.stat().st_size / 1e6:,.0f} MB, {how}): {stats['contexts']} contexts of "
+              f"{len(checked.suite)} scenarios, {stats['states']:,} states, {stats['transitions']:,} transitions")
+    return 0
+
+
 def _summary_table(summary, title: str):
     """The evaluation summary: one row per policy, CIs in brackets."""
     from rich import box
@@ -337,6 +363,14 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--from-log", metavar="FILE.jsonl",
                     help="instead: summarize a transition log (episodes, success, recovery, reward, chains)")
     ev.set_defaults(func=cmd_evaluate)
+
+    po = sub.add_parser("pool", help="precompute the context pool of an env spec or of an experiment's splits")
+    what = po.add_mutually_exclusive_group()
+    what.add_argument("--env", default="envs/default.yaml", help="env spec (default envs/default.yaml)")
+    what.add_argument("--experiment", help="experiment YAML: the pools of its train and eval splits")
+    po.add_argument("--workers", type=int, help="processes (default: the machine's cores)")
+    po.add_argument("--rebuild", action="store_true", help="build again even when the pool is on disk")
+    po.set_defaults(func=cmd_pool)
 
     ex = sub.add_parser("export", help="export a trained run: chain config + numpy-only policy")
     ex.add_argument("run", help="training run directory (best_model.zip) or a model zip of one")

@@ -22,8 +22,10 @@ definitions, ``contexts_per_scenario``, the episode settings, the format version
 versions of the libraries that produce text or numbers (faker, numpy, tiktoken) and
 the ctxsim source itself — so a code change never reads stale results. Files live in
 ``$CTXSIM_POOL_DIR`` (default ``$XDG_CACHE_HOME/ctxsim/pools``, i.e.
-``~/.cache/ctxsim/pools``) and are written atomically. They are pickles: a local,
-trusted cache of this machine, never a format to exchange.
+``~/.cache/ctxsim/pools``) and are written atomically; after a write, the least
+recently used pools go until the folder holds at most ``$CTXSIM_POOL_MAX_MB``
+(default 4,096 MB). They are pickles: a local, trusted cache of this machine, never
+a format to exchange.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from .parallel import default_workers, process_map
 from .scenarios import Scenario, build_context
 
 POOL_FORMAT = 1
+DEFAULT_MAX_MB = 4096
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: settings keys that do not change any pooled value
 _NOT_IN_KEY = ("cache_size",)
@@ -122,6 +125,23 @@ def pool_dir() -> Path:
 
 def pool_path(key: str) -> Path:
     return pool_dir() / f"pool-{key}.pkl"
+
+
+def prune(keep: Path) -> list[Path]:
+    """Remove the least recently used pools (never ``keep``) until the folder is
+    within ``$CTXSIM_POOL_MAX_MB``; returns the removed files."""
+    limit = float(os.environ.get("CTXSIM_POOL_MAX_MB") or DEFAULT_MAX_MB) * 1e6
+    files = sorted(keep.parent.glob("pool-*.pkl"), key=lambda p: p.stat().st_mtime)
+    total = sum(p.stat().st_size for p in files)
+    removed = []
+    for path in files:
+        if total <= limit:
+            break
+        if path != keep:
+            total -= path.stat().st_size
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
 
 
 # ---- building ----------------------------------------------------------------------
@@ -201,6 +221,7 @@ def _read(path: Path, key: str) -> Pool | None:
         return None
     if not isinstance(data, Pool) or data.key != key:
         return None
+    os.utime(path)  # recently used: pruned last
     return data
 
 
@@ -223,6 +244,7 @@ def ensure_pool(
                 atomic_write_bytes(path, pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL))
             except OSError as exc:
                 raise ConfigError(f"cannot write the context pool to {path}: {exc.strerror or exc}", source=str(path)) from None
+            prune(keep=path)
         _LOADED[key] = pool
         return pool, path, built
 

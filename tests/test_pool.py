@@ -74,11 +74,11 @@ def test_a_pool_is_written_once_and_read_back(pools):
     first = ContextOverflowEnv({**SMALL, "pool": True})._pool
     path = pool_path(first.key)
     assert path.parent == pools and path.is_file()
-    stamp = path.stat().st_mtime_ns
+    inode = path.stat().st_ino  # a rewrite (atomic rename) would change it
     forget_loaded()
     config = ContextOverflowEnv.checked_config({**SMALL, "pool": True})
     pool, again, built = ensure_pool(config.model_dump(mode="json"), config.suite)
-    assert (again, built) == (path, False) and path.stat().st_mtime_ns == stamp
+    assert (again, built) == (path, False) and path.stat().st_ino == inode
     assert pool.key == first.key and pool.views.keys() == first.views.keys()
     assert list(pools.iterdir()) == [path]  # no temporary file left behind
 
@@ -145,3 +145,41 @@ def test_training_with_a_pool_builds_it_once_for_its_workers(pools):
     run = train(exp, out=pools.parent / "runs", progress=False)
     assert (run / "final_model.zip").stat().st_size > 0
     assert len(list(pools.glob("pool-*.pkl"))) == 2  # the train split's and the eval split's
+
+
+def test_the_pool_command_builds_then_finds_the_pool(pools, write_file, capsys):
+    from ctxsim.cli import main
+
+    spec = write_file("small.yaml", "id: ctxsim/ContextOverflow-v0\nconfig:\n"
+                      "  scenario_names: [mild-overflow, tool-dupes]\n  contexts_per_scenario: 2\n")
+    assert main(["pool", "--env", str(spec), "--workers", "1"]) == 0
+    first = capsys.readouterr().out
+    assert "built in" in first and "4 contexts of 2 scenarios" in first
+    forget_loaded()
+    assert main(["pool", "--env", str(spec)]) == 0
+    assert "already built" in capsys.readouterr().out
+    assert len(list(pools.glob("pool-*.pkl"))) == 1
+
+
+def test_the_pool_command_rejects_an_env_without_pools(pools, capsys):
+    from ctxsim.cli import main
+
+    assert main(["pool", "--env", "envs/stream.yaml"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "config.pool" in err and len(err.splitlines()) == 1
+    assert not pools.exists()
+
+
+def test_least_recently_used_pools_go_beyond_the_size_limit(pools, monkeypatch):
+    import os
+
+    from ctxsim.pool import prune
+
+    pools.mkdir()
+    old, mid, new = (pools / f"pool-{name}.pkl" for name in ("old", "mid", "new"))
+    for age, path in enumerate((new, mid, old)):
+        path.write_bytes(b"x" * 400_000)
+        os.utime(path, (1_000_000 - age * 100, 1_000_000 - age * 100))
+    monkeypatch.setenv("CTXSIM_POOL_MAX_MB", "0.9")
+    assert prune(keep=old) == [mid]  # the oldest is kept (just written), the next oldest goes
+    assert sorted(p.name for p in pools.iterdir()) == ["pool-new.pkl", "pool-old.pkl"]
