@@ -12,7 +12,8 @@ actions on it (the oracle's exhaustive expansion, up to ``max_steps``, forced
 recovery included) — in worker processes, and writes them to one file.
 
 An env made with ``config={"pool": True}`` loads the pool of its configuration
-(building it first when there is none) and answers from it; anything the pool does
+(building it first, in its own process, when there is none; ``ctxsim pool`` and
+``ctxsim train`` build pools with every core beforehand) and answers from it; anything the pool does
 not hold (an invalid action of an unmasked learner, a context passed with
 ``options={"state": ...}``) is computed live as before. Results are identical with
 and without a pool: the pool holds the same values the live path memoizes.

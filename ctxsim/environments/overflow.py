@@ -382,7 +382,9 @@ class ContextOverflowEnv(gym.Env):
         """The context pool of this config (loaded or built) answering the settings' memo."""
         if not self.config["pool"]:
             return None
-        pool = ensure_pool(self.config, self._suite)[0]
+        # built in this process when missing (safe anywhere: no worker processes);
+        # `ctxsim pool` and `ctxsim train` build it with every core beforehand
+        pool = ensure_pool(self.config, self._suite, workers=1)[0]
         self._settings.preload(pool.memo)
         return pool
 
