@@ -89,6 +89,10 @@ BAD_INPUT = [
                              "--out", "out"], "missing columns"),
     ("report: missing results", ["report", "missing", "--out", "out"], "missing"),
     ("report: bad results", ["report", "no_columns.csv", "--out", "out"], "no_columns.csv"),
+    ("pool: missing env spec", ["pool", "--env", "missing.yaml"], "missing.yaml"),
+    ("pool: bad YAML", ["pool", "--env", "bad.yaml"], "invalid YAML"),
+    ("pool: unknown experiment scenario", ["pool", "--experiment", "unknown_scenario.yaml"], "no-such"),
+    ("pool: zero workers", ["pool", "--workers", "0"], "workers"),
     ("tune: missing file", ["tune", "missing.yaml", "--out", "out"], "missing.yaml"),
     ("tune: bad YAML", ["tune", "bad.yaml", "--out", "out"], "invalid YAML"),
 ]

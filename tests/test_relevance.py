@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
+import re
 import subprocess
 import sys
+import zlib
 
 import numpy as np
 import pytest
@@ -27,7 +30,8 @@ from ctxsim.relevance import (
     register_embedder,
     similarity,
 )
-from ctxsim.relevance.hashed import DIM, HashedTfidfEmbedder, idf, tokenize
+from ctxsim.relevance.hashed import DIM, RANK_SCALE, RARE_RANK, STOP_WORDS, HashedTfidfEmbedder, idf, tokenize
+from ctxsim.tokens import encode, encoding_available
 
 DB_TEXTS = [
     "Run the database migration on the production cluster tonight.",
@@ -226,3 +230,105 @@ def test_minilm_embeds_offline_and_ranks_related_texts_higher():
     scores = cosine_to_query(DB_TEXTS + [UNRELATED], "production database migration", emb)
     assert min(scores[:2]) > scores[2]
     np.testing.assert_array_equal(emb.embed(DB_TEXTS[:1])[0], vectors[0])  # from the cache
+
+
+# ---- the fast hashed path against the plain definition -------------------------------
+# A direct transcription of hashed-tfidf's definition (module docstring of
+# ctxsim.relevance.hashed): per-text regex tokens, one (hash, idf) per word, then the
+# counting and bucketing of all texts in one batch. The shipped embedder caches
+# features per whitespace-separated piece and sorts differently; its rows must be
+# these, bit for bit.
+_REF_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:\.\d+)*(?:['’][^\W\d_]+)?(?:_+[^\W_]+)*")
+_REF_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+
+
+def _reference_tokens(text: str) -> list[str]:
+    out: list[str] = []
+    for raw in _REF_TOKEN.findall(text):
+        if raw[0].isdigit() and not raw.isalnum():
+            out.append(raw.replace(",", ""))
+            continue
+        for piece in raw.replace("’", "'").split("_"):
+            out += [p for p in _REF_CAMEL.sub(" ", piece).lower().split() if len(p) > 1 and p not in STOP_WORDS]
+    return out
+
+
+def _reference_word(word: str) -> tuple[int, float]:
+    idf = 1.0
+    if encoding_available():
+        pieces = encode(word if word[0].isdigit() else " " + word)
+        idf = 1.0 + math.log1p((pieces[0] if len(pieces) == 1 else RARE_RANK) / RANK_SCALE)
+    return zlib.crc32(word.encode("utf-8", "surrogatepass")), idf
+
+
+def _reference_rows(texts: list[str]) -> np.ndarray:
+    words = [_reference_tokens(t) for t in texts]
+    info = [_reference_word(w) for ws in words for w in ws]
+    if not info:
+        return np.zeros((len(texts), DIM), np.float32)
+    owner = np.repeat(np.arange(len(texts)), [len(ws) for ws in words])
+    hashes = np.array([h for h, _ in info], dtype=np.uint64)
+    idfs = np.array([v for _, v in info])
+    inner = owner[:-1] == owner[1:]
+    mix = np.uint64(0x9E3779B97F4A7C15)
+    keys = np.concatenate([hashes, ((hashes[:-1][inner] * mix) ^ hashes[1:][inner]) | np.uint64(1 << 63)])
+    key_owner = np.concatenate([owner, owner[:-1][inner]])
+    key_idf = np.concatenate([idfs, ((idfs[:-1] + idfs[1:]) / 2)[inner]])
+    order = np.lexsort((keys, key_owner))  # stable: a run starts at its first occurrence
+    keys, key_owner, key_idf = keys[order], key_owner[order], key_idf[order]
+    starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]) | (key_owner[1:] != key_owner[:-1])])
+    weights = (1.0 + np.log(np.diff(np.r_[starts, len(keys)]))) * key_idf[starts]
+    buckets = ((keys[starts] ^ (keys[starts] >> np.uint64(29))) % np.uint64(DIM)).astype(np.int64)
+    cells, inverse = np.unique(key_owner[starts] * DIM + buckets, return_inverse=True)
+    values = np.bincount(inverse, weights=weights)
+    rows = cells // DIM
+    norms = np.sqrt(np.bincount(rows, weights=values**2, minlength=len(texts)))
+    out = np.zeros((len(texts), DIM), np.float32)
+    out[rows, cells % DIM] = (values / norms[rows]).astype(np.float32)
+    return out
+
+
+_TRICKY = [
+    "getUserName(user_id) in HTTPServer", "costs $1,250.00 on v3.2.1 at /srv/app.py", "don’t O'Reilly x_y__z _a 3_abc",
+    "ΣΑΣ_σΣ ﬁle İstanbul ǅemal ß ٣٤٥ ²³ Ⅻ", "a\x1cb\x1fc\u2028d\xa0e\u3000f\x00g", "data data data data_data dataData",
+    "", " \n\t ", "the of and",
+]
+
+
+def test_hashed_rows_equal_the_reference_definition_on_real_contexts():
+    from ctxsim.scenarios import build_context, find_scenario
+
+    texts = list(_TRICKY)
+    for name in ("chat-10k", "code-heavy", "transcript-marshmallow"):
+        texts += [u.content for u in build_context(find_scenario(name), 0).units]
+    texts.append(texts[-1])  # a duplicate in the batch
+    fresh = HashedTfidfEmbedder()
+    assert fresh.embed(texts).tobytes() == _reference_rows(texts).tobytes()
+    assert [tokenize(t) for t in texts] == [_reference_tokens(t) for t in texts]
+    assert all(idf(w) == _reference_word(w)[1] for w in {w for t in texts[:40] for w in tokenize(t)})
+    # a second pass comes from the row cache; a new instance from the feature caches
+    assert fresh.embed(texts).tobytes() == HashedTfidfEmbedder().embed(texts[::-1])[::-1].tobytes()
+
+
+_ALPHABET = st.sampled_from(list("aAzZ09_'’.,-/( \n\x1fΣσİǅß٣²") + ["getUser", "HTTPServer", "aB_cD", "1,250", "v3.2", "the"])
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(_ALPHABET | st.characters(), max_size=30).map("".join), min_size=1, max_size=6))
+def test_hashed_rows_equal_the_reference_definition_on_any_text(texts):
+    assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
+    assert [tokenize(t) for t in texts] == [_reference_tokens(t) for t in texts]
+
+
+def test_cosine_to_query_repeats_its_scores_and_hands_out_copies():
+    emb = HashedTfidfEmbedder()
+    texts = DB_TEXTS + [UNRELATED]
+    first = cosine_to_query(texts, "database migration", emb)
+    first[:] = -1.0  # the caller's array: the next call is not affected
+    again = cosine_to_query(list(texts), "database migration", emb)
+    assert again.tobytes() == HashedTfidfEmbedder().embed(texts).astype(np.float64).dot(
+        emb.embed(["database migration"])[0].astype(np.float64)).clip(0, 1).tobytes()
+    assert emb.cache_info()["misses"] == 4  # the repeat computed nothing
+    assert cosine_to_query(texts, "tomato soup", emb).argmax() == 2
+    emb.clear_cache()
+    assert emb.cache_info()["size"] == 0

@@ -4,7 +4,9 @@ An :class:`Embedder` maps texts to float32 rows of unit L2 norm (a zero row for 
 text with no features). Every embedder built on :class:`CachedEmbedder` caches its
 rows per text content (a bounded LRU keyed by a blake2b digest of the text) and
 computes the missing rows of a batch in one call, so strategies may embed the same
-units many times per environment step at little cost.
+units many times per environment step at little cost. It also remembers its last
+:data:`COSINE_MEMO` :func:`cosine_to_query` results (the action mask and the
+observation of one state score the same units against the same task).
 
 Registered ids (one shared instance per id, so caches are shared):
 
@@ -45,6 +47,8 @@ __all__ = [
 ]
 
 DEFAULT_EMBEDDER = "hashed-tfidf"
+#: cosine_to_query results a cached embedder remembers
+COSINE_MEMO = 8
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -178,6 +182,9 @@ class CachedEmbedder:
 
     def __init__(self, cache_size: int = 20_000):
         self._cache: LRUCache[bytes, tuple[np.ndarray, np.ndarray]] = LRUCache(cache_size)
+        # the last few cosine_to_query results: the action mask and the observation
+        # of one state both score the same units against the same task
+        self._recent_cosines: LRUCache[tuple[str, tuple[str, ...]], np.ndarray] = LRUCache(COSINE_MEMO)
 
     def _compute(self, texts: list[str]) -> SparseRows:
         raise NotImplementedError
@@ -213,6 +220,11 @@ class CachedEmbedder:
                 self._cache.put(key, row)
                 for i in positions:
                     found[i] = row
+            if len(missing_texts) == len(texts):  # all new and distinct: the batch as computed
+                return SparseRows(
+                    (len(texts), self.dim), computed.rows.astype(np.int64, copy=False),
+                    computed.cols.astype(np.int32, copy=False), computed.values.astype(np.float32, copy=False),
+                )
         lengths = [len(r[0]) for r in found]
         empty = (np.zeros(0, np.int32), np.zeros(0, np.float32))
         return SparseRows(
@@ -228,6 +240,7 @@ class CachedEmbedder:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._recent_cosines.clear()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, dim={self.dim})"
@@ -292,10 +305,24 @@ def _resolve(embedder: Embedder | str | None) -> Embedder:
 
 # ---- helpers -------------------------------------------------------------------
 def cosine_to_query(texts: Sequence[str], query: str, embedder: Embedder | str | None = None) -> np.ndarray:
-    """Cosine similarity of each text to ``query``, float64 in [0, 1] (negatives clipped)."""
+    """Cosine similarity of each text to ``query``, float64 in [0, 1] (negatives clipped).
+
+    A new array on every call (a cached embedder's recent results are copied out).
+    """
     emb = _resolve(embedder)
     if not texts:
         return np.zeros(0)
+    if not isinstance(emb, CachedEmbedder):
+        return _cosines(emb, texts, query)
+    key = (query, tuple(texts))
+    scores = emb._recent_cosines.get(key)
+    if scores is None:
+        scores = _cosines(emb, texts, query)
+        emb._recent_cosines.put(key, scores)
+    return scores.copy()
+
+
+def _cosines(emb: Embedder, texts: Sequence[str], query: str) -> np.ndarray:
     query_vector = emb.embed([query])[0].astype(np.float64)
     return np.clip(embed_sparse(emb, texts).dot(query_vector), 0.0, 1.0)
 

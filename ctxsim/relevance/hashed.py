@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 import zlib
 from functools import lru_cache
 
@@ -39,6 +40,9 @@ DIM = 1 << 12
 RARE_RANK = 100_000
 RANK_SCALE = 256.0
 _BIGRAM_MIX = np.uint64(0x9E3779B97F4A7C15)
+#: one token's features as bytes: its crc32 hash (exact as a double: < 2**32) and idf
+_FEATURE = struct.Struct("<dd")
+_FEATURE_DTYPE = np.dtype([("hash", "<f8"), ("idf", "<f8")])
 
 STOP_WORDS = frozenset(
     """
@@ -61,15 +65,22 @@ _RAW_TOKEN = re.compile(r"\d+(?:[.,]\d+)+|[^\W_]+(?:\.\d+)*(?:['’][^\W\d_]+)?(
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
 
 
-@lru_cache(maxsize=200_000)
-def _split_raw(raw: str) -> tuple[str, ...]:
+def _raw_words(raw: str) -> list[str]:
     """Normalized tokens of one raw token (identifier parts, number, word)."""
     if raw[0].isdigit() and not raw.isalnum():
-        return (raw.replace(",", ""),)
-    parts: list[str] = []
-    for piece in raw.replace("’", "'").split("_"):
-        parts.extend(_CAMEL.sub(" ", piece).lower().split())
-    return tuple(p for p in parts if len(p) > 1 and p not in STOP_WORDS)
+        return [raw.replace(",", "")]
+    # ``_`` joins and camelCase boundaries become spaces (no rule looks across a space);
+    # only a raw token with an uppercase letter can have a camelCase boundary
+    spaced = raw.replace("’", "'").replace("_", " ")
+    if not spaced.islower():
+        spaced = _CAMEL.sub(" ", spaced)
+    return [p for p in spaced.lower().split() if len(p) > 1 and p not in STOP_WORDS]
+
+
+@lru_cache(maxsize=200_000)
+def _split_raw(raw: str) -> tuple[str, ...]:
+    """:func:`_raw_words`, cached for :func:`tokenize`."""
+    return tuple(_raw_words(raw))
 
 
 def tokenize(text: str) -> list[str]:
@@ -81,19 +92,36 @@ def tokenize(text: str) -> list[str]:
 
 
 @lru_cache(maxsize=200_000)
-def _word_info(word: str) -> tuple[int, float]:
-    """(32-bit crc32 hash, background idf) of a normalized token."""
+def _word_features(word: str) -> bytes:
+    """The 32-bit crc32 hash and the background idf of a normalized token, packed
+    with ``_FEATURE``."""
     idf = 1.0
     if encoding_available():
         pieces = encode(word if word[0].isdigit() else " " + word)
         rank = pieces[0] if len(pieces) == 1 else RARE_RANK
         idf = 1.0 + math.log1p(rank / RANK_SCALE)
-    return zlib.crc32(word.encode("utf-8", "surrogatepass")), idf
+    return _FEATURE.pack(zlib.crc32(word.encode("utf-8", "surrogatepass")), idf)
+
+
+@lru_cache(maxsize=200_000)
+def _raw_features(raw: str) -> bytes:
+    """The packed features of the normalized tokens of one raw token, in order."""
+    return b"".join(map(_word_features, _raw_words(raw)))
+
+
+@lru_cache(maxsize=200_000)
+def _chunk_features(chunk: str) -> bytes:
+    """The packed features of the tokens of a whitespace-free piece of text, in order.
+
+    No raw token contains whitespace (and no rule looks past one), so the tokens of
+    a text are those of its ``str.split()`` pieces in order; pieces repeat far more
+    than whole texts do."""
+    return b"".join(map(_raw_features, _RAW_TOKEN.findall(chunk)))
 
 
 def idf(word: str) -> float:
     """Background idf of a normalized token (see the module docstring)."""
-    return _word_info(word)[1]
+    return _FEATURE.unpack(_word_features(word))[1]
 
 
 class HashedTfidfEmbedder(CachedEmbedder):
@@ -104,13 +132,13 @@ class HashedTfidfEmbedder(CachedEmbedder):
 
     def _compute(self, texts: list[str]) -> SparseRows:
         # all texts at once: word hashes and idfs in one array, with the text of each
-        words = [tokenize(t) for t in texts]
-        info = [_word_info(w) for ws in words for w in ws]
-        if not info:
+        packed = [b"".join(map(_chunk_features, text.split())) for text in texts]
+        features = np.frombuffer(b"".join(packed), dtype=_FEATURE_DTYPE)
+        if not features.size:
             return SparseRows((len(texts), DIM), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
-        owner = np.repeat(np.arange(len(texts), dtype=np.int64), [len(ws) for ws in words])
-        hashes = np.fromiter((h for h, _ in info), dtype=np.uint64, count=len(info))
-        idfs = np.fromiter((v for _, v in info), dtype=np.float64, count=len(info))
+        owner = np.repeat(np.arange(len(texts), dtype=np.int64), [len(p) // _FEATURE.size for p in packed])
+        hashes = features["hash"].astype(np.uint64)
+        idfs = features["idf"]
         # unigram keys are the 32-bit hashes; bigram keys (within one text) mix both
         # hashes into 64 bits with bit 63 set, so the two kinds of key never coincide
         inner = owner[:-1] == owner[1:]
@@ -118,12 +146,16 @@ class HashedTfidfEmbedder(CachedEmbedder):
         keys = np.concatenate([hashes, bigrams])
         key_owner = np.concatenate([owner, owner[:-1][inner]])
         key_idf = np.concatenate([idfs, ((idfs[:-1] + idfs[1:]) / 2)[inner]])
-        # count each distinct (text, key): sort, then find the runs
-        order = np.lexsort((keys, key_owner))
-        keys, key_owner, key_idf = keys[order], key_owner[order], key_idf[order]
+        # count each distinct (text, key): sort by key, then stably by text (16-bit
+        # text numbers sort by radix), and find the runs; a run's idf is that of its
+        # first occurrence
+        order = np.argsort(keys)
+        owners = key_owner[order].astype(np.uint16 if len(texts) <= 1 << 16 else np.int64)
+        order = order[np.argsort(owners, kind="stable")]
+        keys, key_owner = keys[order], key_owner[order]
         starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]) | (key_owner[1:] != key_owner[:-1])])
         counts = np.diff(np.r_[starts, len(keys)])
-        weights = (1.0 + np.log(counts)) * key_idf[starts]
+        weights = (1.0 + np.log(counts)) * key_idf[np.minimum.reduceat(order, starts)]
         unique = keys[starts]
         buckets = ((unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)).astype(np.int64)
         # features of one text that share a bucket add up
