@@ -35,3 +35,18 @@ def scenario_suite():
     from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios
 
     return load_scenarios(DEFAULT_SUITE)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_pool_dir(tmp_path_factory):
+    """Context pools built by tests go to a temporary folder, never the user's cache."""
+    import os
+
+    folder = tmp_path_factory.mktemp("pools")
+    previous = os.environ.get("CTXSIM_POOL_DIR")
+    os.environ["CTXSIM_POOL_DIR"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("CTXSIM_POOL_DIR", None)
+    else:
+        os.environ["CTXSIM_POOL_DIR"] = previous

@@ -183,3 +183,13 @@ def test_least_recently_used_pools_go_beyond_the_size_limit(pools, monkeypatch):
     monkeypatch.setenv("CTXSIM_POOL_MAX_MB", "0.9")
     assert prune(keep=old) == [mid]  # the oldest is kept (just written), the next oldest goes
     assert sorted(p.name for p in pools.iterdir()) == ["pool-new.pkl", "pool-old.pkl"]
+
+
+def test_a_live_env_never_answers_from_a_pool(pools):
+    pooled = ContextOverflowEnv({**SMALL, "pool": True})
+    live = ContextOverflowEnv(SMALL)
+    assert live._settings is not pooled._settings
+    live.reset(seed=2)
+    live.step(int(np.flatnonzero(live.action_masks())[0]))
+    memo, pooled_memo = live._settings.memo_entries(), pooled._pool.memo
+    assert memo and all(memo[k] is not pooled_memo[k] for k in memo.keys() & pooled_memo.keys())

@@ -145,9 +145,10 @@ _VIEWS: LRUCache[tuple[str, int], tuple[ContextState, np.ndarray, np.ndarray]] =
 
 
 def _shared_settings(config: dict[str, Any]) -> tuple[str, EpisodeSettings]:
-    """(key, the process's EpisodeSettings) for this config, so envs share strategy results."""
+    """(key, the process's EpisodeSettings) for this config, so envs share strategy
+    results; pooled envs share their own (a live env's memo never holds a pool's)."""
     subset = settings_subset(config)
-    key = hashlib.sha256(json.dumps(subset, sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(json.dumps([subset, config.get("pool", False)], sort_keys=True).encode()).hexdigest()
     settings = _SETTINGS.get(key)
     if settings is None:
         settings = EpisodeSettings.from_env_config(subset)
