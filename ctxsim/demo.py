@@ -90,13 +90,24 @@ def _suite_table(rows: list[dict]):
     return table
 
 
+def demo_peers() -> tuple[list[str], list[str]]:
+    """(the peers the demo runs, the hints for those it skips: their extra is missing)."""
+    from .policies import list_policies
+    from .policies.peers import NEEDS_EXTRA, peer_available
+
+    peers, skipped = [], []
+    for policy in (p for p in list_policies() if p.startswith("peer:")):
+        name = policy.removeprefix("peer:")
+        if peer_available(name):
+            peers.append(policy)
+        else:
+            skipped.append(f"{policy} skipped: it needs the extra '{NEEDS_EXTRA[name][1]}' (pip install 'ctxsim[{NEEDS_EXTRA[name][1]}]')")
+    return peers, skipped
+
+
 def demo_policies(learned: str) -> list[str]:
     """The demo's sweep: the learned policy, the baselines and every available peer."""
-    from .policies import list_policies
-    from .policies.peers import peer_available
-
-    peers = [p for p in list_policies() if p.startswith("peer:") and peer_available(p.removeprefix("peer:"))]
-    return [learned] + DEMO_BASELINES + peers
+    return [learned] + DEMO_BASELINES + demo_peers()[0]
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -144,6 +155,8 @@ def run_demo(args: argparse.Namespace) -> int:
         ),
     )
     console.print(f"[bold]3/4 sweep[/] every shipped scenario × {seeds} seed(s)")
+    for hint in demo_peers()[1]:
+        console.print(f"  {hint}")
     result = run_sweep(load_sweep(sweep_file), out=out / "sweep", progress=not args.quiet)
 
     console.print(f"[bold]4/4 report[/] -> {out / 'report'}")

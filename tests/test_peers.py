@@ -190,3 +190,15 @@ def test_langchain_trim_is_the_real_library():
         strategy="last",
     )
     assert [m.id for m in direct] == kept
+
+
+def test_the_demo_runs_every_available_peer_and_names_the_extra_of_the_others(monkeypatch):
+    from ctxsim import demo
+    from ctxsim.policies import list_policies, peers
+
+    monkeypatch.setitem(peers.NEEDS_EXTRA, "langchain-trim", (lambda: False, "peers", "langchain-core"))
+    run, skipped = demo.demo_peers()
+    assert "peer:langchain-trim" not in run
+    assert skipped == ["peer:langchain-trim skipped: it needs the extra 'peers' (pip install 'ctxsim[peers]')"]
+    assert sorted(run + ["peer:langchain-trim"]) == sorted(p for p in list_policies() if p.startswith("peer:"))
+    assert demo.demo_policies("learned")[-len(run):] == run
