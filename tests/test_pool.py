@@ -194,3 +194,14 @@ def test_a_live_env_never_answers_from_a_pool(pools):
     memo, pooled_memo = live._settings.memo_entries(), pooled._pool.memo
     shared = [k for k in memo.keys() & pooled_memo.keys() if k[0] != "valid"]  # masks are bools: no identity
     assert memo and all(memo[k] is not pooled_memo[k] for k in shared)
+
+
+def test_the_digest_reads_the_code_that_computes_pooled_values():
+    from ctxsim.pool import PACKAGE_DIR, source_files
+
+    names = {p.relative_to(PACKAGE_DIR).as_posix() for p in source_files()}
+    for shaping in ("generator.py", "strategies/seed001.py", "relevance/hashed.py", "summarize/extractive.py",
+                    "episode.py", "observe.py", "metrics.py", "reward.py", "environments/overflow.py", "pool.py"):
+        assert shaping in names, shaping
+    for tool in ("bench.py", "cli.py", "train.py", "policies/exported.py", "window/window.py", "stream/session.py"):
+        assert tool not in names, tool
