@@ -21,6 +21,7 @@ calls, superseded writes, failed calls) is detected from the units'
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -75,8 +76,10 @@ class ObservationConfig(BaseModel):
 
     @classmethod
     def of(cls, settings: Any) -> "ObservationConfig":
-        """The observation config of episode settings (anything with the four fields)."""
-        return cls(actions=tuple(settings.actions), max_steps=settings.max_steps, target=settings.target, embedder=settings.embedder)
+        """The observation config of episode settings or of an env's resolved config
+        (anything with the four fields, as attributes or keys)."""
+        get = settings.__getitem__ if isinstance(settings, Mapping) else lambda name: getattr(settings, name)
+        return cls(actions=tuple(get("actions")), max_steps=get("max_steps"), target=get("target"), embedder=get("embedder"))
 
     def target_tokens(self, state: ContextState) -> int:
         """The token count the state must fit: its limit or its warning threshold."""

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from ctxsim.environments.overflow import ContextOverflowEnv
-from ctxsim.environments.stream import ENV_ID, ConversationStreamEnv, observation_config
+from ctxsim.environments.stream import ENV_ID, ConversationStreamEnv
 from ctxsim.errors import ConfigError, ScenarioError
 from ctxsim.model import ContextUnit
-from ctxsim.observe import observe
+from ctxsim.observe import ObservationConfig, observe
 from ctxsim.stream import Conversation
 from ctxsim.validation import load_yaml
 
@@ -121,7 +121,7 @@ def test_same_actions_masks_and_observation_as_context_overflow():
     assert stream.feature_names == overflow.feature_names
     obs, _ = stream.reset(seed=4)
     event = stream.session.episode
-    np.testing.assert_array_equal(obs, observe(event.state, observation_config(stream.config)))
+    np.testing.assert_array_equal(obs, observe(event.state, ObservationConfig.of(stream.config)))
     np.testing.assert_array_equal(stream.action_masks(), event.action_mask())
     assert event.settings.target == "warning" and event.state.history == ()
 

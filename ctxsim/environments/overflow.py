@@ -16,14 +16,15 @@ from ..errors import ConfigError, CtxsimError, ScenarioError, describe_value
 from ..latency import LatencyModel
 from ..metrics import BreakingOutcome
 from ..model import ContextState
-from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names, observation_bounds, observe
+from ..observe import observe
 from ..pool import Pool, ensure_pool, scenario_digest
 from ..relevance import LRUCache, list_embedders
 from ..reward import RewardWeights, reward_terms
 from ..scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
 from ..strategies import BREAKER_FAILED, ProgressEvent, get_strategy
 from ..strategies.registry import strategy_class
-from ..validation import KeyedValueError, validate
+from ..validation import KeyedValueError
+from .base import ConfiguredEnv
 
 ENV_ID = "ctxsim/ContextOverflow-v0"
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -156,13 +157,6 @@ def _shared_settings(config: dict[str, Any]) -> tuple[str, EpisodeSettings]:
     return key, settings
 
 
-def checked_render_mode(env: gym.Env, render_mode: str | None) -> str | None:
-    """``render_mode`` if the env supports it (or None); a ConfigError otherwise."""
-    if render_mode is not None and render_mode not in env.metadata["render_modes"]:
-        raise ConfigError(f"render_mode must be one of {env.metadata['render_modes']}, got {describe_value(render_mode)}", key="render_mode")
-    return render_mode
-
-
 def _event_dict(event: ProgressEvent) -> dict[str, Any]:
     return {
         "phase": event.phase, "message": event.message, "tokens": event.tokens, "limit": event.limit,
@@ -178,7 +172,7 @@ _ZERO_OUTCOME = BreakingOutcome(
 NO_REWARD = {**dict.fromkeys(reward_terms(_ZERO_OUTCOME), 0.0), "clamp": 0.0}
 
 
-class ContextOverflowEnv(gym.Env):
+class ContextOverflowEnv(ConfiguredEnv):
     """One context-window overflow event, broken one strategy per step.
 
     ### Description
@@ -277,13 +271,11 @@ class ContextOverflowEnv(gym.Env):
       (``default``, ``full-actions``, ``warning-target``, ...).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    env_id = ENV_ID
+    config_model = OverflowConfig
 
     def __init__(self, config: dict[str, Any] | None = None, render_mode: str | None = None):
-        super().__init__()
-        self.render_mode = checked_render_mode(self, render_mode)
-        self.config = self.default_config()
-        self.configure(config)
+        super().__init__(config, render_mode)
         self.episode: OverflowEpisode | None = None
         self.scenario: str = ""
         self.context_seed: int | None = None
@@ -330,53 +322,14 @@ class ContextOverflowEnv(gym.Env):
             "pool": False,
         }
 
-    @classmethod
-    def resolve_config(
-        cls, config: dict[str, Any] | None = None, *, source: str | Path = ENV_ID, key_prefix: str = ""
-    ) -> dict[str, Any]:
-        """The full, validated configuration: defaults overridden by ``config`` (plain data).
-
-        Raises ConfigError naming ``source``, the key and the value for an unknown
-        key, an unknown strategy id or scenario, or a bad value.
-        """
-        return cls.checked_config(config, source, key_prefix).model_dump(mode="json")
-
-    @classmethod
-    def checked_config(
-        cls, config: dict[str, Any] | None = None, source: str | Path = ENV_ID, key_prefix: str = ""
-    ) -> OverflowConfig:
-        """The validated config model (its ``suite`` holds the loaded scenarios)."""
-        if config is not None and not isinstance(config, dict):
-            raise ConfigError(f"config must be a mapping, got {describe_value(config)}", source=str(source), key=key_prefix or None)
-        return validate(OverflowConfig, {**cls.default_config(), **(config or {})}, source, ConfigError, key_prefix)
-
     def configure(self, config: dict[str, Any] | None) -> None:
-        """Override parameters (checked); call before ``reset``: the spaces follow it."""
-        checked = self.checked_config({**self.config, **(config or {})}, ENV_ID, "config")
-        self.config = checked.model_dump(mode="json")
-        self._suite = checked.suite
+        super().configure(config)
         self._digests = {s.name: scenario_digest(s) for s in self._suite}
         self._settings_key, self._settings = _shared_settings(self.config)
         self._pool = self._attach_pool()
-        self.obs_config = ObservationConfig.of(self._settings)
-        low, high = observation_bounds(self.obs_config)
-        self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
-        self.action_space = gym.spaces.Discrete(len(self.config["actions"]))
         wanted = min(self.config["cache_size"], len(self._suite) * self.config["contexts_per_scenario"])
         _CONTEXTS.maxsize = max(_CONTEXTS.maxsize, wanted)
         _VIEWS.maxsize = max(_VIEWS.maxsize, self.config["cache_size"])
-
-    @property
-    def feature_names(self) -> list[str]:
-        return feature_names(self.obs_config)
-
-    @property
-    def observation_version(self) -> int:
-        return OBSERVATION_VERSION
-
-    @property
-    def actions(self) -> tuple[str, ...]:
-        return tuple(self.config["actions"])
 
     # ---- contexts -----------------------------------------------------------
     def _attach_pool(self) -> Pool | None:
@@ -468,12 +421,6 @@ class ContextOverflowEnv(gym.Env):
         if self.episode is None:
             raise gym.error.ResetNeeded("call reset() before action_masks()")
         return self._view()[1].copy()
-
-    def render(self) -> str | None:
-        if self.render_mode is None:
-            gym.logger.warn("render() without a render_mode; make the env with render_mode='ansi'")
-            return None
-        return self._render_text()
 
     # ---- helpers -----------------------------------------------------------------
     @property

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import gymnasium as gym
@@ -13,7 +12,7 @@ from pydantic import Field, model_validator
 from ..episode import settings_subset
 from ..errors import ConfigError, ScenarioError, describe_value
 from ..model import ContextState
-from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names, observation_bounds, observe
+from ..observe import observe
 from ..relevance import LRUCache
 from ..scenarios import Scenario
 from ..stream import (
@@ -29,9 +28,10 @@ from ..stream import (
     stream_settings,
 )
 from ..stream.session import TRIGGERED_RECOVERY
-from ..validation import KeyedValueError, validate
 from ..pool import scenario_digest
-from .overflow import ContextOverflowEnv, OverflowConfig, checked_render_mode
+from ..validation import KeyedValueError
+from .base import ConfiguredEnv
+from .overflow import ContextOverflowEnv, OverflowConfig
 
 ENV_ID = "ctxsim/ConversationStream-v0"
 #: random draws of (scenario, seed) tried before giving up on finding a conversation that overflows
@@ -100,17 +100,10 @@ def make_session(conversation: Conversation, config: dict[str, Any]) -> StreamSe
     )
 
 
-def observation_config(config: dict[str, Any]) -> ObservationConfig:
-    """ContextOverflow-v0's observation of an event broken to the warning threshold."""
-    return ObservationConfig(
-        actions=tuple(config["actions"]), max_steps=config["max_steps"], target="warning", embedder=config["embedder"]
-    )
-
-
 NO_TERMS = {"event": 0.0, "triggered": 0.0, "overflow": 0.0, "probes": 0.0, "cache": 0.0}
 
 
-class ConversationStreamEnv(gym.Env):
+class ConversationStreamEnv(ConfiguredEnv):
     """A whole generated conversation arriving turn by turn; every overflow is one event to break.
 
     ### Description
@@ -202,13 +195,11 @@ class ConversationStreamEnv(gym.Env):
     - ``ctxsim/ConversationStream-v0``; ``envs/stream.yaml`` is its spec file.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    env_id = ENV_ID
+    config_model = StreamConfig
 
     def __init__(self, config: dict[str, Any] | None = None, render_mode: str | None = None):
-        super().__init__()
-        self.render_mode = checked_render_mode(self, render_mode)
-        self.config = self.default_config()
-        self.configure(config)
+        super().__init__(config, render_mode)
         self.session: StreamSession | None = None
         self.scenario: str = ""
         self.context_seed: int | None = None
@@ -248,49 +239,10 @@ class ConversationStreamEnv(gym.Env):
             "stream_reward": StreamRewardWeights().model_dump(mode="json"),
         }
 
-    @classmethod
-    def resolve_config(
-        cls, config: dict[str, Any] | None = None, *, source: str | Path = ENV_ID, key_prefix: str = ""
-    ) -> dict[str, Any]:
-        """The full, validated configuration: defaults overridden by ``config`` (plain data).
-
-        Raises ConfigError naming ``source``, the key and the value for an unknown key
-        or a bad value.
-        """
-        return cls.checked_config(config, source, key_prefix).model_dump(mode="json")
-
-    @classmethod
-    def checked_config(
-        cls, config: dict[str, Any] | None = None, source: str | Path = ENV_ID, key_prefix: str = ""
-    ) -> StreamConfig:
-        """The validated config model (its ``suite`` holds the loaded scenarios)."""
-        if config is not None and not isinstance(config, dict):
-            raise ConfigError(f"config must be a mapping, got {describe_value(config)}", source=str(source), key=key_prefix or None)
-        return validate(StreamConfig, {**cls.default_config(), **(config or {})}, source, ConfigError, key_prefix)
-
     def configure(self, config: dict[str, Any] | None) -> None:
-        """Override parameters (checked); call before ``reset``: the spaces follow it."""
-        checked = self.checked_config({**self.config, **(config or {})}, ENV_ID, "config")
-        self.config = checked.model_dump(mode="json")
-        self._suite = checked.suite
-        self.obs_config = observation_config(self.config)
-        low, high = observation_bounds(self.obs_config)
-        self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
-        self.action_space = gym.spaces.Discrete(len(self.config["actions"]))
+        super().configure(config)
         wanted = min(self.config["cache_size"], len(self._suite) * self.config["contexts_per_scenario"])
         _CONVERSATIONS.maxsize = max(_CONVERSATIONS.maxsize, wanted)
-
-    @property
-    def feature_names(self) -> list[str]:
-        return feature_names(self.obs_config)
-
-    @property
-    def observation_version(self) -> int:
-        return OBSERVATION_VERSION
-
-    @property
-    def actions(self) -> tuple[str, ...]:
-        return tuple(self.config["actions"])
 
     # ---- conversations ------------------------------------------------------------------
     def _draw(self, options: dict[str, Any]) -> tuple[str, int | None, StreamSession]:
@@ -356,12 +308,6 @@ class ConversationStreamEnv(gym.Env):
         if self.session.episode is None:
             return np.ones(len(self.actions), dtype=bool)
         return self.session.episode.action_mask()
-
-    def render(self) -> str | None:
-        if self.render_mode is None:
-            gym.logger.warn("render() without a render_mode; make the env with render_mode='ansi'")
-            return None
-        return self._render_text()
 
     # ---- helpers ------------------------------------------------------------------------------
     @property
