@@ -88,7 +88,8 @@ class Pool:
 
     @property
     def overflowing(self) -> int:
-        return sum(1 for s in self.contexts.values() if s.total_tokens > s.limit)
+        """Contexts over the settings' target: those expanded (their root has a view)."""
+        return sum(1 for s in self.contexts.values() if s.fingerprint in self.views)
 
     def stats(self) -> dict[str, Any]:
         return {"key": self.key, "contexts": len(self.contexts), "states": len(self.views),
@@ -238,9 +239,7 @@ def _read(path: Path, key: str) -> Pool | None:
     try:
         with path.open("rb") as fh:
             data = pickle.load(fh)
-    except FileNotFoundError:
-        return None
-    except Exception:  # a torn or foreign file is a cache miss: it is rebuilt
+    except Exception:  # missing, torn or foreign: a cache miss, the pool is (re)built
         return None
     if not isinstance(data, Pool) or data.key != key:
         return None

@@ -205,3 +205,13 @@ def test_the_digest_reads_the_code_that_computes_pooled_values():
         assert shaping in names, shaping
     for tool in ("bench.py", "cli.py", "train.py", "policies/exported.py", "window/window.py", "stream/session.py"):
         assert tool not in names, tool
+
+
+def test_a_pool_expands_the_contexts_over_the_settings_target(pools, write_file):
+    # 0.9x of the limit: over the warning threshold (80 %), under the limit
+    suite = write_file("under.yaml", "name: under-limit\nlimit: 5000\noverflow: 0.9\n"
+                       "p1_ratio: 0.3\nmix: {message: 0.6, code: 0.4}\n")
+    config = {"scenarios": str(suite), "contexts_per_scenario": 2, "pool": True}
+    contexts = ContextOverflowEnv({**config, "target": "warning"})._pool
+    assert all(s.warning_tokens < s.total_tokens <= s.limit for s in contexts.contexts.values())
+    assert contexts.overflowing == 2 and all(s.fingerprint in contexts.views for s in contexts.contexts.values())
