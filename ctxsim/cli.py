@@ -93,9 +93,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_pool(args: argparse.Namespace) -> int:
     """Build (or find) the context pools of an env spec or of an experiment's splits."""
-    from .environments.spec import env_class, load_env_spec
+    from .environments.spec import load_env_spec
     from .errors import ConfigError
-    from .pool import ensure_pool
+    from .train import prepare_pools
 
     if args.workers is not None and args.workers < 1:
         raise ConfigError(f"--workers must be >= 1, got {args.workers}", key="workers")
@@ -107,13 +107,12 @@ def cmd_pool(args: argparse.Namespace) -> int:
     else:
         spec = load_env_spec(args.env)
         env_id, configs, source = spec.id, [spec.config], spec.source or args.env
-    for config in configs:
-        checked = env_class(env_id).checked_config({**config, "pool": True}, source, "config")
-        pool, path, built = ensure_pool(checked.model_dump(mode="json"), checked.suite, workers=args.workers, rebuild=args.rebuild)
+    pooled = [{**config, "pool": True} for config in configs]
+    for pool, path, built, scenarios in prepare_pools(env_id, *pooled, source=source, workers=args.workers, rebuild=args.rebuild):
         stats = pool.stats()
         how = f"built in {pool.build_seconds:,.1f} s" if built else "already built"
         print(f"{path} ({path.stat().st_size / 1e6:,.0f} MB, {how}): {stats['contexts']} contexts of "
-              f"{len(checked.suite)} scenarios, {stats['states']:,} states, {stats['transitions']:,} transitions")
+              f"{scenarios} scenarios, {stats['states']:,} states, {stats['transitions']:,} transitions")
     return 0
 
 

@@ -117,16 +117,23 @@ def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked:
     return thunk
 
 
-def prepare_pools(env_id: str, *configs: dict[str, Any]) -> None:
-    """Load or build here the context pools of the configs that ask for one, before
-    worker processes start (they then read the files instead of each building them)."""
+def prepare_pools(
+    env_id: str, *configs: dict[str, Any], source: str | Path | None = None, workers: int | None = None,
+    rebuild: bool = False,
+) -> list[tuple[Any, Path, bool, int]]:
+    """Load or build here the context pools of the configs that ask for one (``pool:
+    true``), before worker processes start: they then read the files instead of each
+    building them. Returns (pool, its file, built now, scenarios) per pooled config."""
     from .environments.spec import env_class
     from .pool import ensure_pool
 
+    pools = []
     for config in configs:
         if config.get("pool"):
-            checked = env_class(env_id).checked_config(config)
-            ensure_pool(checked.model_dump(mode="json"), checked.suite)
+            checked = env_class(env_id).checked_config(config, source, "config")
+            pool, path, built = ensure_pool(checked.model_dump(mode="json"), checked.suite, workers=workers, rebuild=rebuild)
+            pools.append((pool, path, built, len(checked.suite)))
+    return pools
 
 
 def train(
