@@ -156,7 +156,7 @@ def run_demo(args: argparse.Namespace) -> int:
     )
     console.print(f"[bold]3/4 sweep[/] every shipped scenario × {seeds} seed(s)")
     for hint in demo_peers()[1]:
-        console.print(f"  {hint}")
+        console.print(f"  {hint}", markup=False)  # "[peers]" is text, not rich markup
     result = run_sweep(load_sweep(sweep_file), out=out / "sweep", progress=not args.quiet)
 
     console.print(f"[bold]4/4 report[/] -> {out / 'report'}")
