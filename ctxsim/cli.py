@@ -44,8 +44,11 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
     suite = Path(args.suite) if args.suite else DEFAULT_SUITE
     rows = []
     for sc in load_scenarios(suite):
-        limit = f"{sc.resolved_limit:,}" if sc.resolved_limit is not None else "its size"
-        target = f"transcript {Path(sc.transcript).name}" if sc.is_transcript else f"{sc.resolved_target:,}"
+        if sc.is_family:
+            limit = target = "drawn per seed"
+        else:
+            limit = f"{sc.resolved_limit:,}" if sc.resolved_limit is not None else "its size"
+            target = f"transcript {Path(sc.transcript).name}" if sc.is_transcript else f"{sc.resolved_target:,}"
         rows.append([sc.name, limit, target, sc.description or ""])
     _console().print(_table(f"Scenarios in {suite}", ["name", "limit", "target tokens", "description"], rows))
     return 0

@@ -286,7 +286,7 @@ def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int) -> list[Ro
     settings = policy.settings
     out = []
     for scenario in suite:
-        for seed in range(1 if scenario.is_transcript else min(seeds, env_config["contexts_per_scenario"])):
+        for seed in range(1 if scenario.is_transcript else min(seeds, scenario.context_count(env_config["contexts_per_scenario"]))):
             state = build_context(scenario, seed)
             target = settings.target_tokens(state)
             if state.total_tokens <= target:

@@ -218,7 +218,7 @@ def build_pool(
     machine's cores). Nothing is written; see :func:`ensure_pool`."""
     start = time.perf_counter()
     subset = dict(settings_subset(config), cache_size=1_000_000)  # a context's whole tree stays in the memo
-    tasks = [_Task(s, seed, scenario_digest(s), subset) for s in suite for seed in range(config["contexts_per_scenario"])]
+    tasks = [_Task(s, seed, scenario_digest(s), subset) for s in suite for seed in range(s.context_count(config["contexts_per_scenario"]))]
     parts = process_map(_build_one, tasks, workers or default_workers(), preload=["ctxsim.pool"], advance=advance)
     pool = Pool(pool_key(config, suite))
     for key, state, memo, views in parts:

@@ -22,6 +22,14 @@ Generated scenario keys (tokens are cl100k tokens, shares are in [0, 1]):
 - ``min_limit`` (default 3,500, seed 001's floor), ``warning_threshold`` (default 0.8),
   ``task`` (the current task text; generated when absent).
 
+Scenario family keys (:mod:`ctxsim.families`): ``name``, ``description``, ``sample`` (the
+ranges each context seed draws limit, overflow, mix, P1 share, unit sizes and planted
+material from; ``{}`` takes every default range), ``min_limit``, ``warning_threshold``,
+``task``. The generated keys above are drawn, so they may not be given beside ``sample``.
+
+Any scenario may set ``contexts``: how many distinct contexts (seeds ``0..contexts-1``)
+an environment draws from it (default: the environment's ``contexts_per_scenario``).
+
 Transcript scenario keys: ``name``, ``transcript`` (a chat JSONL path relative to the
 scenario file), ``limit`` or ``model`` (optional: without them the limit is the
 transcript's size), ``description``, ``min_limit``, ``warning_threshold``.
@@ -39,6 +47,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from .errors import ScenarioError, describe_value
+from .families import SampleRanges
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextState
 from .transcripts import load_transcript
 from .validation import KeyedValueError, join_key, load_yaml, validate
@@ -103,6 +112,8 @@ class Scenario(BaseModel):
     warning_threshold: Annotated[float, Field(gt=0, le=1)] = DEFAULT_WARNING_THRESHOLD
     task: Annotated[StrictStr, Field(min_length=1)] | None = None
     transcript: Annotated[StrictStr, Field(min_length=1)] | None = None
+    sample: SampleRanges | None = None
+    contexts: Annotated[int, Field(ge=1)] | None = None
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -112,6 +123,11 @@ class Scenario(BaseModel):
             raise KeyedValueError("model", self.model, f"give either 'limit' or 'model', not both (limit={self.limit})")
         if self.limit is not None and self.limit < self.min_limit:
             raise KeyedValueError("limit", self.limit, f"below min_limit {self.min_limit}")
+        if self.sample is not None:
+            extra = sorted(self.model_fields_set & (_GENERATED_KEYS | {"limit", "model", "transcript"}) - {"task"})
+            if extra:
+                raise KeyedValueError(extra[0], getattr(self, extra[0]), "drawn by 'sample' in a scenario family; remove it")
+            return self
         if self.transcript is not None:
             extra = sorted(self.model_fields_set & _GENERATED_KEYS)
             if extra:
@@ -143,6 +159,25 @@ class Scenario(BaseModel):
         return self.transcript is not None
 
     @property
+    def is_family(self) -> bool:
+        return self.sample is not None
+
+    def context_count(self, default: int) -> int:
+        """Distinct contexts an environment draws from this scenario: ``contexts`` or ``default``."""
+        return self.contexts if self.contexts is not None else default
+
+    def draw(self, seed: int) -> Scenario:
+        """The concrete scenario of context ``seed``: a family's draw, else this scenario."""
+        if self.sample is None:
+            return self
+        keep = self.model_dump(include={"name", "description", "min_limit", "warning_threshold", "task"}, exclude_unset=True)
+        values = {**keep, **self.sample.draw(seed)}
+        values["limit"] = max(values["limit"], self.min_limit)
+        drawn = Scenario.model_validate(values)
+        drawn._source = self._source
+        return drawn
+
+    @property
     def transcript_path(self) -> Path:
         """The transcript file, resolved against the scenario file's folder."""
         if self.transcript is None:
@@ -153,7 +188,8 @@ class Scenario(BaseModel):
     @property
     def resolved_limit(self) -> int | None:
         """The context limit in tokens: ``limit``, or the model's window from the limits
-        table. None for a transcript scenario without either (its size is the limit)."""
+        table. None for a transcript scenario without either (its size is the limit) and
+        for a family (drawn per seed)."""
         if self.limit is not None:
             return self.limit
         if self.model is None:
@@ -167,6 +203,8 @@ class Scenario(BaseModel):
         """Tokens the generator produces: ``target_tokens`` or ``overflow`` x the limit."""
         if self.is_transcript:
             raise ScenarioError("a transcript scenario has no generated target", source=self._source, key="transcript")
+        if self.sample is not None:
+            raise ScenarioError("a scenario family draws its target per seed (see draw)", source=self._source, key="sample")
         if self.target_tokens is not None:
             return self.target_tokens
         return round(self.overflow * self.resolved_limit)
@@ -251,8 +289,9 @@ def find_scenario(name_or_file: str | Path, suite: str | Path | None = None) -> 
 
 
 def build_context(scenario: Scenario, seed: int) -> ContextState:
-    """The overflowing context of ``scenario``: generated with ``seed``, or read from its
-    transcript (deterministic, so ``seed`` is not used)."""
+    """The overflowing context of ``scenario``: generated with ``seed`` (a family's
+    scenario drawn with it first), or read from its transcript (deterministic, so
+    ``seed`` is not used)."""
     if scenario.is_transcript:
         return load_transcript(
             scenario.transcript_path,
@@ -263,5 +302,5 @@ def build_context(scenario: Scenario, seed: int) -> ContextState:
         )
     from .generator import generate  # the generator imports this module
 
-    return generate(scenario, seed)
+    return generate(scenario.draw(seed), seed)
 

@@ -262,7 +262,9 @@ def run_unit(unit: WorkUnit) -> tuple[pd.DataFrame, bytes]:
 def _largest_first(units: list[WorkUnit]) -> list[int]:
     """Unit indices, the biggest contexts first (rough tokens), so no big one runs last."""
     def tokens(scenario: Scenario) -> int:
-        return scenario.transcript_path.stat().st_size // 4 if scenario.is_transcript else scenario.resolved_target
+        if scenario.is_transcript:
+            return scenario.transcript_path.stat().st_size // 4
+        return scenario.draw(0).resolved_target  # a family: its first draw stands for the rest
 
     return sorted(range(len(units)), key=lambda i: (-tokens(units[i].scenario), i))
 

@@ -162,6 +162,11 @@ BAD = [
     ("model under floor", dump({**VALID, "limit": None, "model": "local_14b", "min_limit": 4000}), "model", "below min_limit 4000"),
     ("planted tools without tool share", dump({**VALID, "errors": 2}), "mix", "tool_result share"),
     ("generated key in transcript", dump({"name": "t", "transcript": "x.jsonl", "mix": {"message": 1.0}}), "mix", "transcript scenario"),
+    ("fixed key in a family", dump({"name": "f", "sample": {}, "limit": 5000}), "limit", "drawn by 'sample'"),
+    ("family range order", dump({"name": "f", "sample": {"overflow": {"min": 3, "max": 2}}}), "sample.overflow.min", "must not exceed max"),
+    ("family range outside", dump({"name": "f", "sample": {"p1_ratio": {"min": 0, "max": 2}}}), "sample.p1_ratio", "within [0, 1]"),
+    ("family unknown range", dump({"name": "f", "sample": {"colour": {"min": 0, "max": 1}}}), "sample.colour", "unknown key"),
+    ("zero contexts", dump({**VALID, "contexts": 0}), "contexts", "greater than or equal to 1"),
     ("list item", dump({"scenarios": [VALID, {**VALID, "name": "b", "p1_ratio": "high"}]}), "scenarios[1].p1_ratio", "valid number"),
     ("empty list", dump({"scenarios": []}), "scenarios", "non-empty list"),
 ]

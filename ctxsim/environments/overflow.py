@@ -178,7 +178,8 @@ class ContextOverflowEnv(ConfiguredEnv):
     ### Description
 
     Each episode is one overflowing context: a scenario drawn from the configured
-    suite and a context seed drawn from ``range(contexts_per_scenario)`` (both from
+    suite and a context seed drawn from ``range(contexts_per_scenario)`` (or the
+    scenario's own ``contexts``; both from
     ``self.np_random``; ``reset(options={"scenario": name, "context_seed": n})``
     chooses them, ``options={"state": ContextState}`` runs a given context). Only
     contexts over the target are drawn. Each step applies one breaking strategy
@@ -290,7 +291,8 @@ class ContextOverflowEnv(ConfiguredEnv):
         - ``actions``: strategy ids of the action space (seed 001's five + fresh_start);
         - ``scenarios``: a scenario file or folder, or a list of them (the shipped suite);
         - ``scenario_names``: the subset of scenarios to draw from (null: all);
-        - ``contexts_per_scenario``: context seeds drawn from ``range(n)``;
+        - ``contexts_per_scenario``: context seeds drawn from ``range(n)`` (a scenario's
+          own ``contexts`` key overrides it);
         - ``max_steps``: strategies per episode before forced recovery (seed 001: 3);
         - ``target``: ``limit`` or ``warning`` (the warning threshold's tokens);
         - ``recovery_mode``: fresh_start | truncate | error (seed 001);
@@ -327,7 +329,7 @@ class ContextOverflowEnv(ConfiguredEnv):
         self._digests = {s.name: scenario_digest(s) for s in self._suite}
         self._settings_key, self._settings = _shared_settings(self.config)
         self._pool = self._attach_pool()
-        wanted = min(self.config["cache_size"], len(self._suite) * self.config["contexts_per_scenario"])
+        wanted = min(self.config["cache_size"], sum(s.context_count(self.config["contexts_per_scenario"]) for s in self._suite))
         _CONTEXTS.maxsize = max(_CONTEXTS.maxsize, wanted)
         _VIEWS.maxsize = max(_VIEWS.maxsize, self.config["cache_size"])
 
@@ -380,7 +382,7 @@ class ContextOverflowEnv(ConfiguredEnv):
             raise ConfigError(f"context_seed must be a non-negative integer, got {describe_value(seed)}", key="options.context_seed")
         for _ in range(MAX_DRAWS):
             scenario = by_name[name] if name is not None else self._suite[int(self.np_random.integers(len(self._suite)))]
-            ctx_seed = int(seed) if seed is not None else int(self.np_random.integers(self.config["contexts_per_scenario"]))
+            ctx_seed = int(seed) if seed is not None else int(self.np_random.integers(scenario.context_count(self.config["contexts_per_scenario"])))
             state = self._context(scenario, ctx_seed)
             if self._overflows(state):
                 return scenario.name, ctx_seed, state

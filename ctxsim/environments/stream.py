@@ -109,7 +109,8 @@ class ConversationStreamEnv(ConfiguredEnv):
     ### Description
 
     Each episode is one conversation (:class:`ctxsim.stream.Conversation`): a scenario
-    of the configured suite and a seed in ``range(contexts_per_scenario)`` (both from
+    of the configured suite and a seed in ``range(contexts_per_scenario)`` (or the
+    scenario's own ``contexts``; both from
     ``self.np_random``), streamed for ``turns`` turns by the generator (transcript
     scenarios: their own turns). ``reset(options={"scenario": name, "context_seed": n})``
     chooses them, ``options={"conversation": Conversation}`` plays a hand-built one.
@@ -241,7 +242,7 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     def configure(self, config: dict[str, Any] | None) -> None:
         super().configure(config)
-        wanted = min(self.config["cache_size"], len(self._suite) * self.config["contexts_per_scenario"])
+        wanted = min(self.config["cache_size"], sum(s.context_count(self.config["contexts_per_scenario"]) for s in self._suite))
         _CONVERSATIONS.maxsize = max(_CONVERSATIONS.maxsize, wanted)
 
     # ---- conversations ------------------------------------------------------------------
@@ -262,7 +263,7 @@ class ConversationStreamEnv(ConfiguredEnv):
             raise ConfigError(f"context_seed must be a non-negative integer, got {describe_value(seed)}", key="options.context_seed")
         for _ in range(MAX_DRAWS):
             scenario = by_name[name] if name is not None else self._suite[int(self.np_random.integers(len(self._suite)))]
-            conv_seed = int(seed) if seed is not None else int(self.np_random.integers(self.config["contexts_per_scenario"]))
+            conv_seed = int(seed) if seed is not None else int(self.np_random.integers(scenario.context_count(self.config["contexts_per_scenario"])))
             session = make_session(build_conversation(scenario, conv_seed, self.config), self.config)
             if session.episode is not None:
                 return scenario.name, conv_seed, session

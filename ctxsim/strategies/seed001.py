@@ -19,6 +19,7 @@ import math
 import re
 import textwrap
 import tokenize
+import warnings
 from dataclasses import replace
 from typing import Annotated, Literal
 
@@ -116,10 +117,12 @@ def _minify_block(code: str, language: str, strip_docstrings: bool) -> str:
 
 
 def _parses(code: str) -> bool:
-    try:
-        ast.parse(textwrap.dedent(code))
-    except (SyntaxError, ValueError):
-        return False
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # prose parsed as Python warns ("invalid decimal literal")
+        try:
+            ast.parse(textwrap.dedent(code))
+        except (SyntaxError, ValueError):
+            return False
     return True
 
 

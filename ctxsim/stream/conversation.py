@@ -116,7 +116,7 @@ def transcript_conversation(scenario: Scenario, turns: int) -> Conversation:
 
 def conversation_for(scenario: Scenario, seed: int, turns: int, probes: ProbeConfig, limit: int | None = None) -> Conversation:
     """The conversation of (scenario, seed) with its probes; ``limit`` overrides the scenario's (tokens)."""
-    conv = transcript_conversation(scenario, turns) if scenario.is_transcript else generated_conversation(scenario, seed, turns)
+    conv = transcript_conversation(scenario, turns) if scenario.is_transcript else generated_conversation(scenario.draw(seed), seed, turns)
     if limit is not None:
         if limit < conv.min_limit:
             raise ScenarioError(f"limit {limit} is under the scenario's min_limit {conv.min_limit}", key="limit")

@@ -1,0 +1,118 @@
+"""Scenario families (ctxsim.families): per-seed draws, validation, and envs and pools drawing from them."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ctxsim.environments.overflow import ContextOverflowEnv
+from ctxsim.families import COUNT_KEYS, TOOL_KEYS, Range, SampleRanges
+from ctxsim.pool import build_pool
+from ctxsim.scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
+from ctxsim.serialize import state_from_dict
+
+SHIPPED = DEFAULT_SUITE.parent / "families" / "sampled.yaml"
+
+
+def test_draws_are_deterministic_per_seed_and_differ_between_seeds():
+    ranges = SampleRanges()
+    assert ranges.draw(7) == ranges.draw(7)
+    draws = [ranges.draw(seed) for seed in range(40)]
+    assert len({d["limit"] for d in draws}) > 20
+    assert len({tuple(sorted(d["mix"])) for d in draws}) > 5
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_draw_lies_in_its_ranges_and_is_a_valid_scenario(seed):
+    ranges = SampleRanges()
+    d = ranges.draw(seed)
+    for key in ("limit", "overflow", "p1_ratio", "facts", "pinned", "misclassified", "prior_summaries"):
+        r = getattr(ranges, key)
+        assert r.min <= d[key] <= r.max, key
+        assert isinstance(d[key], int) == (key in COUNT_KEYS)
+    assert ranges.mix_types.min <= len(d["mix"]) <= ranges.mix_types.max
+    assert math.isclose(sum(d["mix"].values()), 1.0, abs_tol=1e-9) and min(d["mix"].values()) >= 0
+    if "tool_result" not in d["mix"]:
+        assert all(d[k] == 0 for k in TOOL_KEYS)
+    low, high = d["unit_tokens"]["min"], d["unit_tokens"]["max"]
+    assert ranges.unit_tokens_min.min <= low <= high <= d["limit"]
+    Scenario.model_validate({"name": "drawn", **d})
+
+
+def test_log_range_draws_whole_numbers_inside_and_covers_the_decades():
+    r = Range(min=8, max=1500, log=True)
+    rng = np.random.default_rng(0)
+    values = [r.draw(rng, whole=True) for _ in range(2000)]
+    assert all(isinstance(v, int) and 8 <= v <= 1500 for v in values)
+    # log-uniform: P(v < 60) = ln(60/8) / ln(1500/8) = 0.39 (a uniform draw would give 0.035)
+    assert 0.33 < np.mean([v < 60 for v in values]) < 0.45
+
+
+def test_a_family_scenario_builds_a_different_overflowing_context_per_seed():
+    family = Scenario(name="fam", sample=SampleRanges(), contexts=5)
+    states = [build_context(family, seed) for seed in range(5)]
+    assert all(s.scenario == "fam" and s.total_tokens > s.limit for s in states)
+    assert len({s.limit for s in states}) > 1
+    again = build_context(family, 3)
+    assert again.fingerprint == states[3].fingerprint
+    drawn = family.draw(3)
+    assert drawn.limit == states[3].limit and drawn.name == "fam" and not drawn.is_family
+
+
+def test_a_family_keeps_its_own_floor_task_and_warning_threshold():
+    family = Scenario(name="fam", sample=SampleRanges(limit=Range(min=1000, max=1200)), min_limit=1500,
+                      warning_threshold=0.7, task="Refactor the parser")
+    drawn = family.draw(0)
+    assert drawn.limit == 1500 and drawn.min_limit == 1500
+    state = build_context(family, 0)
+    assert state.task == "Refactor the parser" and state.warning_threshold == 0.7
+
+
+def test_a_family_has_no_fixed_target():
+    family = Scenario(name="fam", sample=SampleRanges())
+    assert family.resolved_limit is None
+    with pytest.raises(Exception, match="draws its target per seed"):
+        family.resolved_target
+
+
+def test_the_shipped_family_loads_and_overrides_contexts():
+    (family,) = load_scenarios(SHIPPED)
+    assert family.is_family and family.contexts == 1000
+    assert family.context_count(16) == 1000
+    plain = Scenario(name="plain", limit=5000, overflow=2.0, p1_ratio=0.3, mix={"message": 1.0})
+    assert plain.context_count(16) == 16
+
+
+def test_env_draws_context_seeds_from_the_scenarios_own_count(tmp_path):
+    path = tmp_path / "fam.yaml"
+    path.write_text("name: fam\ncontexts: 3\nsample: {overflow: {min: 1.5, max: 2.0}, limit: {min: 3500, max: 4000}, unit_tokens_min: {min: 20, max: 60}}\n")
+    env = ContextOverflowEnv({"scenarios": str(path), "contexts_per_scenario": 50})
+    seeds = set()
+    for i in range(30):
+        env.reset(seed=i)
+        seeds.add(env.context_seed)
+        assert env.scenario == "fam"
+    assert seeds == {0, 1, 2}
+
+
+def test_pool_holds_each_scenarios_own_context_count(tmp_path):
+    path = tmp_path / "fam.yaml"
+    path.write_text("name: fam\ncontexts: 2\nsample: {overflow: {min: 1.2, max: 1.4}, limit: {min: 3500, max: 3600}, unit_tokens_min: {min: 200, max: 300}}\n")
+    config = ContextOverflowEnv.checked_config({"scenarios": str(path), "contexts_per_scenario": 9, "pool": True})
+    pool = build_pool(config.model_dump(mode="json"), config.suite, workers=1)
+    assert sorted(seed for _, seed in pool.contexts) == [0, 1]
+
+
+def test_cli_lists_and_generates_a_family(capsys, tmp_path):
+    from ctxsim.cli import main
+
+    assert main(["scenarios", "list", "--suite", str(SHIPPED.parent)]) == 0
+    out = capsys.readouterr().out
+    assert "sampled" in out and "drawn per seed" in out
+    target = tmp_path / "draw.json"
+    assert main(["generate", "--scenario", str(SHIPPED), "--seed", "4", "--out", str(target)]) == 0
+    written = state_from_dict(json.loads(target.read_text()))
+    assert written.fingerprint == build_context(load_scenarios(SHIPPED)[0], 4).fingerprint
