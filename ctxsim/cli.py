@@ -153,6 +153,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     if args.seeds < 1:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}", key="seeds")
+    if args.first_seed < 0:
+        raise ConfigError(f"--first-seed must be >= 0, got {args.first_seed}", key="first-seed")
     settings, env_config = settings_from_env_spec(args.env)
     scenarios = load_scenarios(args.scenarios or DEFAULT_SUITE)
     if args.names:
@@ -165,9 +167,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not console.is_terminal:  # a file or pipe has no width to respect
         console.width = max(console.width, 140)
     if "turns" in env_config:  # a ConversationStream-v0 spec: whole conversations
+        if args.first_seed:
+            raise ConfigError("--first-seed is for overflow events; a stream evaluation runs seeds 0..N-1", key="first-seed")
         return _evaluate_stream(args, env_config, scenarios, console)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     df = evaluate(
-        args.policy, scenarios, args.seeds, settings, log=args.log, overwrite=args.overwrite, progress=not args.quiet,
+        args.policy, scenarios, seeds, settings, log=args.log, overwrite=args.overwrite, progress=not args.quiet,
         note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"),
     )
     atomic_write_text(args.out, df.to_csv(index=False))
@@ -355,6 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--scenarios", help="scenario YAML file or folder (default: the shipped suite)")
     ev.add_argument("--names", nargs="+", metavar="NAME", help="only these scenarios of the suite")
     ev.add_argument("--seeds", type=int, default=3, help="seeds per scenario: 0..N-1 (default 3)")
+    ev.add_argument("--first-seed", type=int, default=0, metavar="K",
+                    help="start the seeds at K: K..K+N-1 (e.g. contexts a family never trained on)")
     ev.add_argument("--out", help="output CSV, one row per (policy, scenario, seed)")
     ev.add_argument("--log", help="JSONL file of every transition (appended to; see --overwrite)")
     ev.add_argument("--overwrite", action="store_true", help="truncate an existing --log instead of appending to it")

@@ -50,6 +50,7 @@ import yaml
 from .episode import EpisodeSettings
 from .errors import LogFormatError, PolicyError, describe_value
 from .model import UNIT_TYPES, ContextState
+from .train import VECNORMALIZE_FILE
 
 DEFAULT_SEEDS = 8
 MIN_SUPPORT = 3
@@ -58,7 +59,6 @@ MIN_SHARE = 0.5
 OVERFLOW_BANDS = (1.0, 1.5, 2.0, 3.0)
 CHAIN_CONFIG_FILE = "chain_config.yaml"
 RULES_FILE = "learned_rules.yaml"
-VECNORMALIZE_FILE = "vecnormalize.pkl"
 FEATURES = ("overflow_ratio", "dominant_type")
 
 
@@ -196,7 +196,7 @@ def _network(model, algo: str, source: Path) -> tuple[str, list[tuple[np.ndarray
     return kind, [(np.asarray(w, np.float32), np.asarray(b, np.float32), a, p) for w, b, a, p in layers]
 
 
-def _normalization(run_dir: Path) -> dict[str, Any] | None:
+def read_normalization(run_dir: Path) -> dict[str, Any] | None:
     """The VecNormalize observation statistics the run saved, if any."""
     import pickle
 
@@ -266,7 +266,7 @@ def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], 
         "observation": {"version": OBSERVATION_VERSION, "config": obs_config.model_dump(mode="json"), "features": features},
         "actions": list(obs_config.actions),
         "settings": settings,
-        "normalization": _normalization(run_dir),
+        "normalization": read_normalization(run_dir),
         "network": {"kind": kind, "hidden": [s["outputs"] for s in specs[:-1]],
                     "activation": "+".join(hidden_acts) or "identity",
                     "layers": specs},

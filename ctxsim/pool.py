@@ -65,7 +65,7 @@ _NOT_IN_KEY = ("cache_size",)
 #: Everything else in the package is in the digest, new modules included.
 NOT_IN_DIGEST = frozenset({
     "__main__.py", "atomic.py", "bench.py", "cli.py", "demo.py", "evaluate.py", "export.py", "parallel.py",
-    "report.py", "stats.py", "sweep.py", "train.py", "transitions.py", "tune.py",
+    "report.py", "stats.py", "sweep.py", "train.py", "transitions.py", "tune.py", "warmstart.py",
     "environments/recorder.py", "environments/spec.py", "environments/stream.py",
 })
 NOT_IN_DIGEST_DIRS = ("policies", "stream", "window")

@@ -9,21 +9,34 @@ the vectorization and the seed. A run writes, under
 * ``checkpoints/`` — periodic model checkpoints;
 * ``best_model.zip`` — the best model of a (masked) evaluation callback on the
   held-out split, and ``evaluations.npz`` — its learning curve;
-* ``final_model.zip``, ``tb/`` — TensorBoard logs.
+* ``final_model.zip``, ``tb/`` — TensorBoard logs;
+* ``warm_start.json`` — with a ``warm_start`` block (:mod:`ctxsim.warmstart`): the
+  states it fitted, its final losses, the greedy regret and the seconds it took;
+* ``vecnormalize.pkl`` — with ``normalize_observations: true``: the frozen observation
+  statistics (SB3 VecNormalize) every consumer of the run applies.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import ConfigError
-from .validation import load_yaml, validate
+from .validation import KeyedValueError, load_yaml, validate
+from .warmstart import ActionValues, WarmStart, action_values, fit
+
+#: VecNormalize file of a run (read by the SB3 policy adapter and by export)
+VECNORMALIZE_FILE = "vecnormalize.pkl"
+#: standardized observations are clipped to ± this many standard deviations
+NORMALIZATION_CLIP = 10.0
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = ("PPO", "A2C", "DQN", "MaskablePPO")
@@ -49,7 +62,17 @@ class ExperimentConfig(BaseModel):
     eval_freq: int = Field(2_000, gt=0, description="evaluate every this many total steps")
     eval_episodes: int = Field(40, gt=0, description="episodes per evaluation")
     checkpoint_freq: int = Field(10_000, gt=0, description="checkpoint every this many total steps")
+    warm_start: WarmStart | None = Field(None, description="fit the policy to the oracle's action values before RL (ctxsim.warmstart)")
+    normalize_observations: bool = Field(
+        False, description="standardize observations with the mean and variance of the training contexts' states, frozen (VecNormalize)"
+    )
     source: str | None = Field(None, description="file the experiment came from (set by the loader)")
+
+    @model_validator(mode="after")
+    def _warm_start_needs_an_actor_critic(self) -> ExperimentConfig:
+        if self.warm_start is not None and self.algo == "DQN":
+            raise KeyedValueError("warm_start", self.warm_start.model_dump(), "needs an actor-critic algorithm (PPO, A2C, MaskablePPO), not DQN")
+        return self
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:
@@ -159,6 +182,13 @@ def train(
     seed = experiment.seed if seed is None else seed
     timesteps = experiment.timesteps if timesteps is None else timesteps
     env_id, train_cfg, eval_cfg = env_configs(experiment)
+    for key in ("warm_start", "normalize_observations"):
+        if getattr(experiment, key):
+            from .environments.overflow import ContextOverflowEnv
+            from .environments.spec import env_class
+
+            if not issubclass(env_class(env_id), ContextOverflowEnv):
+                raise ConfigError(f"{key} needs a ContextOverflow env, not {env_id}", source=experiment.source, key=key)
     run_dir = Path(out) / run_name(env_id, experiment, seed)
     resolved = yaml.safe_dump(  # before the algorithm sees (and SB3 may extend) the hyperparams
         {
@@ -180,6 +210,13 @@ def train(
     vec_cls = SubprocVecEnv if experiment.vec_env == "subproc" and experiment.n_envs > 1 else DummyVecEnv
     train_env = vec_cls([_make_env(env_id, train_cfg, seed, i, masked) for i in range(experiment.n_envs)])
     eval_env = DummyVecEnv([_make_env(env_id, eval_cfg, seed + 10_000, 0, masked)])
+    states, states_seconds = None, 0.0
+    if experiment.warm_start is not None or experiment.normalize_observations:
+        start = time.perf_counter()
+        states = training_states(env_id, train_cfg, experiment.warm_start.margin if experiment.warm_start else math.inf)
+        states_seconds = time.perf_counter() - start
+    if experiment.normalize_observations:
+        train_env, eval_env = (frozen_normalization(env, states.observations) for env in (train_env, eval_env))
 
     algo_cls = MaskablePPO if masked else getattr(sb3, experiment.algo)
     try:
@@ -194,6 +231,15 @@ def train(
         raise ConfigError(f"{experiment.algo} rejects the hyperparams/policy: {message}", source=experiment.source, key="hyperparams") from None
     run_dir.mkdir(parents=True, exist_ok=False)  # only now: bad input leaves no run directory behind
     atomic_write_text(run_dir / "config.yaml", resolved)
+    if experiment.normalize_observations:
+        train_env.save(str(run_dir / VECNORMALIZE_FILE))
+    if experiment.warm_start is not None:
+        if experiment.normalize_observations:
+            states = replace(states, observations=train_env.normalize_obs(states.observations))
+        start = time.perf_counter()
+        stats = fit(model.policy, states, experiment.warm_start, seed)
+        stats["seconds"] = round(time.perf_counter() - start + states_seconds, 1)
+        atomic_write_text(run_dir / "warm_start.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
 
     per_env = max(1, experiment.n_envs)
     eval_cls = MaskableEvalCallback if masked else EvalCallback
@@ -218,6 +264,31 @@ def train(
     train_env.close()
     eval_env.close()
     return run_dir
+
+
+def training_states(env_id: str, config: dict[str, Any], margin: float) -> ActionValues:
+    """The states (and oracle action values) of the training contexts of ``config``
+    (:func:`ctxsim.warmstart.action_values`; from the pool when the config has one)."""
+    from .environments.spec import env_class
+
+    env = env_class(env_id)(config)
+    try:
+        return action_values(env, margin)
+    finally:
+        env.close()
+
+
+def frozen_normalization(venv, observations):
+    """``venv`` wrapped in a VecNormalize that standardizes observations with the mean
+    and variance of ``observations`` and never updates them (rewards untouched)."""
+    import numpy as np
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    wrapped = VecNormalize(venv, training=False, norm_obs=True, norm_reward=False, clip_obs=NORMALIZATION_CLIP)
+    wrapped.obs_rms.mean = observations.mean(axis=0).astype(np.float64)
+    wrapped.obs_rms.var = observations.var(axis=0).astype(np.float64)
+    wrapped.obs_rms.count = float(len(observations))
+    return wrapped
 
 
 def save_model(model, path: Path) -> None:

@@ -74,6 +74,7 @@ BAD_INPUT = [
     ("train: unknown eval scenario", ["train", "unknown_scenario.yaml", "--out", "out"], "no-such"),
     ("evaluate: unknown policy", ["evaluate", "--policy", "nope", "--out", "out/r.csv"], "unknown policy 'nope'"),
     ("evaluate: zero seeds", ["evaluate", "--policy", "random", "--seeds", "0", "--out", "out/r.csv"], "--seeds"),
+    ("evaluate: negative first seed", ["evaluate", "--policy", "random", "--first-seed", "-1", "--out", "out/r.csv"], "--first-seed"),
     ("evaluate: missing env spec", ["evaluate", "--policy", "random", "--env", "missing.yaml", "--out", "out/r.csv"], "missing.yaml"),
     ("evaluate: empty suite", ["evaluate", "--policy", "random", "--scenarios", "empty", "--out", "out/r.csv"], "no *.yaml"),
     ("evaluate: not a log", ["evaluate", "--from-log", "not_a_log.jsonl"], "not_a_log.jsonl"),
@@ -152,6 +153,9 @@ def test_out_with_dot_dot_parts_is_the_folder_it_names(work, capsys):
     assert main(["evaluate", "--policy", "seed-chain", "--scenarios", str(SCENARIO), "--seeds", "1",
                  "--out", "c/../r.csv", "--quiet"]) == 0
     assert len(pd.read_csv(work / "r.csv")) == 1 and not (work / "c").exists()
+    assert main(["evaluate", "--policy", "seed-chain", "--scenarios", str(SCENARIO), "--seeds", "2", "--first-seed", "5",
+                 "--out", "later.csv", "--quiet"]) == 0
+    assert list(pd.read_csv(work / "later.csv").seed) == [5, 6]
     capsys.readouterr()
 
 

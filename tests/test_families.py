@@ -80,8 +80,8 @@ def test_a_family_has_no_fixed_target():
 
 def test_the_shipped_family_loads_and_overrides_contexts():
     (family,) = load_scenarios(SHIPPED)
-    assert family.is_family and family.contexts == 1000
-    assert family.context_count(16) == 1000
+    assert family.is_family and family.contexts == 500
+    assert family.context_count(16) == 500
     plain = Scenario(name="plain", limit=5000, overflow=2.0, p1_ratio=0.3, mix={"message": 1.0})
     assert plain.context_count(16) == 16
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -356,6 +357,26 @@ class ContextOverflowEnv(ConfiguredEnv):
             state = build_context(scenario, seed)
             _CONTEXTS.put(key, state)
         return state
+
+    @property
+    def episode_settings(self) -> EpisodeSettings:
+        """The episode settings of this env's config (shared by envs of the same config;
+        their memo holds the pool's transitions when the env has one)."""
+        return self._settings
+
+    def contexts(self) -> Iterator[ContextState]:
+        """Every context this env draws from (each scenario's context seeds, pooled
+        ones from the pool) that overflows the target, in suite and seed order."""
+        for scenario in self._suite:
+            for seed in range(scenario.context_count(self.config["contexts_per_scenario"])):
+                state = self._context(scenario, seed)
+                if self._overflows(state):
+                    yield state
+
+    def observation_of(self, state: ContextState) -> np.ndarray:
+        """The observation of any context under this env's config (pooled when held)."""
+        pooled = self._pool.views.get(state.fingerprint) if self._pool is not None else None
+        return pooled[0].copy() if pooled is not None else observe(state, self.obs_config)
 
     def _overflows(self, state: ContextState) -> bool:
         return state.total_tokens > self._settings.target_tokens(state)

@@ -9,8 +9,9 @@ Q-value (DQN) among the valid ones; ties go to the lower index.
 
 The observation is :func:`ctxsim.observe.observe` of the episode's state with an
 :class:`~ctxsim.observe.ObservationConfig` taken from the episode's settings
-(actions, max_steps, target, embedder); the settings must have the actions the
-model was trained with, or acting raises PolicyError.
+(actions, max_steps, target, embedder), standardized with the run's frozen
+VecNormalize statistics when it has them (``vecnormalize.pkl``); the settings must
+have the actions the model was trained with, or acting raises PolicyError.
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ def _algorithm(name: str, source: Path):
 class SB3Policy(Policy):
     """A loaded SB3 model acting greedily under the action mask (module docstring)."""
 
-    def __init__(self, model, algo: str, trained_actions: tuple[str, ...] | None, name: str) -> None:
+    def __init__(self, model, algo: str, trained_actions: tuple[str, ...] | None, name: str, normalization=None) -> None:
         self.model, self.algo, self.trained_actions, self.name = model, algo, trained_actions, name
+        self.normalization = normalization  # a policies.exported.Normalization, or None
 
     def _scores(self, obs: np.ndarray) -> np.ndarray:
         import torch
@@ -88,6 +90,8 @@ class SB3Policy(Policy):
         expected = self.model.observation_space.shape
         if obs.shape != expected:
             raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {obs.shape}")
+        if self.normalization is not None:
+            obs = self.normalization(obs)
         scores = np.where(episode.action_mask(), self._scores(obs).astype(np.float64), -np.inf)
         return settings.actions[int(np.argmax(scores))]
 
@@ -103,8 +107,15 @@ def load_sb3_policy(path: str | Path) -> SB3Policy:
         model = cls.load(str(model_file), device="cpu")
     except (ValueError, KeyError, RuntimeError, OSError) as exc:
         raise PolicyError(f"cannot load the {algo} model: {exc}", source=model_file) from None
+    from ..export import read_normalization
+    from .exported import Normalization
+
+    stats = read_normalization(run_dir)
+    normalization = None if stats is None else Normalization(
+        np.asarray(stats["mean"], np.float64), np.asarray(stats["var"], np.float64), stats["epsilon"], stats["clip"]
+    )
     actions = (config.get("env_config") or {}).get("actions")
-    return SB3Policy(model, algo, tuple(actions) if actions else None, str(path))
+    return SB3Policy(model, algo, tuple(actions) if actions else None, str(path), normalization)
 
 
 register_loader(recognizes, load_sb3_policy)
