@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import time
 import warnings
 from dataclasses import replace
@@ -177,7 +178,7 @@ def train(
     from stable_baselines3.common.utils import set_random_seed
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from .atomic import atomic_write_text
+    from .atomic import atomic_write_bytes, atomic_write_text
 
     seed = experiment.seed if seed is None else seed
     timesteps = experiment.timesteps if timesteps is None else timesteps
@@ -231,8 +232,8 @@ def train(
         raise ConfigError(f"{experiment.algo} rejects the hyperparams/policy: {message}", source=experiment.source, key="hyperparams") from None
     run_dir.mkdir(parents=True, exist_ok=False)  # only now: bad input leaves no run directory behind
     atomic_write_text(run_dir / "config.yaml", resolved)
-    if experiment.normalize_observations:
-        train_env.save(str(run_dir / VECNORMALIZE_FILE))
+    if experiment.normalize_observations:  # what VecNormalize.save writes (it pickles itself without the envs), atomically
+        atomic_write_bytes(run_dir / VECNORMALIZE_FILE, pickle.dumps(train_env))
     if experiment.warm_start is not None:
         if experiment.normalize_observations:
             states = replace(states, observations=train_env.normalize_obs(states.observations))
