@@ -38,6 +38,10 @@ from .warmstart import ActionValues, WarmStart, action_values, fit
 VECNORMALIZE_FILE = "vecnormalize.pkl"
 #: standardized observations are clipped to ± this many standard deviations
 NORMALIZATION_CLIP = 10.0
+#: least variance a feature is standardized with (std 0.1): a feature (nearly) constant
+#: in training — a share that is always 0 there, an action never applied — is scaled
+#: up at most 10x, so an unseen value does not turn into a ±10-std input
+NORMALIZATION_MIN_VAR = 0.01
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = ("PPO", "A2C", "DQN", "MaskablePPO")
@@ -65,7 +69,8 @@ class ExperimentConfig(BaseModel):
     checkpoint_freq: int = Field(10_000, gt=0, description="checkpoint every this many total steps")
     warm_start: WarmStart | None = Field(None, description="fit the policy to the oracle's action values before RL (ctxsim.warmstart)")
     normalize_observations: bool = Field(
-        False, description="standardize observations with the mean and variance of the training contexts' states, frozen (VecNormalize)"
+        False, description="standardize observations with the mean and variance of the training contexts' states "
+        "(the warm start's states when there is one), frozen (VecNormalize)",
     )
     source: str | None = Field(None, description="file the experiment came from (set by the loader)")
 
@@ -281,13 +286,14 @@ def training_states(env_id: str, config: dict[str, Any], margin: float) -> Actio
 
 def frozen_normalization(venv, observations):
     """``venv`` wrapped in a VecNormalize that standardizes observations with the mean
-    and variance of ``observations`` and never updates them (rewards untouched)."""
+    and variance (at least NORMALIZATION_MIN_VAR) of ``observations`` and never
+    updates them (rewards untouched)."""
     import numpy as np
     from stable_baselines3.common.vec_env import VecNormalize
 
     wrapped = VecNormalize(venv, training=False, norm_obs=True, norm_reward=False, clip_obs=NORMALIZATION_CLIP)
     wrapped.obs_rms.mean = observations.mean(axis=0).astype(np.float64)
-    wrapped.obs_rms.var = observations.var(axis=0).astype(np.float64)
+    wrapped.obs_rms.var = np.maximum(observations.var(axis=0).astype(np.float64), NORMALIZATION_MIN_VAR)
     wrapped.obs_rms.count = float(len(observations))
     return wrapped
 

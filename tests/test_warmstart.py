@@ -10,7 +10,7 @@ import pytest
 from ctxsim.environments.overflow import ContextOverflowEnv
 from ctxsim.errors import ConfigError
 from ctxsim.policies.oracle import search
-from ctxsim.train import REPO_ROOT, ExperimentConfig, load_experiment, train
+from ctxsim.train import NORMALIZATION_MIN_VAR, REPO_ROOT, ExperimentConfig, load_experiment, train
 from ctxsim.warmstart import WarmStart, action_values, fit, greedy_regret
 
 CONFIG = {"scenario_names": ["mild-overflow", "chat-10k"], "contexts_per_scenario": 2}
@@ -95,6 +95,8 @@ def test_frozen_normalization_is_saved_and_applied_by_every_consumer(tmp_path):
     # the statistics are the training states' (mild-overflow only here), frozen: not the eval contexts'
     train_only = action_values(ContextOverflowEnv({**CONFIG, "scenario_names": ["mild-overflow"]}))
     assert np.allclose(sb3.normalization.mean, train_only.observations.mean(0), atol=1e-6)
+    assert np.allclose(sb3.normalization.var, np.maximum(train_only.observations.var(0), NORMALIZATION_MIN_VAR), atol=1e-6)
+    assert sb3.normalization.var.min() == pytest.approx(NORMALIZATION_MIN_VAR)  # e.g. an action never applied there
     out = export_run(run, tmp_path / "exported").out
     exported = get_policy(str(out))
     assert exported.normalization is not None and np.allclose(exported.normalization.var, sb3.normalization.var)
