@@ -70,6 +70,8 @@ ID_PREFIX = {
 #: share of ordinary tool calls per tool (durability classes: transcripts.DURABILITY_BY_TOOL)
 TOOL_WEIGHTS = {"read_file": 35, "run_tests": 20, "search": 20, "write_file": 15, "http_get": 10}
 EPOCH = datetime(2026, 1, 12, 9, 0, tzinfo=timezone.utc).timestamp()
+#: the fixed end of the weekday draw (Faker's own default end is the current time)
+WEEKDAY_END = datetime(2026, 1, 12, tzinfo=timezone.utc)
 PRIORITY_AREAS = ("To Do List",)
 
 COMPONENTS = (
@@ -199,6 +201,11 @@ class _Writer:
         d = self.fake.date_between_dates(date(2026, 1, 5), date(2026, 12, 18))
         return f"{d:%B} {d.day}, {d.year}"
 
+    def weekday(self) -> str:
+        # Faker's day_of_week() draws a date between 1970 and *now*, so its answer
+        # drifts with the clock; the same single draw against a fixed end does not
+        return self.fake.date_time(end_datetime=WEEKDAY_END).strftime("%A")
+
     def src_path(self, ext: str = "py") -> str:
         return f"src/{self.package}/{self.fake.word()}_{self.fake.word()}.{ext}"
 
@@ -313,7 +320,7 @@ class _Writer:
             f"{r.choice(SYMPTOMS)} since {self.day()}.",
             lambda: f"Next step: wire the {self.component} changes into {self.src_path()} and make sure the tests still pass.",
             lambda: f"What is the status of the {r.choice(FEATURES)} work?",
-            lambda: f"Please keep the diff small; {f.first_name()} will review it on {f.day_of_week()}.",
+            lambda: f"Please keep the diff small; {f.first_name()} will review it on {self.weekday()}.",
             lambda: f"CI run #{r.randint(1000, 99999)} failed on {self.test_path()}; can you check why?",
             lambda: f"Let's also handle the case where the {f.word()} field is missing.",
             lambda: "Run the tests again after the change and tell me what broke.",

@@ -165,6 +165,26 @@ def test_same_seed_same_bytes_in_separate_processes():
     assert runs[0].stdout.split() == here
 
 
+def test_generation_does_not_depend_on_the_clock(monkeypatch):
+    """Faker's relative-date providers read the current time; a context must not."""
+    import datetime as dt
+
+    import faker.providers.date_time as faker_dates
+
+    scenarios = [*load_scenarios(DEFAULT_SUITE)[:8], Scenario(name="fam", sample={}, contexts=4)]
+    scenarios = [s for s in scenarios if not s.is_transcript]
+    now = [generate(s.draw(seed), seed).fingerprint for s in scenarios for seed in range(4)]
+
+    class Later(dt.datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return dt.datetime(2071, 7, 3, 17, 5, tzinfo=tz or dt.timezone.utc).replace(tzinfo=tz)
+
+    monkeypatch.setattr(faker_dates, "datetime", Later)
+    later = [generate(s.draw(seed), seed).fingerprint for s in scenarios for seed in range(4)]
+    assert later == now
+
+
 def test_different_seeds_differ_and_json_round_trips():
     scenario = find_scenario("chat-10k")
     a, b = generate(scenario, 1), generate(scenario, 2)
