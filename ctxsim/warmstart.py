@@ -3,11 +3,13 @@
 On this environment PPO settles on the action that is best on average
 (``prioritize_recent``) and does not find the context-dependent two-step chains the
 oracle uses: their advantage (about 0.01-0.05 reward) drowns in the spread of returns
-across contexts. The warm start gives the learner those values directly. For every
-state on every chain of valid actions of every training context (the env's context
-pool holds them; without a pool they are computed), ``Q(s, a)`` is the best final
-reward reachable after taking ``a`` in ``s`` (the oracle's search, one level down).
-Then, full batch, for ``epochs``:
+across contexts. The warm start gives the learner those values directly. For the
+states on the chains of valid actions of every training context (the env's context
+pool holds them; without a pool they are computed) — the roots and every state
+reached through an action within ``margin`` of the best — ``Q(s, a)`` is the best
+final reward reachable after taking ``a`` in ``s`` (the oracle's search, one level
+down). Observations are standardized first when the experiment sets
+``normalize_observations``. Then, full batch, for ``epochs``:
 
 * the actor maximizes the expected advantage over the valid actions,
   ``sum_a pi(a|s) (Q(s, a) - max_b Q(s, b)) / scale``, plus ``entropy`` x its entropy;
@@ -15,8 +17,8 @@ Then, full batch, for ``epochs``:
 
 Only the training split's contexts are used (never the held-out ones). RL then
 continues from the warm-started weights (``timesteps`` of the experiment). Experiment
-key ``warm_start`` (:class:`WarmStart`); MaskablePPO and PPO (an actor-critic with
-action logits).
+key ``warm_start`` (:class:`WarmStart`); MaskablePPO, PPO and A2C (an actor-critic
+with action logits). Measured effect: reports/heldout_eval.md (``maskable_ppo_family``).
 """
 
 from __future__ import annotations
