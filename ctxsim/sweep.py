@@ -261,12 +261,12 @@ def run_unit(unit: WorkUnit) -> tuple[pd.DataFrame, bytes]:
 
 def _largest_first(units: list[WorkUnit]) -> list[int]:
     """Unit indices, the biggest contexts first (rough tokens), so no big one runs last."""
-    def tokens(scenario: Scenario) -> int:
-        if scenario.is_transcript:
-            return scenario.transcript_path.stat().st_size // 4
-        return scenario.draw(0).resolved_target  # a family: its first draw stands for the rest
+    def tokens(unit: WorkUnit) -> int:
+        if unit.scenario.is_transcript:
+            return unit.scenario.transcript_path.stat().st_size // 4
+        return unit.scenario.draw(unit.seed).resolved_target  # a family: this seed's draw
 
-    return sorted(range(len(units)), key=lambda i: (-tokens(units[i].scenario), i))
+    return sorted(range(len(units)), key=lambda i: (-tokens(units[i]), i))
 
 
 def import_ray(purpose: str = "the ray backend"):

@@ -188,13 +188,14 @@ def train(
     seed = experiment.seed if seed is None else seed
     timesteps = experiment.timesteps if timesteps is None else timesteps
     env_id, train_cfg, eval_cfg = env_configs(experiment)
-    for key in ("warm_start", "normalize_observations"):
-        if getattr(experiment, key):
-            from .environments.overflow import ContextOverflowEnv
-            from .environments.spec import env_class
+    needs_states = experiment.warm_start is not None or experiment.normalize_observations
+    if needs_states:
+        from .environments.overflow import ContextOverflowEnv
+        from .environments.spec import env_class
 
-            if not issubclass(env_class(env_id), ContextOverflowEnv):
-                raise ConfigError(f"{key} needs a ContextOverflow env, not {env_id}", source=experiment.source, key=key)
+        if not issubclass(env_class(env_id), ContextOverflowEnv):
+            key = "warm_start" if experiment.warm_start is not None else "normalize_observations"
+            raise ConfigError(f"{key} needs a ContextOverflow env, not {env_id}", source=experiment.source, key=key)
     run_dir = Path(out) / run_name(env_id, experiment, seed)
     resolved = yaml.safe_dump(  # before the algorithm sees (and SB3 may extend) the hyperparams
         {
@@ -217,7 +218,7 @@ def train(
     train_env = vec_cls([_make_env(env_id, train_cfg, seed, i, masked) for i in range(experiment.n_envs)])
     eval_env = DummyVecEnv([_make_env(env_id, eval_cfg, seed + 10_000, 0, masked)])
     states, states_seconds = None, 0.0
-    if experiment.warm_start is not None or experiment.normalize_observations:
+    if needs_states:
         start = time.perf_counter()
         states = training_states(env_id, train_cfg, experiment.warm_start.margin if experiment.warm_start else math.inf)
         states_seconds = time.perf_counter() - start

@@ -74,6 +74,11 @@ class ConfiguredEnv(gym.Env):
         self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
         self.action_space = gym.spaces.Discrete(len(self.config["actions"]))
 
+    def _suite_contexts(self) -> int:
+        """Distinct (scenario, seed) contexts the suite offers (each scenario's
+        ``contexts``, else ``contexts_per_scenario``)."""
+        return sum(s.context_count(self.config["contexts_per_scenario"]) for s in self._suite)
+
     @property
     def feature_names(self) -> list[str]:
         return feature_names(self.obs_config)

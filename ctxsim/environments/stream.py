@@ -242,7 +242,7 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     def configure(self, config: dict[str, Any] | None) -> None:
         super().configure(config)
-        wanted = min(self.config["cache_size"], sum(s.context_count(self.config["contexts_per_scenario"]) for s in self._suite))
+        wanted = min(self.config["cache_size"], self._suite_contexts())
         _CONVERSATIONS.maxsize = max(_CONVERSATIONS.maxsize, wanted)
 
     # ---- conversations ------------------------------------------------------------------

@@ -142,6 +142,10 @@ class Normalization:
     epsilon: float
     clip: float
 
+    @classmethod
+    def of(cls, spec: NormalizationSpec) -> Normalization:
+        return cls(np.asarray(spec.mean, dtype=np.float64), np.asarray(spec.var, dtype=np.float64), spec.epsilon, spec.clip)
+
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         scaled = (obs - self.mean) / np.sqrt(self.var + self.epsilon)
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
@@ -430,7 +434,7 @@ def _normalization(spec: PolicySpec, file: Path) -> Normalization | None:
     size = len(spec.observation.features)
     if len(norm.mean) != size or len(norm.var) != size:
         raise PolicyError(f"needs {size} means and variances, got {len(norm.mean)} and {len(norm.var)}", source=file, key="normalization")
-    return Normalization(np.asarray(norm.mean, dtype=np.float64), np.asarray(norm.var, dtype=np.float64), norm.epsilon, norm.clip)
+    return Normalization.of(norm)
 
 
 def build_policy(spec: PolicySpec, weights: Path, name: str, source: Path) -> ExportedPolicy:

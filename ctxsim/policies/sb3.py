@@ -108,12 +108,10 @@ def load_sb3_policy(path: str | Path) -> SB3Policy:
     except (ValueError, KeyError, RuntimeError, OSError) as exc:
         raise PolicyError(f"cannot load the {algo} model: {exc}", source=model_file) from None
     from ..export import read_normalization
-    from .exported import Normalization
+    from .exported import Normalization, NormalizationSpec
 
     stats = read_normalization(run_dir)
-    normalization = None if stats is None else Normalization(
-        np.asarray(stats["mean"], np.float64), np.asarray(stats["var"], np.float64), stats["epsilon"], stats["clip"]
-    )
+    normalization = None if stats is None else Normalization.of(NormalizationSpec(**stats))
     actions = (config.get("env_config") or {}).get("actions")
     return SB3Policy(model, algo, tuple(actions) if actions else None, str(path), normalization)
 
