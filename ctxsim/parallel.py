@@ -2,8 +2,9 @@
 
 Used by sweeps (one (scenario, seed) unit per item) and context pools (one context
 per item). Workers are ``forkserver`` processes that fork with ``preload`` already
-imported (``spawn`` where forkserver is missing), each limited to one torch/BLAS
-thread: the pool is the parallelism. Results come back in item order whatever order
+imported (``spawn`` where forkserver is missing), each limited to one BLAS/OpenMP
+thread (threadpoolctl, since the preload has already loaded numpy's BLAS) and one
+torch thread: the pool is the parallelism. Results come back in item order whatever order
 the items ran in, so outputs do not depend on the number of workers.
 """
 
@@ -23,9 +24,19 @@ def default_workers() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+#: the worker's thread limits, kept alive for the worker's lifetime
+_limits: list[Any] = []
+
+
 def _init_worker() -> None:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
-        os.environ.setdefault(var, "1")
+        os.environ[var] = "1"  # for libraries loaded later
+    from threadpoolctl import threadpool_limits
+
+    _limits.append(threadpool_limits(limits=1))  # for those already loaded
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def process_map(
