@@ -14,6 +14,9 @@ the vectorization and the seed. A run writes, under
   states it fitted, its final losses, the greedy regret and the seconds it took;
 * ``vecnormalize.pkl`` — with ``normalize_observations: true``: the frozen observation
   statistics (SB3 VecNormalize) every consumer of the run applies.
+
+Every model file (checkpoints and the callback's best model included) is written
+atomically; ``evaluations.npz`` is SB3's own, rewritten at each evaluation.
 """
 
 from __future__ import annotations
@@ -236,6 +239,7 @@ def train(
         eval_env.close()
         message = " ".join(str(exc).split()) or type(exc).__name__
         raise ConfigError(f"{experiment.algo} rejects the hyperparams/policy: {message}", source=experiment.source, key="hyperparams") from None
+    atomic_saves(model)  # best model and checkpoints included
     run_dir.mkdir(parents=True, exist_ok=False)  # only now: bad input leaves no run directory behind
     atomic_write_text(run_dir / "config.yaml", resolved)
     if experiment.normalize_observations:  # what VecNormalize.save writes (it pickles itself without the envs), atomically
@@ -299,12 +303,31 @@ def frozen_normalization(venv, observations):
     return wrapped
 
 
-def save_model(model, path: Path) -> None:
-    """``model.save`` written atomically (SB3's own periodic saves are not)."""
+def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
+    """``model.save(path)`` written atomically: the zip is built in memory, then
+    renamed into place, so a crash never leaves a torn model. Like SB3, a path
+    without a suffix gets ``.zip``."""
     import io
 
     from .atomic import atomic_write_bytes
 
+    path = Path(path)
+    if path.suffix == "":
+        path = path.with_name(path.name + ".zip")
     buffer = io.BytesIO()
-    model.save(buffer)
-    atomic_write_bytes(path, buffer.getvalue())
+    type(model).save(model, buffer, exclude=["save", *(exclude or ())], include=include)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def atomic_saves(model):
+    """``model`` with every ``save`` to a path atomic (:func:`save_model`) — the saves
+    of SB3's checkpoint and evaluation callbacks included; saves to a file object
+    are SB3's own."""
+
+    def save(path, exclude=None, include=None):
+        if isinstance(path, (str, Path)):
+            return save_model(model, path, exclude, include)
+        return type(model).save(model, path, exclude=["save", *(exclude or ())], include=include)
+
+    model.save = save
+    return model

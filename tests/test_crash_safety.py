@@ -178,7 +178,8 @@ RAW_WRITERS_ALLOWED = {
     ("export.py", "export_run"): "writes inside atomic_directory's temporary folder",
     ("export.py", "npz_bytes"): "a zip archive in a BytesIO",
     ("report.py", "_png"): "savefig into a BytesIO",
-    ("train.py", "save_model"): "model.save into a BytesIO, then atomic_write_bytes",
+    ("train.py", "save_model"): "the algorithm's save into a BytesIO, then atomic_write_bytes",
+    ("train.py", "atomic_saves.save"): "SB3's save to a file object the caller opened (paths go to save_model)",
     ("bench.py", "bench_sweep"): "the sweep benchmark's input, in its temporary folder",
 }
 WRITE_METHODS = {"write_text", "write_bytes", "savefig", "savez", "savez_compressed", "save", "dump", "to_csv",

@@ -58,6 +58,7 @@ def test_training_runs_end_to_end(tmp_path, algo):
     for name in ("config.yaml", "best_model.zip", "final_model.zip", "evaluations.npz"):
         assert (run / name).stat().st_size > 0, name
     assert any((run / "checkpoints").iterdir()) and any((run / "tb").iterdir())
+    assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]  # atomic saves left no temporaries
     curve = np.load(run / "evaluations.npz")
     assert list(curve["timesteps"]) == [256, 512] and curve["results"].shape == (2, 4)
 
@@ -69,6 +70,29 @@ def test_training_runs_end_to_end(tmp_path, algo):
     state = build_context(find_scenario("gpt4-6000"), 0)
     episode = run_episode(policy, state, EpisodeSettings(), seed=0)
     assert episode.done and episode.chain
+
+
+def test_every_save_of_a_run_is_atomic(tmp_path, monkeypatch):
+    import os
+
+    from stable_baselines3 import PPO
+
+    from ctxsim.train import atomic_saves
+
+    model = atomic_saves(PPO("MlpPolicy", "CartPole-v1", n_steps=16, device="cpu", seed=0))
+    model.save(str(tmp_path / "best_model"))  # what SB3's callbacks call: no suffix
+    saved = tmp_path / "best_model.zip"
+    assert PPO.load(saved, device="cpu").observation_space == model.observation_space
+    old = saved.read_bytes()
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    model.learn(16)
+    with pytest.raises(OSError, match="No space"):
+        model.save(str(tmp_path / "best_model"))
+    assert saved.read_bytes() == old and sorted(p.name for p in tmp_path.iterdir()) == ["best_model.zip"]
 
 
 @pytest.mark.slow
