@@ -161,19 +161,13 @@ class _TransitionLog:
 
         def on_step(episode: OverflowEpisode, step: Step) -> None:
             self.writer.run_id = f"evaluate:{policy}"
-            self.writer.write_transition(
+            self.writer.write_step(
+                step,
                 episode=number,
-                step=episode.steps_taken - 1,
+                index=episode.steps_taken - 1,
                 scenario=scenario,
                 seed=seed,
-                state_before=step.before,
-                observation_before=observe(step.before, self.config),
-                action=step.action,
-                reward=step.reward,
-                state_after=step.after,
-                observation_after=observe(step.after, self.config),
-                terminated=step.done,
-                truncated=False,
+                observe=lambda state: observe(state, self.config),
                 outcome=episode.outcome.to_dict() if step.done else None,
             )
 

@@ -237,7 +237,7 @@ def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], 
     run_dir, model_file = (source, source / sb3.MODEL_FILE) if source.is_dir() else (source.parent, source)
     config_file = run_dir / sb3.CONFIG_FILE
     trained = sb3.load_sb3_policy(source)
-    env_config = _env_config(sb3._run_config(run_dir), config_file)
+    env_config = _env_config(sb3.run_config(run_dir), config_file)
     settings = _settings_mapping(env_config)
     obs_config = ObservationConfig(
         actions=tuple(settings["actions"]), max_steps=settings["max_steps"], target=settings["target"], embedder=settings["embedder"]

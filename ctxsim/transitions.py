@@ -24,7 +24,7 @@ import json
 import logging
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -152,6 +152,36 @@ class TransitionWriter:
                 "truncated": truncated,
                 "outcome": dict(outcome) if outcome is not None else None,
             }
+        )
+
+    def write_step(
+        self,
+        step: Any,
+        *,
+        episode: int,
+        index: int,
+        scenario: str,
+        seed: int | None,
+        observe: Callable[[ContextState], Sequence[float] | np.ndarray],
+        outcome: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Write one applied :class:`ctxsim.episode.Step` (``action``, ``before``,
+        ``after``, ``reward``, ``done``) as a transition; ``observe`` gives each
+        state's observation, ``outcome`` is the episode's when the step ended it."""
+        self.write_transition(
+            episode=episode,
+            step=index,
+            scenario=scenario,
+            seed=seed,
+            state_before=step.before,
+            observation_before=observe(step.before),
+            action=step.action,
+            reward=step.reward,
+            state_after=step.after,
+            observation_after=observe(step.after),
+            terminated=step.done,
+            truncated=False,
+            outcome=outcome,
         )
 
     def close(self) -> None:

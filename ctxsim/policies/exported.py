@@ -271,19 +271,13 @@ class ExportedPolicy(Policy):
         with TransitionWriter(path, f"exported:{self.spec.name}") as writer:
             number = _next_episode(path)
             for index, step in enumerate(steps):
-                writer.write_transition(
+                writer.write_step(
+                    step,
                     episode=number,
-                    step=index,
+                    index=index,
                     scenario=episode.original.scenario,
                     seed=episode.original.seed,
-                    state_before=step.before,
-                    observation_before=self.observation(step.before, len(step.before.history) - start),
-                    action=step.action,
-                    reward=step.reward,
-                    state_after=step.after,
-                    observation_after=self.observation(step.after, len(step.after.history) - start),
-                    terminated=step.done,
-                    truncated=False,
+                    observe=lambda state: self.observation(state, len(state.history) - start),
                     outcome=episode.outcome.to_dict() if step.done else None,
                 )
 

@@ -34,7 +34,9 @@ def recognizes(path: Path) -> bool:
     return (path.is_dir() and (path / MODEL_FILE).is_file()) or (path.is_file() and path.suffix == ".zip")
 
 
-def _run_config(run_dir: Path) -> dict[str, Any]:
+def run_config(run_dir: Path) -> dict[str, Any]:
+    """The resolved config (``config.yaml``) of a training run directory, checked to
+    name its algorithm; a clear :class:`PolicyError` otherwise."""
     from ..validation import load_yaml
 
     file = run_dir / CONFIG_FILE
@@ -100,7 +102,7 @@ def load_sb3_policy(path: str | Path) -> SB3Policy:
     """The SB3 policy of a run directory or of a model zip inside one."""
     path = Path(path)
     run_dir, model_file = (path, path / MODEL_FILE) if path.is_dir() else (path.parent, path)
-    config = _run_config(run_dir)
+    config = run_config(run_dir)
     algo = config["experiment"]["algo"]
     cls = _algorithm(algo, run_dir / CONFIG_FILE)
     try:
