@@ -115,11 +115,16 @@ def evaluate(
 
     ``log``: a JSONL file of every transition (the evaluated policies' steps),
     appended to (an existing log is never truncated) unless ``overwrite``.
-    ``note``: where skip notes go (default: stderr).
+    ``note``: where notes go (default: stderr): skipped peers, transcript scenarios
+    evaluated with several seeds.
     """
     note = note or (lambda text: print(f"note: {text}", file=sys.stderr))
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     loaded = load_policies(policies, note)
+    fixed = [s.name for s in scenarios if s.is_transcript]
+    if fixed and len(seeds) > 1:
+        note(f"transcript scenarios build one context whatever the seed: {', '.join(fixed)} "
+             f"{'is' if len(fixed) == 1 else 'are'} {len(seeds)} episodes of the same context each")
     transitions = None if log is None else _TransitionLog(log, settings, overwrite)
     rows: dict[tuple[int, int, int], dict] = {}
     try:

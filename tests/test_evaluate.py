@@ -155,3 +155,17 @@ def test_reward_differences_are_paired_and_signed():
     diffs = reward_differences(pd.DataFrame(rows), "good", reps=200).set_index("policy")
     assert diffs.loc["bad", "mean_difference"] == pytest.approx(0.2) and bool(diffs.loc["bad", "beats"])
     assert diffs.loc["better", "mean_difference"] == pytest.approx(-0.3) and not bool(diffs.loc["better", "beats"])
+
+
+def test_a_transcript_with_several_seeds_gets_a_note_and_identical_contexts(scenarios):
+    from ctxsim.scenarios import find_scenario
+
+    transcript = find_scenario("transcript-missing-colon")
+    notes = []
+    df = evaluate(["only:truncate"], [scenarios[0], transcript], 2, SETTINGS, note=notes.append)
+    assert len(notes) == 1 and "transcript-missing-colon is 2 episodes of the same context" in notes[0]
+    rows = df[df.scenario == "transcript-missing-colon"]
+    assert rows.tokens_before.nunique() == 1 and rows.reward.nunique() == 1
+    notes.clear()
+    evaluate(["only:truncate"], [transcript], 1, SETTINGS, note=notes.append)
+    assert notes == []
