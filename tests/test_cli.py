@@ -193,3 +193,19 @@ def test_bench_rejects_unknown_names_and_bad_steps(capsys):
         with pytest.raises(SystemExit) as exc:
             bench(argv)
         assert exc.value.code == 2
+
+
+def test_readme_lists_every_command_and_the_registry_strategy_table():
+    """README.md stays true: a row per CLI command, and the strategy table's ids,
+    order, seeds and descriptions are the registry's."""
+    import re
+
+    from ctxsim.cli import build_parser
+    from ctxsim.strategies import describe_strategies
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    commands = set(build_parser()._subparsers._group_actions[0].choices)
+    documented = set(re.findall(r"^\| `ctxsim ([a-z]+)", readme, flags=re.MULTILINE))
+    assert documented == commands
+    rows = re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \| (.+?) \| .+ \|$", readme, flags=re.MULTILINE)
+    assert rows == [(r["id"], r["seed"], r["summary"]) for r in describe_strategies()]

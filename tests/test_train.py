@@ -79,7 +79,7 @@ def test_every_save_of_a_run_is_atomic(tmp_path, monkeypatch):
 
     from ctxsim.train import atomic_saves
 
-    model = atomic_saves(PPO("MlpPolicy", "CartPole-v1", n_steps=16, device="cpu", seed=0))
+    model = atomic_saves(PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, device="cpu", seed=0))
     model.save(str(tmp_path / "best_model"))  # what SB3's callbacks call: no suffix
     saved = tmp_path / "best_model.zip"
     assert PPO.load(saved, device="cpu").observation_space == model.observation_space

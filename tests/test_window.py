@@ -380,6 +380,20 @@ def test_compaction_with_each_seed_000_strategy(strategy_id):
         assert any(i.metadata.get("replaces") for i in summaries)
 
 
+def test_remove_low_priority_follows_the_item_priority_within_a_band():
+    """Seed 000 orders RemoveLowPriority by the 0-100 priority, then added first:
+    priorities 65 and 35 are both band P2, yet the 35 goes before the older 65."""
+    window = ContextWindow(1000, compaction_threshold=100.0, message_format="plain")
+    window.add(ContextItem(text(300), "user_message", priority=65, id="older-65"))
+    window.add(ContextItem(text(300), "user_message", priority=35, id="newer-35"))
+    window.add(ContextItem(text(300), "user_message", priority=90, id="newest-90"))
+    window.compact("remove_low_priority", target_percent=70.0)
+    assert [i.id for i in window.items()] == ["newest-90", "older-65"]
+    window.add(ContextItem(text(300), "user_message", priority=65, id="newer-65"))
+    window.compact("remove_low_priority", target_percent=70.0)  # equal priorities: added first goes first
+    assert [i.id for i in window.items()] == ["newest-90", "newer-65"]
+
+
 def test_compaction_with_a_chain_and_precedence():
     window = filled(chain=["summarize", "remove_oldest"])
     events = []

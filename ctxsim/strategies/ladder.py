@@ -164,7 +164,7 @@ class Externalize(Strategy):
     rank = RANK_EXTERNALIZE
     phase = "externalize"
     seed = "002"
-    summary = "Move large spans (≥1000 tokens) and non-replayable tool results to artifacts behind pointers"
+    summary = "Move large spans (≥1000 tokens) and non-replayable tool results to artifacts behind pointers (`read_artifact` returns the original)."
     keeps_p1 = True
     Params = ExternalizeParams
 
@@ -271,7 +271,7 @@ class ClearToolResults(Strategy):
     rank = RANK_CLEAR
     phase = "clear_tool_results"
     seed = "002"
-    summary = "Replace old tool results with placeholders by durability; externalize non-replayable ones"
+    summary = "Replace old tool results with placeholders by durability (ephemeral, anchoring with key fields, replayable while unchanged); externalize non-replayable ones."
     keeps_p1 = True
     Params = ClearToolResultsParams
 
@@ -378,7 +378,7 @@ class Drop(Strategy):
     rank = RANK_DROP
     phase = "drop"
     seed = "002"
-    summary = "Last resort: remove the oldest P3 then P2 units until it fits, indexing what was dropped"
+    summary = "Last resort: remove the oldest P3 then P2 units until it fits, indexing what was dropped."
     keeps_p1 = True
     Params = DropParams
 

@@ -51,7 +51,7 @@ class FreshStart(Strategy):
     rank = RANK_RECOVERY
     phase = "recovery"
     seed = "001"
-    summary = "Replace the context by a <=500-token handover summary (P1 rules first) that names the task."
+    summary = "Recovery: replace the context by a ≤ 500-token handover summary (P1 rules first) that names the task; pinned units kept."
     recovery = True
     Params = FreshStartParams
 
@@ -109,7 +109,7 @@ class Truncate(Strategy):
     rank = RANK_RECOVERY
     phase = "recovery"
     seed = "003"
-    summary = "Keep pinned and the newest units that fit; cut the next one at paragraph boundaries; drop the rest."
+    summary = "Recovery: keep pinned and the newest units that fit; cut the next one at paragraph boundaries; drop the rest."
     recovery = True
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
@@ -154,7 +154,7 @@ class RecoveryErrorMode(Strategy):
     rank = RANK_RECOVERY
     phase = "recovery"
     seed = "001"
-    summary = "Raise BREAKER_FAILED instead of recovering."
+    summary = "Recovery mode `error`: raise BREAKER_FAILED instead of recovering."
     recovery = True
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:

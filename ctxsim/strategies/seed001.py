@@ -405,7 +405,7 @@ class SummarizeOld(Strategy):
     rank = RANK_SUMMARIZE
     phase = "summarize_old"
     seed = "001"
-    summary = "Fold the old 60% of units (P2/P3) into one ~300-token structured summary; old P1 compressed in place"
+    summary = "Fold the old 60 % of units (P2/P3) into one ~300-token structured summary; old P1 compressed in place; truncate if the result is incoherent (< 0.7)."
     keeps_p1 = True
     Params = SummarizeOldParams
 
@@ -487,7 +487,7 @@ class PrioritizeRecent(Strategy):
     rank = RANK_SELECT
     phase = "prioritize_recent"
     seed = "001"
-    summary = "Drop units under 0.5 relevance to the task (P1 ×1.5), least relevant first; keep the last 20%"
+    summary = "Drop units under 0.5 relevance to the task (P1 ×1.5), least relevant first; always keep the last 20 %."
     Params = PrioritizeRecentParams
 
     def _candidates(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], Cost]:
@@ -568,7 +568,7 @@ class ContentTypeChunking(Strategy):
     rank = RANK_COMPRESS
     phase = "content_chunking"
     seed = "001"
-    summary = "Compress each unit in place by type: minify code, keep plan refs verbatim, cut logs and text"
+    summary = "Compress each unit in place by type: minify code, keep plan refs verbatim, cut logs and text."
     keeps_p1 = True
     Params = ContentTypeChunkingParams
 
@@ -658,7 +658,7 @@ class DiscardLowRel(Strategy):
     rank = RANK_SELECT
     phase = "discard_low_rel"
     seed = "001"
-    summary = "Discard the 30% least relevant units behind one placeholder; undo + summarize if coherence < 0.6"
+    summary = "Discard the 30 % least relevant units behind one placeholder; undo and summarize if coherence < 0.6."
     Params = DiscardLowRelParams
 
     def _count(self, state: ContextState) -> int:
@@ -751,7 +751,7 @@ class Hybrid(Strategy):
     rank = RANK_SUMMARIZE
     phase = "hybrid"
     seed = "001"
-    summary = "Seed 001's chain (summarize, prioritize, chunk, discard) until it fits, at most 3 steps"
+    summary = "Seed 001's chain (summarize, prioritize, chunk, discard) until it fits, at most 3 steps."
     keeps_p1 = False
     Params = HybridParams
 

@@ -82,9 +82,20 @@ def summary_saves(state: ContextState, units: Sequence[ContextUnit], body_tokens
     return state.tokens_of(units) > summary_overhead(state) + body_tokens
 
 
+#: unit ``meta`` key of a window item's exact 0-100 priority (:mod:`ctxsim.window.items`)
+ITEM_PRIORITY_META = "item_priority"
+
+
 def low_priority_first(units: Sequence[ContextUnit]) -> list[ContextUnit]:
-    """Units ordered P3, then P2, then P1; oldest first within a priority."""
-    return sorted(units, key=lambda u: -u.priority)  # sorted() is stable: position order stays
+    """Units ordered P3, then P2, then P1; within a priority tag, by a window item's
+    exact 0-100 priority when the unit carries one (seed 000 orders by it), then
+    oldest first."""
+
+    def key(unit: ContextUnit) -> tuple[int, int]:
+        exact = unit.meta_dict.get(ITEM_PRIORITY_META)
+        return -unit.priority, int(exact) if exact is not None else 0
+
+    return sorted(units, key=key)  # sorted() is stable: position order stays within equal keys
 
 
 class WindowParams(Params):
@@ -150,8 +161,10 @@ class RemoveOldest(_Removal):
 class RemoveLowPriority(_Removal):
     """Seed 000 ``RemoveLowPriority``: priority-based removal.
 
-    Removes non-pinned P3 units, then P2, then P1 (oldest first within a priority)
-    until the state fits the target. P1 units go last but may go (no P1 promise).
+    Removes non-pinned P3 units, then P2, then P1 until the state fits the target;
+    within a tag, window items (:mod:`ctxsim.window`) go by their exact 0-100
+    priority, lowest first, and ties (and generated units) oldest first. P1 units go
+    last but may go (no P1 promise).
 
     Parameters: ``target_percent`` (% of the limit, default None = the context's
     target). Cost: bookkeeping only.
@@ -159,7 +172,7 @@ class RemoveLowPriority(_Removal):
 
     id = "remove_low_priority"
     display_name = "Remove low priority"
-    summary = "Drop P3, then P2, then P1 units (oldest first within a priority) until the context fits."
+    summary = "Drop P3, then P2, then P1 units (lowest item priority, then oldest, first within a tag) until the context fits."
 
     def order(self, state, candidates, ctx):
         return low_priority_first(candidates), Cost()

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import ContextError, describe_value
 from ..model import ROLES, UNIT_TYPES, ContextState, ContextUnit
+from ..strategies.window import ITEM_PRIORITY_META
 from ..tokens import count_tokens
 
 #: seed 000's ContextItemType, in ordering rank (lower ranks come first)
@@ -170,7 +171,7 @@ def item_to_unit(item: ContextItem) -> ContextUnit:
         pinned=item.pinned,
         token_count=item.token_count,
         summary_depth=int(item.metadata.get("summary_depth", 0)),
-        meta=(("item_priority", str(item.priority)), ("item_type", item.type)),
+        meta=((ITEM_PRIORITY_META, str(item.priority)), ("item_type", item.type)),
     )
 
 
