@@ -131,7 +131,7 @@ def test_usage_errors_exit_2_without_traceback(capsys, argv):
 
 
 def run_cli(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ctxsim.cli", *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run([sys.executable, "-m", "ctxsim", *argv], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
 def test_real_process_prints_one_line_and_exits_2(tmp_path):
