@@ -148,7 +148,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not args.policy or not args.out:
         raise ConfigError("--policy and --out are required (or --from-log FILE.jsonl)", key="policy")
     from .atomic import atomic_write_text
-    from .evaluate import evaluate, reward_differences, settings_from_env_spec, summarize
+    from .evaluate import evaluate, reward_by_scenario, reward_differences, settings_from_env_spec, summarize
+    from .report import markdown_table, policy_table
     from .scenarios import DEFAULT_SUITE, load_scenarios
 
     if args.seeds < 1:
@@ -178,6 +179,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     atomic_write_text(args.out, df.to_csv(index=False))
     summary = summarize(df)
     console.print(_summary_table(summary, f"{len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}"))
+    sections = [policy_table(summary)]
+    if args.by_scenario:
+        table = reward_by_scenario(df)
+        columns = ["scenario"] + list(table.columns)
+        rows = [[name] + [f"{v:+.4f}" for v in values] for name, values in zip(table.index, table.to_numpy())]
+        console.print(_table("mean reward by scenario (oracle: the exhaustive search over the env's actions)", columns, rows))
+        sections.append(markdown_table(columns, rows))
     if args.compare:
         if args.compare not in set(df.policy):
             raise ConfigError(f"--compare {args.compare!r} is not one of the evaluated policies", key="compare")
@@ -186,11 +194,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 for r in diffs.itertuples()]
         console.print(_table(f"reward({args.compare}) − reward(policy), paired, 95 % stratified bootstrap CI",
                              ["policy", "mean difference", "95% CI", "above zero"], rows))
-        if args.markdown:
-            from .report import markdown_table, policy_table
-
-            atomic_write_text(args.markdown, policy_table(summary) + "\n\n" + markdown_table(
-                ["policy", f"reward({args.compare}) − reward(policy)", "95% CI", "above zero"], rows) + "\n")
+        sections.append(markdown_table(
+            ["policy", f"reward({args.compare}) − reward(policy)", "95% CI", "above zero"], rows))
+    if args.markdown:
+        atomic_write_text(args.markdown, "\n\n".join(sections) + "\n")
     return 0
 
 
@@ -367,7 +374,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--overwrite", action="store_true", help="truncate an existing --log instead of appending to it")
     ev.add_argument("--env", help="env spec YAML whose episode settings to use (default: the default settings)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
-    ev.add_argument("--markdown", help="also write the summary (and --compare) tables as markdown")
+    ev.add_argument("--markdown", metavar="FILE.md", help="also write the printed tables as markdown to FILE.md")
+    ev.add_argument("--by-scenario", action="store_true", help="also the mean reward of every policy (and the oracle) per scenario")
     ev.add_argument("--compare", metavar="POLICY", help="paired reward differences of POLICY against every other policy")
     ev.add_argument("--from-log", metavar="FILE.jsonl",
                     help="instead: summarize a transition log (episodes, success, recovery, reward, chains)")

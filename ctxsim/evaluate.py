@@ -208,6 +208,18 @@ def _matrix(group: pd.DataFrame, column: str) -> np.ndarray:
     return group.pivot(index="seed", columns="scenario", values=column).to_numpy(dtype=float)
 
 
+def reward_by_scenario(df: pd.DataFrame) -> pd.DataFrame:
+    """Mean reward per scenario (rows) and policy (columns), both in order of first
+    appearance, with the oracle's mean reward on the same contexts as a last column."""
+    scenarios = list(dict.fromkeys(df["scenario"]))
+    table = df.pivot_table(index="scenario", columns="policy", values="reward", aggfunc="mean", sort=False)
+    table = table.reindex(index=scenarios, columns=list(dict.fromkeys(df["policy"])))
+    first = df.drop_duplicates(["scenario", "seed"])  # one oracle value per context
+    table["oracle"] = first.groupby("scenario", sort=False)["oracle_reward"].mean().reindex(scenarios)
+    table.columns.name = None
+    return table
+
+
 def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per policy (in order of first appearance): IQM of the normalized score and mean
     reward, each with its 95 % stratified bootstrap CI over seeds × scenarios, and

@@ -130,6 +130,26 @@ def test_cli_evaluate_writes_the_csv_and_the_log(scenarios, tmp_path, capsys):
         assert record["outcome"]["final_tokens"] == row.tokens_after
 
 
+def test_cli_markdown_without_compare_and_the_by_scenario_table(scenarios, tmp_path, capsys):
+    from ctxsim.evaluate import reward_by_scenario
+
+    out, md, env = tmp_path / "eval.csv", tmp_path / "tables.md", tmp_path / "small.yaml"
+    env.write_text(f"id: ctxsim/ContextOverflow-v0\nconfig: {{actions: {list(SETTINGS.actions)}, max_steps: {SETTINGS.max_steps}}}\n")
+    code = main(["evaluate", "--policy", "only:truncate", "--policy", "greedy", "--scenarios", str(scenarios[0].source),
+                 "--seeds", "2", "--out", str(out), "--env", str(env), "--quiet", "--by-scenario", "--markdown", str(md)])
+    assert code == 0 and "mean reward by scenario" in capsys.readouterr().out
+    df = pd.read_csv(out, keep_default_na=False)
+    table = reward_by_scenario(df)
+    assert list(table.index) == ["tiny-chat", "tiny-tools"] and list(table.columns) == ["only:truncate", "greedy", "oracle"]
+    for (scenario, policy), rewards in df.groupby(["scenario", "policy"]).reward:
+        assert table.loc[scenario, policy] == pytest.approx(rewards.mean())
+    assert (table["oracle"] >= table[["only:truncate", "greedy"]].max(axis=1) - 1e-9).all()  # the oracle is the max
+    text = md.read_text()
+    assert "| policy | episodes | IQM normalized" in text  # the summary, although there is no --compare
+    assert "| scenario | only:truncate | greedy | oracle |" in text
+    assert f"| tiny-chat | {table.loc['tiny-chat', 'only:truncate']:+.4f} |" in text
+
+
 def test_cli_unknown_policy_is_one_line(tmp_path, capsys):
     out = tmp_path / "eval.csv"
     code = main(["evaluate", "--policy", "random", "--policy", "nope", "--seeds", "1", "--out", str(out)])
