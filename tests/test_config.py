@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 from ctxsim.config import (
     DEFAULT_CONFIG_PATH,
     DEFAULT_MODELS_PATH,
-    SEED_CHAIN_ORDER,
     ContextConfig,
     RetryPolicy,
     load_config,

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from strategy_contract import apply_with_contract
+
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
 from ctxsim.scenarios import build_context, find_scenario
-from ctxsim.serialize import dumps_state
-from ctxsim.strategies import StrategyContext, get_strategy
+from ctxsim.strategies import get_strategy
 from ctxsim.strategies.pruning import DCP_PROTECTED_TOOLS, call_target, error_text
 from ctxsim.strategies.window import MIN_SUMMARY_TOKENS, summary_overhead
 
@@ -105,19 +106,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 
 def check_contract(sid: str, state: ContextState) -> None:
-    strategy, ctx = get_strategy(sid), StrategyContext()
-    before = dumps_state(state)
-    result = strategy.apply(state, ctx)
-    new = result.state
-    assert dumps_state(state) == before, "input state mutated"
-    for u in state.units:
-        if u.pinned:
-            assert u.id in new and new.unit(u.id) == u
-        if strategy.keeps_p1 and u.priority == 1:
-            assert u.id in new
-    assert new.total_tokens <= state.total_tokens
-    assert strategy.applicable(state, ctx) == result.changed
-    assert dumps_state(strategy.apply(state, ctx).state) == dumps_state(new), "not deterministic"
+    apply_with_contract(sid, state)
 
 
 @pytest.mark.parametrize("sid", PRUNE_IDS + ("compact_keep_recent",))
