@@ -184,7 +184,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         table = reward_by_scenario(df)
         columns = ["scenario"] + list(table.columns)
         rows = [[name] + [f"{v:+.4f}" for v in values] for name, values in zip(table.index, table.to_numpy())]
-        console.print(_table("mean reward by scenario (oracle: the exhaustive search over the env's actions)", columns, rows))
+        console.print(_table("mean reward by scenario", columns, rows))
         sections.append(markdown_table(columns, rows))
     if args.compare:
         if args.compare not in set(df.policy):
