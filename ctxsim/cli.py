@@ -88,9 +88,15 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import load_experiment, train
 
+    from .errors import ConfigError
+
     experiment = load_experiment(args.experiment)
-    run_dir = train(experiment, timesteps=args.timesteps, seed=args.seed, out=args.out, progress=not args.quiet)
-    print(f"run directory: {run_dir}")
+    for seed in args.seed or []:
+        if seed < 0:
+            raise ConfigError(f"--seed must be >= 0, got {seed}", key="seed")
+    for seed in dict.fromkeys(args.seed) if args.seed else [None]:
+        run_dir = train(experiment, timesteps=args.timesteps, seed=seed, out=args.out, progress=not args.quiet)
+        print(f"run directory: {run_dir}", flush=True)
     return 0
 
 
@@ -355,7 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr = sub.add_parser("train", help="train a policy from an experiment YAML")
     tr.add_argument("experiment", help="experiments/<name>.yaml")
     tr.add_argument("--timesteps", type=int, help="override the experiment's timesteps")
-    tr.add_argument("--seed", type=int, help="override the experiment's seed")
+    tr.add_argument("--seed", type=int, nargs="+", metavar="N",
+                    help="override the experiment's seed; several seeds train one run each, in turn")
     tr.add_argument("--out", default="runs", help="folder for run directories (default: runs)")
     tr.add_argument("--quiet", action="store_true", help="no progress bar")
     tr.set_defaults(func=cmd_train)

@@ -33,7 +33,7 @@ import pandas as pd
 
 from .episode import EpisodeSettings, OverflowEpisode, Step
 from .model import ContextState
-from .policies import get_policy, run_episode, search
+from .policies import get_policy, run_episode, search, trained_policies_in
 from .policies.baselines import RandomPolicy
 from .policies.peers import peer_available
 from .scenarios import Scenario, build_context
@@ -42,7 +42,7 @@ from .stats import iqm, normalized_score, stratified_bootstrap_ci
 #: random rollouts per context whose mean reward is R_random
 RANDOM_ROLLOUTS = 8
 COLUMNS = (
-    "policy", "scenario", "seed", "reward", "success", "used_recovery", "forced_recovery", "tokens_before",
+    "policy", "run", "scenario", "seed", "reward", "success", "used_recovery", "forced_recovery", "tokens_before",
     "tokens_after", "reduction_pct", "coherence", "p1_preserved", "facts_retained", "rules_retained", "latency_ms",
     "chain", "steps", "oracle_reward", "random_reward", "normalized_score",
 )
@@ -87,17 +87,36 @@ def _row(policy: str, scenario: str, seed: int, episode: OverflowEpisode) -> dic
     }
 
 
-def load_policies(names: Sequence[str], note: Callable[[str], None]) -> dict:
-    """name -> policy, in order; peers whose optional extra is missing are skipped
-    with a note. Unknown names raise PolicyError (before any context is built)."""
+def load_policies(names: Sequence[str], note: Callable[[str], None]) -> dict[str, tuple[tuple[str, Any], ...]]:
+    """name -> its ``(run, policy)`` members, in order: one member, run ``""``, for a
+    policy name or a trained policy; one per trained policy for a folder of them
+    (:func:`ctxsim.policies.trained_policies_in`, e.g. one experiment trained with
+    several seeds), run = its folder or file name. Peers whose optional extra is
+    missing are skipped with a note. Unknown names raise PolicyError (before any
+    context is built)."""
     policies = {}
     for name in dict.fromkeys(str(n) for n in names):
         prefix, _, member = name.partition(":")
         if prefix == "peer" and member and not peer_available(member):
             note(f"skipping policy '{name}': its optional extra is not installed (pip install 'ctxsim[peers]')")
             continue
-        policies[name] = get_policy(name)
+        runs = trained_policies_in(name)
+        if runs:
+            note(f"'{name}': {len(runs)} trained policies evaluated as one policy (column 'run' names each)")
+            policies[name] = tuple((run.name, get_policy(str(run))) for run in runs)
+        else:
+            policies[name] = (("", get_policy(name)),)
     return policies
+
+
+def transcript_note(scenarios: Sequence[Scenario], seeds: int) -> str | None:
+    """What to tell when transcript scenarios (one context whatever the seed) are
+    evaluated with several seeds; None otherwise."""
+    fixed = [s.name for s in scenarios if s.is_transcript]
+    if not fixed or seeds <= 1:
+        return None
+    return (f"transcript scenarios build one context whatever the seed: {', '.join(fixed)} "
+            f"{'is' if len(fixed) == 1 else 'are'} {seeds} episodes of the same context each")
 
 
 def evaluate(
@@ -110,8 +129,10 @@ def evaluate(
     note: Callable[[str], None] | None = None,
     overwrite: bool = False,
 ) -> pd.DataFrame:
-    """One row per (policy, scenario, seed), ordered by policy (as given), scenario
-    (as given) and seed; ``seeds`` is a list or a count (``range(seeds)``).
+    """One row per (policy, run, scenario, seed), ordered by policy (as given),
+    scenario (as given), seed and run; ``seeds`` is a list or a count
+    (``range(seeds)``). ``run`` is ``""`` but for a folder of trained policies
+    (:func:`load_policies`), whose every member gets its rows.
 
     ``log``: a JSONL file of every transition (the evaluated policies' steps),
     appended to (an existing log is never truncated) unless ``overwrite``.
@@ -121,12 +142,11 @@ def evaluate(
     note = note or (lambda text: print(f"note: {text}", file=sys.stderr))
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     loaded = load_policies(policies, note)
-    fixed = [s.name for s in scenarios if s.is_transcript]
-    if fixed and len(seeds) > 1:
-        note(f"transcript scenarios build one context whatever the seed: {', '.join(fixed)} "
-             f"{'is' if len(fixed) == 1 else 'are'} {len(seeds)} episodes of the same context each")
+    repeated = transcript_note(scenarios, len(seeds))
+    if repeated:
+        note(repeated)
     transitions = None if log is None else _TransitionLog(log, settings, overwrite)
-    rows: dict[tuple[int, int, int], dict] = {}
+    rows: dict[tuple[int, int, int, int], dict] = {}
     try:
         with _progress(progress, len(scenarios) * len(seeds)) as advance:
             for si, scenario in enumerate(scenarios):
@@ -135,13 +155,15 @@ def evaluate(
                     oracle = search(state, settings).reward
                     baseline = random_reward(state, settings, scenario.name, seed)
                     number = si * len(seeds) + ki
-                    for pi, (name, policy) in enumerate(loaded.items()):
-                        recorder = None if transitions is None else transitions.recorder(name, number, scenario.name, seed)
-                        episode = run_episode(policy, state, settings, episode_seed(scenario.name, seed), recorder)
-                        row = _row(name, scenario.name, seed, episode)
-                        row.update(oracle_reward=oracle, random_reward=baseline)
-                        row["normalized_score"] = float(normalized_score(row["reward"], baseline, oracle))
-                        rows[(pi, si, ki)] = row
+                    for pi, (name, members) in enumerate(loaded.items()):
+                        for ri, (run, policy) in enumerate(members):
+                            label = f"{name}/{run}" if run else name
+                            recorder = None if transitions is None else transitions.recorder(label, number, scenario.name, seed)
+                            episode = run_episode(policy, state, settings, episode_seed(scenario.name, seed), recorder)
+                            row = _row(name, scenario.name, seed, episode)
+                            row.update(run=run, oracle_reward=oracle, random_reward=baseline)
+                            row["normalized_score"] = float(normalized_score(row["reward"], baseline, oracle))
+                            rows[(pi, si, ki, ri)] = row
                     advance()
     finally:
         if transitions is not None:
@@ -203,9 +225,25 @@ class _progress:
             self.bar.stop()
 
 
-def _matrix(group: pd.DataFrame, column: str) -> np.ndarray:
-    """(seeds × scenarios) matrix of one column (NaN-free: every cell is one episode)."""
-    return group.pivot(index="seed", columns="scenario", values=column).to_numpy(dtype=float)
+def with_runs(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``run`` column of strings ("" for none: results written before
+    the column existed, or read back from CSV as missing values)."""
+    runs = df["run"].map(lambda v: "" if pd.isna(v) else str(v)) if "run" in df.columns else ""
+    return df.assign(run=runs)
+
+
+def score_tensor(group: pd.DataFrame, column: str, runs: Sequence[str] = ("run",)) -> np.ndarray:
+    """(seeds × runs × scenarios) array of one policy's ``column`` for
+    :func:`ctxsim.stats.stratified_bootstrap_ci`, which resamples the contexts and
+    the runs (of a folder of trained policies; one run otherwise) within each
+    scenario. ``runs``: the columns that name a run (paired differences have two)."""
+    table = with_runs(group).pivot(index="seed", columns=[*runs, "scenario"], values=column)
+    table = table.sort_index(axis=1, level=[*runs, "scenario"])  # run-major, scenarios sorted within a run
+    n_scenarios = table.columns.get_level_values("scenario").nunique()
+    values = table.to_numpy(dtype=float)
+    if np.isnan(values).any():
+        raise ValueError(f"'{column}': not every run has every (scenario, seed) context")
+    return values.reshape(len(table), -1, n_scenarios)
 
 
 def reward_by_scenario(df: pd.DataFrame) -> pd.DataFrame:
@@ -227,7 +265,7 @@ def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFr
     retained, coherence and latency (ms)."""
     out = []
     for policy, group in df.groupby("policy", sort=False):
-        scores, rewards = _matrix(group, "normalized_score"), _matrix(group, "reward")
+        scores, rewards = score_tensor(group, "normalized_score"), score_tensor(group, "reward")
         lo, hi = stratified_bootstrap_ci(scores, iqm, reps=reps, seed=seed)
         rlo, rhi = stratified_bootstrap_ci(rewards, lambda m: float(np.mean(m)), reps=reps, seed=seed)
         out.append(
@@ -256,15 +294,21 @@ def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFr
 def reward_differences(df: pd.DataFrame, reference: str, *, reps: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per other policy: mean of ``reward(reference) − reward(other)`` over the same
     (scenario, seed) contexts, with its 95 % stratified bootstrap CI; ``beats`` is
-    True when the whole interval is above zero."""
+    True when the whole interval is above zero. With several runs on a side (a
+    folder of trained policies), every pair of runs on a context is one difference."""
     from .stats import paired_difference_ci
 
-    ref = _matrix(df[df.policy == reference], "reward")
+    df = with_runs(df)
+    keys = ["scenario", "seed"]
+    ref = df[df.policy == reference][keys + ["run", "reward"]]
     rows = []
     for policy, group in df.groupby("policy", sort=False):
         if policy == reference:
             continue
-        mean, lo, hi = paired_difference_ci(ref, _matrix(group, "reward"), reps=reps, seed=seed)
+        pairs = ref.merge(group[keys + ["run", "reward"]], on=keys, suffixes=("", "_other"))
+        pairs["difference"] = pairs["reward"] - pairs["reward_other"]
+        diff = score_tensor(pairs, "difference", runs=("run", "run_other"))
+        mean, lo, hi = paired_difference_ci(diff, np.zeros_like(diff), reps=reps, seed=seed)
         rows.append({"policy": policy, "mean_difference": mean, "ci_low": lo, "ci_high": hi, "beats": lo > 0})
     return pd.DataFrame(rows, columns=["policy", "mean_difference", "ci_low", "ci_high", "beats"])
 

@@ -33,6 +33,7 @@ import pandas as pd
 
 from .atomic import atomic_write_bytes, atomic_write_text
 from .errors import ConfigError
+from .evaluate import score_tensor
 from .stats import stratified_bootstrap_ci
 
 FIGSIZE = (8.0, 5.0)  # inches
@@ -127,14 +128,10 @@ def _style(i: int) -> dict:
 
 
 def _mean_ci(values: np.ndarray) -> tuple[float, float, float]:
-    """Mean and its 95 % bootstrap CI (a seeds × scenarios matrix, or a vector)."""
+    """Mean and its 95 % bootstrap CI (seeds × runs × scenarios, as :func:`ctxsim.evaluate.score_tensor`)."""
     values = np.asarray(values, dtype=float)
     lo, hi = stratified_bootstrap_ci(values, lambda m: float(np.mean(m)), reps=1000)
     return float(values.mean()), lo, hi
-
-
-def _matrix(group: pd.DataFrame, column: str) -> np.ndarray:
-    return group.pivot(index="seed", columns="scenario", values=column).to_numpy(dtype=float)
 
 
 def fig_reward_by_scenario(results: pd.DataFrame):
@@ -177,8 +174,8 @@ def fig_pareto(results: pd.DataFrame):
     ax = fig.add_subplot()
     points = []
     for i, (policy, group) in enumerate(sorted(results.groupby("policy"), key=lambda kv: kv[0])):
-        x, xlo, xhi = _mean_ci(_matrix(group, "reduction_pct"))
-        y, ylo, yhi = _mean_ci(_matrix(group, "facts_retained") * 100)
+        x, xlo, xhi = _mean_ci(score_tensor(group, "reduction_pct"))
+        y, ylo, yhi = _mean_ci(score_tensor(group, "facts_retained") * 100)
         style = _style(i)
         ax.errorbar([x], [y], xerr=[[x - xlo], [xhi - x]], yerr=[[y - ylo], [yhi - y]], fmt=style["marker"],
                     color=style["color"], ms=6, elinewidth=1, capsize=2, label=policy)

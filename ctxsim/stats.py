@@ -1,9 +1,12 @@
 """Aggregate statistics, rliable style: interquartile mean and stratified bootstrap CIs.
 
-Scores are arranged as a (runs × tasks) matrix — here seeds × scenarios. The IQM is
+Scores are arranged as a (contexts × tasks) matrix — here seeds × scenarios — or,
+for a policy trained several times, a (contexts × runs × tasks) array. The IQM is
 the mean of the middle 50 % of all scores; its confidence interval comes from a
-stratified bootstrap that resamples runs *within* each task (so every scenario keeps
-its weight), percentile method.
+stratified bootstrap that resamples *within* each task (so every scenario keeps its
+weight): the contexts, and independently the training runs (two levels, so five
+runs that act alike do not pass for five times as many contexts); percentile
+method.
 """
 
 from __future__ import annotations
@@ -33,15 +36,24 @@ def stratified_bootstrap_ci(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, float]:
-    """Percentile CI of ``statistic`` over a (runs × tasks) matrix."""
+    """Percentile CI of ``statistic`` over a (contexts × tasks) matrix, or a
+    (contexts × runs × tasks) array whose contexts and runs are resampled
+    independently within each task; ``statistic`` gets each resample as a
+    (contexts·runs × tasks) matrix. One run draws exactly what a matrix does."""
     scores = np.asarray(scores, dtype=float)
     if scores.ndim == 1:
         scores = scores[:, None]
-    runs, tasks = scores.shape
+    if scores.ndim == 2:
+        scores = scores[:, None, :]
+    contexts, runs, tasks = scores.shape
     rng = np.random.default_rng(seed)
-    idx = rng.integers(0, runs, size=(reps, runs, tasks))
-    resampled = np.take_along_axis(np.broadcast_to(scores, (reps, runs, tasks)), idx, axis=1)
-    stats = np.array([statistic(r) for r in resampled])
+    task = np.arange(tasks)
+    stats = np.empty(reps)
+    context_idx = rng.integers(0, contexts, size=(reps, contexts, tasks))
+    run_idx = rng.integers(0, runs, size=(reps, runs, tasks)) if runs > 1 else np.zeros((reps, 1, tasks), dtype=int)
+    for r in range(reps):
+        sample = scores[context_idx[r][:, None, :], run_idx[r][None, :, :], task]
+        stats[r] = statistic(sample.reshape(contexts * runs, tasks))
     alpha = (1 - confidence) / 2
     return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
 
@@ -49,7 +61,8 @@ def stratified_bootstrap_ci(
 def paired_difference_ci(
     a: np.ndarray, b: np.ndarray, *, reps: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
-    """Mean of ``a − b`` (paired, runs × tasks) with its stratified bootstrap CI."""
+    """Mean of ``a − b`` (paired, contexts × tasks or contexts × runs × tasks) with
+    its stratified bootstrap CI."""
     diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
     lo, hi = stratified_bootstrap_ci(diff, lambda m: float(np.mean(m)), reps=reps, confidence=confidence, seed=seed)
     return float(np.mean(diff)), lo, hi

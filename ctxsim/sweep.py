@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from .atomic import atomic_write_bytes, atomic_write_text
 from .episode import EpisodeSettings
-from .evaluate import settings_from_env_spec
+from .evaluate import settings_from_env_spec, transcript_note, with_runs
 from .errors import ConfigError, describe_value
 from .parallel import default_workers, process_map
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
@@ -59,7 +59,8 @@ from .validation import join_key, load_yaml, validate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = "envs/default.yaml"
-SORT_KEYS = ["policy", "scenario", "seed"]
+#: the key of a results row ("run": a member of a folder of trained policies, else "")
+SORT_KEYS = ["policy", "scenario", "seed", "run"]
 #: tolerance name -> results column whose (policy, scenario) mean it bounds
 METRICS = {"reward": "reward", "success_rate": "success", "facts_retained": "facts_retained"}
 REGRESSION_COLUMNS = ["policy", "scenario", "metric", "baseline", "current", "delta", "tolerance"]
@@ -232,6 +233,9 @@ def load_sweep(path: str | Path) -> Sweep:
     policies = {label: target for label, target in policies.items() if target in loaded}
     if not policies:
         raise ConfigError(f"no policy can run here ({'; '.join(notes)})", source=source, key="policies")
+    repeated = transcript_note(scenarios, len(config.seed_list))
+    if repeated:
+        notes.append(repeated)
     return Sweep(config, source, policies, scenarios, config.seed_list, settings, env_config, tuple(notes))
 
 
@@ -254,7 +258,8 @@ def run_unit(unit: WorkUnit) -> tuple[pd.DataFrame, bytes]:
     scratch = unit.scratch if unit.scratch and Path(unit.scratch).is_dir() else None
     with tempfile.TemporaryDirectory(prefix="unit-", dir=scratch) as folder:
         log = Path(folder) / "transitions.jsonl"
-        df = evaluate(list(unit.policies), [unit.scenario], [unit.seed], unit.settings, log=log)
+        df = evaluate(list(unit.policies), [unit.scenario], [unit.seed], unit.settings, log=log,
+                      note=lambda _: None)  # the sweep's notes are load_sweep's, said once
         transitions = log.read_bytes() if log.exists() else b""
     return df, transitions
 
@@ -457,7 +462,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
         raise ConfigError("file not found", source=path) from None
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise ConfigError(f"not a results CSV ({' '.join(str(exc).split())})", source=path) from None
-    missing = [c for c in SORT_KEYS + list(METRICS.values()) if c not in df.columns]
+    missing = [c for c in SORT_KEYS + list(METRICS.values()) if c not in df.columns and c != "run"]
     if missing:
         raise ConfigError(f"missing columns {missing} (has {list(df.columns)})", source=path)
     if df["success"].dtype != bool:
@@ -465,7 +470,7 @@ def read_results(path: str | Path) -> pd.DataFrame:
         if df["success"].isna().any():
             raise ConfigError("column 'success' must hold True/False", source=path)
     df["policy"], df["scenario"] = df["policy"].astype(str), df["scenario"].astype(str)
-    return df
+    return with_runs(df)  # results written before the run column compare as run ""
 
 
 def compare(
@@ -474,13 +479,14 @@ def compare(
     """The regressions of ``results`` against ``baseline`` (:data:`REGRESSION_COLUMNS`,
     sorted by policy, scenario, metric; empty when none).
 
-    Only (policy, scenario, seed) rows present in both are compared; ConfigError
+    Only (policy, scenario, seed, run) rows present in both are compared; ConfigError
     when there are none.
     """
+    results, baseline = with_runs(results), with_runs(baseline)
     columns = list(dict.fromkeys(METRICS.values()))
     merged = results[SORT_KEYS + columns].merge(baseline[SORT_KEYS + columns], on=SORT_KEYS, suffixes=("", "_baseline"))
     if merged.empty:
-        raise ConfigError("the baseline shares no (policy, scenario, seed) row with the results", source=source)
+        raise ConfigError("the baseline shares no (policy, scenario, seed, run) row with the results", source=source)
     for col in columns:
         merged[col] = merged[col].astype(float)
         merged[f"{col}_baseline"] = merged[f"{col}_baseline"].astype(float)

@@ -113,6 +113,13 @@ def test_bad_input_is_one_line_exit_2_and_no_output(work, capsys, argv, needle):
     assert {p.name for p in work.iterdir()} <= inputs  # nothing written beside the inputs either
 
 
+def test_train_refuses_a_negative_seed_before_training_any(tmp_path, capsys):
+    code = main(["train", str(REPO / "experiments" / "maskable_ppo_default.yaml"), "--seed", "3", "-1", "--out", str(tmp_path / "runs")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "--seed must be >= 0, got -1" in err
+    assert not (tmp_path / "runs").exists()
+
+
 def test_every_subcommand_is_covered():
     from ctxsim.cli import build_parser
 

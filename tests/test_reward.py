@@ -45,6 +45,19 @@ def test_iqm_and_bootstrap():
     assert mean == pytest.approx(0.2) and lo == pytest.approx(0.2) and hi == pytest.approx(0.2)
 
 
+def test_bootstrap_over_training_runs_is_two_level():
+    """contexts × runs × tasks: one run draws exactly what the matrix does; identical
+    runs add no evidence (same interval); runs that disagree widen it."""
+    rng = np.random.default_rng(2)
+    scores = rng.normal(0.5, 0.1, size=(10, 4))
+    single = stratified_bootstrap_ci(scores, np.mean, reps=400)
+    assert stratified_bootstrap_ci(scores[:, None, :], np.mean, reps=400) == single
+    assert stratified_bootstrap_ci(np.repeat(scores[:, None, :], 5, axis=1), np.mean, reps=400) == single
+    offsets = np.array([-0.2, -0.1, 0.0, 0.1, 0.2])[None, :, None]  # runs that learned different things
+    lo, hi = stratified_bootstrap_ci(scores[:, None, :] + offsets, np.mean, reps=400)
+    assert lo < single[0] and hi > single[1] and lo < np.mean(scores) < hi
+
+
 def test_normalized_score():
     out = normalized_score(np.array([0.5, 1.0, 0.0]), np.array([0.0, 0.0, 0.0]), np.array([1.0, 1.0, 0.0]))
     assert out.tolist() == [0.5, 1.0, 1.0]

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ctxsim.episode import EpisodeSettings
 from ctxsim.errors import ConfigError
 from ctxsim.train import ExperimentConfig, load_experiment, train
 
@@ -70,6 +71,45 @@ def test_training_runs_end_to_end(tmp_path, algo):
     state = build_context(find_scenario("gpt4-6000"), 0)
     episode = run_episode(policy, state, EpisodeSettings(), seed=0)
     assert episode.done and episode.chain
+
+
+def test_several_seeds_train_a_folder_that_evaluates_as_one_policy(tmp_path, capsys):
+    """`ctxsim train --seed 1 2` trains one run per seed; the folder of runs is one
+    policy for evaluate, a row per run and context; loading it as one model is an error."""
+    from ctxsim.cli import main
+    from ctxsim.errors import PolicyError
+    from ctxsim.evaluate import evaluate, reward_differences, summarize
+    from ctxsim.policies import get_policy
+    from ctxsim.scenarios import find_scenario
+
+    (tmp_path / "tiny_seeds.yaml").write_text(
+        "name: tiny_seeds\nalgo: MaskablePPO\nenv: envs/default.yaml\nenv_config: {contexts_per_scenario: 2}\n"
+        "train_scenarios: [chat-10k]\neval_scenarios: [gpt4-6000]\ntimesteps: 128\nn_envs: 1\n"
+        "hyperparams: {n_steps: 64, batch_size: 32, n_epochs: 1, policy_kwargs: {net_arch: [8]}}\n"
+        "eval_freq: 1000000\neval_episodes: 2\ncheckpoint_freq: 1000000\n"
+    )
+    assert main(["train", str(tmp_path / "tiny_seeds.yaml"), "--seed", "1", "2", "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
+    assert [name.split("__")[2] for name in runs] == ["1", "2"] and capsys.readouterr().out.count("run directory:") == 2
+    with pytest.raises(PolicyError, match="folder of 2 trained policies"):
+        get_policy(str(tmp_path / "runs"))
+
+    notes = []
+    scenarios = [find_scenario("gpt4-6000"), find_scenario("tool-dupes")]
+    df = evaluate([str(tmp_path / "runs"), "seed-chain"], scenarios, 2, EpisodeSettings(), note=notes.append)
+    group = df[df.policy == str(tmp_path / "runs")]
+    assert sorted(set(group.run)) == runs and len(group) == 2 * 2 * 2 and set(df[df.policy == "seed-chain"].run) == {""}
+    assert any("2 trained policies evaluated as one policy" in n for n in notes)
+    for run in runs:  # each member's rows are what that run gives alone
+        alone = evaluate([str(tmp_path / "runs" / run)], scenarios, 2, EpisodeSettings())
+        assert group[group.run == run].reward.tolist() == alone.reward.tolist()
+    summary = summarize(df).set_index("policy")
+    assert summary.loc[str(tmp_path / "runs"), "episodes"] == 8
+    assert summary.loc[str(tmp_path / "runs"), "mean_reward"] == pytest.approx(group.reward.mean())
+    diff = reward_differences(df, str(tmp_path / "runs")).set_index("policy").loc["seed-chain"]
+    chain = df[df.policy == "seed-chain"].set_index(["scenario", "seed"]).reward
+    expected = np.mean([r.reward - chain[(r.scenario, r.seed)] for r in group.itertuples()])
+    assert diff.mean_difference == pytest.approx(expected) and diff.ci_low <= expected <= diff.ci_high
 
 
 def test_every_save_of_a_run_is_atomic(tmp_path, monkeypatch):

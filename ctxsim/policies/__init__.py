@@ -14,6 +14,7 @@ name                        what it does
 ``peer:<system>``           a well-known agent system's compaction (:mod:`.peers`)
 a run directory / ``.zip``  a trained SB3 model (:mod:`.sb3`, lazy imports)
 an export directory         an exported numpy policy (:mod:`.exported`; :func:`load`)
+a folder of trained ones    (evaluate and sweeps) one policy whose rows name each run
 ==========================  ===========================================================
 
 Importing this package needs numpy only: no torch, stable-baselines3, gymnasium,
@@ -27,11 +28,13 @@ from .oracle import OracleResult, best_chain, search
 from .registry import (
     Policy,
     get_policy,
+    is_trained_policy,
     list_policies,
     register_family,
     register_loader,
     register_policy,
     run_episode,
+    trained_policies_in,
 )
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "best_chain",
     "fallback_action",
     "get_policy",
+    "is_trained_policy",
     "list_policies",
     "load",
     "register_family",
@@ -49,4 +53,5 @@ __all__ = [
     "register_policy",
     "run_episode",
     "search",
+    "trained_policies_in",
 ]

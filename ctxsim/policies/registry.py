@@ -86,6 +86,23 @@ def register_loader(recognizes: Callable[[Path], bool], load: Callable[..., Poli
     _LOADERS.append((recognizes, load))
 
 
+def is_trained_policy(path: str | Path) -> bool:
+    """True when a registered loader recognizes ``path`` (a run directory, a model
+    file, an export directory)."""
+    path = Path(path)
+    return path.exists() and any(recognizes(path) for recognizes, _ in _LOADERS)
+
+
+def trained_policies_in(folder: str | Path) -> list[Path]:
+    """The trained policies directly inside ``folder`` (sorted by name) when it is a
+    folder that is not one itself — e.g. the runs of one experiment trained with
+    several seeds; [] otherwise."""
+    folder = Path(folder)
+    if not folder.is_dir() or is_trained_policy(folder):
+        return []
+    return sorted(p for p in folder.iterdir() if not p.name.startswith(".") and is_trained_policy(p))
+
+
 def list_policies() -> list[str]:
     """Every policy name: the fixed names, then each family's members (sorted)."""
     names = list(_POLICIES)
@@ -116,6 +133,13 @@ def get_policy(name_or_path: str | Path, **kwargs: Any) -> Policy:
         for recognizes, load in _LOADERS:
             if recognizes(path):
                 return load(path, **kwargs)
+        inside = trained_policies_in(path)
+        if inside:
+            raise PolicyError(
+                f"'{name}' is a folder of {len(inside)} trained policies ({', '.join(p.name for p in inside[:3])}"
+                f"{', ...' if len(inside) > 3 else ''}); load one of them (ctxsim evaluate and sweeps take the "
+                "folder as one policy)"
+            )
         raise PolicyError(f"'{name}' is not a policy directory or model file that ctxsim can load")
     raise PolicyError(
         f"unknown policy '{name}'; valid names: {', '.join(list_policies())}, or the path of a trained policy"

@@ -37,7 +37,7 @@ METRICS = (
     "cached_tokens", "cost_usd", "max_summary_depth", "max_summary_tokens", "rehydrations", "rehydration_loops",
     "milestones",
 )
-COLUMNS = ("policy", "scenario", "seed", "reward") + METRICS
+COLUMNS = ("policy", "run", "scenario", "seed", "reward") + METRICS
 
 
 def event_seed(scenario: str, seed: int, event: int) -> int:
@@ -68,7 +68,8 @@ def evaluate_stream(
     config: dict[str, Any] | None = None,
     note: Callable[[str], None] | None = None,
 ) -> "pd.DataFrame":
-    """One row per (policy, scenario, seed), in that order; columns :data:`COLUMNS`.
+    """One row per (policy, run, scenario, seed), ordered by policy, scenario, seed
+    and run; columns :data:`COLUMNS` (``run``: as in :func:`ctxsim.evaluate.evaluate`).
 
     ``policies``: names for :func:`ctxsim.policies.get_policy` (``seed-chain``,
     ``only:<id>``, ``peer:<system>``, ``greedy``, a trained run directory, …; peers
@@ -96,14 +97,15 @@ def evaluate_stream(
             raise ScenarioError(f"unknown scenario {item!r}; known: {sorted(by_name)}", key="scenarios")
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     loaded = load_policies(policies, note or (lambda text: print(f"note: {text}", file=sys.stderr)))
-    rows: dict[tuple[int, int, int], dict[str, Any]] = {}
+    rows: dict[tuple[int, int, int, int], dict[str, Any]] = {}
     for si, scenario in enumerate(chosen):
         for ki, seed in enumerate(seeds):
             conversation = build_conversation(scenario, seed, resolved)  # built once, played by every policy
-            for pi, (name, policy) in enumerate(loaded.items()):
-                session = make_session(conversation, resolved)
-                reward = play(policy, session, scenario.name, seed)
-                metrics = session.metrics()
-                rows[(pi, si, ki)] = {"policy": name, "scenario": scenario.name, "seed": seed, "reward": reward,
-                                      **{k: metrics[k] for k in METRICS}}
+            for pi, (name, members) in enumerate(loaded.items()):
+                for ri, (run, policy) in enumerate(members):
+                    session = make_session(conversation, resolved)
+                    reward = play(policy, session, scenario.name, seed)
+                    metrics = session.metrics()
+                    rows[(pi, si, ki, ri)] = {"policy": name, "run": run, "scenario": scenario.name, "seed": seed,
+                                              "reward": reward, **{k: metrics[k] for k in METRICS}}
     return pd.DataFrame([rows[k] for k in sorted(rows)], columns=list(COLUMNS))
