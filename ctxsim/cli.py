@@ -415,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rp = sub.add_parser("report", help="report.md and figures from a sweep's results")
     rp.add_argument("results", help="a sweep output folder (with results.csv) or a results CSV")
-    rp.add_argument("--run", action="append", help="training run folder with evaluations.npz; repeatable")
+    rp.add_argument("--run", action="append", help="training run folder with evaluations.npz (or a folder of them); repeatable")
     rp.add_argument("--out", required=True, help="output folder")
     rp.set_defaults(func=cmd_report)
 

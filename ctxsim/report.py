@@ -294,23 +294,28 @@ def fig_performance_profile(results: pd.DataFrame):
 
 # ---- the report ------------------------------------------------------------------
 def find_runs(results_dir: Path, policies: Iterable[str], runs: Sequence[str | Path] = ()) -> list[Path]:
-    """Training run folders with an ``evaluations.npz``: ``runs`` (each must have one),
-    learned policies' folders (a run folder, or a model zip's folder) and run folders
-    inside ``results_dir``; in that order, without repeats."""
+    """Training run folders with an ``evaluations.npz``: ``runs`` (each must have one,
+    or be a folder of such runs), learned policies' folders (a run folder, a model
+    zip's folder, or each run of a folder of runs) and run folders inside
+    ``results_dir``; in that order, without repeats."""
+    from .policies import trained_policies_in
     from .sweep import is_learned
+
+    def members(path: Path) -> list[Path]:
+        folder = path if path.is_dir() else path.parent
+        if (folder / "evaluations.npz").is_file():
+            return [folder]
+        return [run for run in trained_policies_in(folder) if (run / "evaluations.npz").is_file()]
 
     found: list[Path] = []
     for run in runs:
-        run = Path(run)
-        if not (run / "evaluations.npz").is_file():
-            raise ConfigError("not a training run folder: it has no evaluations.npz", source=run)
-        found.append(run)
+        inside = members(Path(run)) if Path(run).is_dir() else []
+        if not inside:
+            raise ConfigError("not a training run folder (nor a folder of them): it has no evaluations.npz", source=run)
+        found.extend(inside)
     for policy in policies:
         if is_learned(policy):
-            path = Path(policy)
-            folder = path if path.is_dir() else path.parent
-            if (folder / "evaluations.npz").is_file():
-                found.append(folder)
+            found.extend(members(Path(policy)))
     if results_dir.is_dir():
         found.extend(p.parent for p in sorted(results_dir.rglob("evaluations.npz")))
     return list(dict.fromkeys(p.resolve() for p in found))

@@ -128,3 +128,19 @@ def test_report_errors_are_one_line(tmp_path: Path, sweep_dir: Path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "evaluations.npz" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_folder_of_runs_gives_each_runs_learning_curve(tmp_path: Path, run_dir: Path):
+    from ctxsim.report import find_runs
+
+    folder = tmp_path / "runs"
+    for seed in (0, 1):
+        run = folder / f"ContextOverflow-v0__tiny__{seed}__1"
+        run.mkdir(parents=True)
+        (run / "best_model.zip").write_bytes((run_dir / "evaluations.npz").read_bytes()[:10])  # a run folder's marker
+        (run / "evaluations.npz").write_bytes((run_dir / "evaluations.npz").read_bytes())
+    (folder / "notes.txt").write_text("not a run\n")
+    expected = [(folder / f"ContextOverflow-v0__tiny__{s}__1").resolve() for s in (0, 1)]
+    assert find_runs(tmp_path / "none", [], [folder]) == expected  # --run FOLDER
+    assert find_runs(tmp_path / "none", [str(folder)], []) == expected  # a learned policy that is the folder
+    assert find_runs(tmp_path / "none", ["seed-chain"], [run_dir]) == [run_dir.resolve()]
