@@ -1,7 +1,8 @@
 """Evaluation: every policy on every (scenario, seed) context, scored against the oracle.
 
-:func:`evaluate` returns one row per (policy, scenario, seed) — the columns are in
-:data:`COLUMNS` — with the reward normalized rliable-style between a random policy
+:func:`evaluate` returns one row per (policy, scenario, seed) — and per run when a
+policy is a folder of trained runs, e.g. one experiment's seeds — with the columns
+of :data:`COLUMNS` and the reward normalized rliable-style between a random policy
 and the exhaustive-search oracle on the same context::
 
     normalized_score = (R − R_random) / (R_oracle − R_random)
@@ -15,7 +16,8 @@ aggregate it with the IQM, as :func:`summarize` does.
 
 :func:`summarize` aggregates per policy: the interquartile mean of the normalized
 score and the mean reward with 95 % stratified bootstrap confidence intervals over
-the (seeds × scenarios) matrix, and the mean outcome metrics.
+the (seeds × runs × scenarios) scores (:func:`score_tensor`; contexts and runs
+resampled within each scenario), and the mean outcome metrics.
 
 Each context is built once and shared by every policy; policies get deterministic
 seeds (:func:`episode_seed`), so the rows are identical from run to run.
