@@ -8,7 +8,8 @@ the vectorization and the seed. A run writes, under
 * ``config.yaml`` — the resolved experiment and the full env config;
 * ``checkpoints/`` — periodic model checkpoints;
 * ``best_model.zip`` — the best model of a (masked) evaluation callback on the
-  held-out split, and ``evaluations.npz`` — its learning curve;
+  held-out split (on ``validation_scenarios`` instead when the experiment names
+  them), and ``evaluations.npz`` — its learning curve;
 * ``final_model.zip``, ``tb/`` — TensorBoard logs;
 * ``warm_start.json`` — with a ``warm_start`` block (:mod:`ctxsim.warmstart`): the
   states it fitted, its final losses, the greedy regret and the seconds it took;
@@ -59,8 +60,12 @@ class ExperimentConfig(BaseModel):
     algo: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(description="SB3 / sb3-contrib algorithm")
     env: str = Field("envs/default.yaml", description="env spec file (relative to the repo or the experiment file)")
     env_config: dict[str, Any] = Field(default_factory=dict, description="overrides of the env spec's config")
-    train_scenarios: list[str] | None = Field(None, description="scenario names to train on (default: all but eval)")
-    eval_scenarios: list[str] = Field(default_factory=list, description="held-out scenario names for evaluation")
+    train_scenarios: list[str] | None = Field(None, description="scenario names to train on (default: all but the held-out and validation ones)")
+    eval_scenarios: list[str] = Field(default_factory=list, description="held-out scenario names: the split results are reported on")
+    validation_scenarios: list[str] | None = Field(
+        None, description="scenario names the evaluation callback picks the best model on (default: the held-out "
+        "ones); with them, neither training nor model selection sees the held-out split",
+    )
     timesteps: int = Field(20_000, gt=0, description="total environment steps")
     n_envs: int = Field(2, ge=1, le=64, description="parallel environments")
     vec_env: Literal["dummy", "subproc"] = Field("dummy", description="DummyVecEnv or SubprocVecEnv")
@@ -104,20 +109,32 @@ def resolve_path(ref: str, experiment: ExperimentConfig) -> Path:
     raise ConfigError(f"file not found: {ref}", source=experiment.source, key="env")
 
 
-def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict[str, Any]]:
-    """(env id, train env config, eval env config) with the scenario split applied."""
+def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(env id, train, eval (held-out) and selection env configs) with the scenario
+    split applied: training gets every scenario not held out nor used for validation
+    (unless ``train_scenarios`` names them); the evaluation callback selects on the
+    validation scenarios, else on the held-out ones."""
     from .environments.spec import env_class, load_env_spec
 
     spec = load_env_spec(resolve_path(experiment.env, experiment))
     checked = env_class(spec.id).checked_config({**spec.config, **experiment.env_config}, source=experiment.source)
     base = checked.model_dump(mode="json")
     names = [s.name for s in checked.suite]
-    unknown = [n for n in (experiment.train_scenarios or []) + experiment.eval_scenarios if n not in names]
-    if unknown:
-        raise ConfigError(f"unknown scenario names {unknown}; known: {names}", source=experiment.source, key="eval_scenarios")
-    train = experiment.train_scenarios or [n for n in names if n not in experiment.eval_scenarios]
+    validation = experiment.validation_scenarios or []
+    for key, listed in (("train_scenarios", experiment.train_scenarios or []), ("eval_scenarios", experiment.eval_scenarios),
+                        ("validation_scenarios", validation)):
+        unknown = [n for n in listed if n not in names]
+        if unknown:
+            raise ConfigError(f"unknown scenario names {unknown}; known: {names}", source=experiment.source, key=key)
+    overlap = sorted(set(validation) & (set(experiment.eval_scenarios) | set(experiment.train_scenarios or [])))
+    if overlap:
+        raise ConfigError(f"{overlap} are validation scenarios and also held out or trained on", source=experiment.source,
+                          key="validation_scenarios")
+    train = experiment.train_scenarios or [n for n in names if n not in experiment.eval_scenarios and n not in validation]
     evaluation = experiment.eval_scenarios or train
-    return spec.id, {**base, "scenario_names": train}, {**base, "scenario_names": evaluation}
+    selection = validation or evaluation
+    return (spec.id, {**base, "scenario_names": train}, {**base, "scenario_names": evaluation},
+            {**base, "scenario_names": selection})
 
 
 def run_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:
@@ -160,7 +177,7 @@ def prepare_pools(
     from .pool import ensure_pool
 
     pools = []
-    for config in configs:
+    for config in [c for i, c in enumerate(configs) if c not in configs[:i]]:  # each pool once
         if config.get("pool"):
             checked = env_class(env_id).checked_config(config, source, "config")
             pool, path, built = ensure_pool(checked.model_dump(mode="json"), checked.suite, workers=workers, rebuild=rebuild)
@@ -190,7 +207,7 @@ def train(
 
     seed = experiment.seed if seed is None else seed
     timesteps = experiment.timesteps if timesteps is None else timesteps
-    env_id, train_cfg, eval_cfg = env_configs(experiment)
+    env_id, train_cfg, eval_cfg, selection_cfg = env_configs(experiment)
     needs_states = experiment.warm_start is not None or experiment.normalize_observations
     if needs_states:
         from .environments.overflow import ContextOverflowEnv
@@ -207,6 +224,7 @@ def train(
             "env_id": env_id,
             "env_config": train_cfg,
             "eval_env_config": eval_cfg,
+            "selection_env_config": selection_cfg,
         },
         sort_keys=True,
     )
@@ -216,10 +234,10 @@ def train(
     np.random.seed(seed)
     torch.set_num_threads(1)
     masked = experiment.algo == "MaskablePPO"
-    prepare_pools(env_id, train_cfg, eval_cfg)
+    prepare_pools(env_id, train_cfg, eval_cfg, selection_cfg)
     vec_cls = SubprocVecEnv if experiment.vec_env == "subproc" and experiment.n_envs > 1 else DummyVecEnv
     train_env = vec_cls([_make_env(env_id, train_cfg, seed, i, masked) for i in range(experiment.n_envs)])
-    eval_env = DummyVecEnv([_make_env(env_id, eval_cfg, seed + 10_000, 0, masked)])
+    eval_env = DummyVecEnv([_make_env(env_id, selection_cfg, seed + 10_000, 0, masked)])
     states, states_seconds = None, 0.0
     if needs_states:
         start = time.perf_counter()

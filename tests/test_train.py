@@ -73,6 +73,35 @@ def test_training_runs_end_to_end(tmp_path, algo):
     assert episode.done and episode.chain
 
 
+def test_a_validation_split_selects_the_model_and_the_held_out_split_stays_unseen(tmp_path):
+    import yaml
+
+    from ctxsim.train import env_configs
+
+    fields = dict(name="val", algo="MaskablePPO", eval_scenarios=["gpt4-6000", "tool-dupes"], source=str(REPO / "experiments" / "val.yaml"))
+    _, train_cfg, eval_cfg, selection_cfg = env_configs(ExperimentConfig(**fields, validation_scenarios=["fragmented"]))
+    assert eval_cfg["scenario_names"] == ["gpt4-6000", "tool-dupes"] and selection_cfg["scenario_names"] == ["fragmented"]
+    assert not {"gpt4-6000", "tool-dupes", "fragmented"} & set(train_cfg["scenario_names"]) and len(train_cfg["scenario_names"]) == 20
+    _, train_cfg, eval_cfg, selection_cfg = env_configs(ExperimentConfig(**fields))
+    assert selection_cfg == eval_cfg and "fragmented" in train_cfg["scenario_names"]  # default: select on held-out
+    for bad, needle in ((["tool-dupes"], "also held out"), (["no-such"], "unknown scenario names")):
+        with pytest.raises(ConfigError, match=needle) as err:
+            env_configs(ExperimentConfig(**fields, validation_scenarios=bad))
+        assert err.value.key == "validation_scenarios"
+
+    exp = ExperimentConfig(
+        name="tiny_val", algo="MaskablePPO", env_config={"contexts_per_scenario": 2}, train_scenarios=["chat-10k"],
+        eval_scenarios=["gpt4-6000"], validation_scenarios=["tool-dupes"], timesteps=128, n_envs=1,
+        hyperparams={"n_steps": 64, "batch_size": 32, "n_epochs": 1, "policy_kwargs": {"net_arch": [8]}},
+        eval_freq=64, eval_episodes=2, checkpoint_freq=10**6, source=str(REPO / "experiments" / "tiny_val.yaml"),
+    )
+    run = train(exp, out=tmp_path, progress=False)
+    resolved = yaml.safe_load((run / "config.yaml").read_text())
+    assert resolved["selection_env_config"]["scenario_names"] == ["tool-dupes"]
+    assert resolved["eval_env_config"]["scenario_names"] == ["gpt4-6000"]
+    assert list(np.load(run / "evaluations.npz")["timesteps"]) == [64, 128]
+
+
 def test_several_seeds_train_a_folder_that_evaluates_as_one_policy(tmp_path, capsys):
     """`ctxsim train --seed 1 2` trains one run per seed; the folder of runs is one
     policy for evaluate, a row per run and context; loading it as one model is an error."""
