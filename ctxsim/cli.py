@@ -86,9 +86,8 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .train import load_experiment, train
-
     from .errors import ConfigError
+    from .train import load_experiment, train
 
     experiment = load_experiment(args.experiment)
     for seed in args.seed or []:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -34,9 +35,8 @@ def _init_worker() -> None:
     from threadpoolctl import threadpool_limits
 
     _limits.append(threadpool_limits(limits=1))  # for those already loaded
-    import torch
-
-    torch.set_num_threads(1)
+    if "torch" in sys.modules:  # else torch reads OMP_NUM_THREADS when it is imported
+        sys.modules["torch"].set_num_threads(1)
 
 
 def process_map(
