@@ -16,8 +16,8 @@ the vectorization and the seed. A run writes, under
 * ``vecnormalize.pkl`` — with ``normalize_observations: true``: the frozen observation
   statistics (SB3 VecNormalize) every consumer of the run applies.
 
-Every model file (checkpoints and the callback's best model included) is written
-atomically; ``evaluations.npz`` is SB3's own, rewritten at each evaluation.
+Every model file (checkpoints and the callback's best model included) and
+``evaluations.npz`` (rewritten at each evaluation) are written atomically.
 """
 
 from __future__ import annotations
@@ -271,7 +271,7 @@ def train(
         atomic_write_text(run_dir / "warm_start.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
 
     per_env = max(1, experiment.n_envs)
-    eval_cls = MaskableEvalCallback if masked else EvalCallback
+    eval_cls = atomic_evaluations(MaskableEvalCallback if masked else EvalCallback)
     callbacks = CallbackList(
         [
             eval_cls(
@@ -335,6 +335,30 @@ def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
     buffer = io.BytesIO()
     type(model).save(model, buffer, exclude=["save", *(exclude or ())], include=include)
     return atomic_write_bytes(path, buffer.getvalue())
+
+
+def atomic_evaluations(callback_cls):
+    """``callback_cls`` (SB3's EvalCallback or sb3-contrib's masked one) writing its
+    ``evaluations.npz`` atomically: SB3 saves it in place at every evaluation, so here
+    it goes to a hidden sibling first, then is renamed over the file."""
+    import os
+
+    class AtomicEvaluations(callback_cls):
+        def _on_step(self) -> bool:
+            final = self.log_path
+            if final is None:
+                return super()._on_step()
+            scratch = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp")
+            self.log_path = scratch
+            try:
+                return super()._on_step()
+            finally:
+                self.log_path = final
+                if os.path.exists(scratch + ".npz"):
+                    os.replace(scratch + ".npz", final + ".npz")
+
+    AtomicEvaluations.__name__ = AtomicEvaluations.__qualname__ = f"Atomic{callback_cls.__name__}"
+    return AtomicEvaluations
 
 
 def atomic_saves(model):

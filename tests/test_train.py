@@ -59,7 +59,7 @@ def test_training_runs_end_to_end(tmp_path, algo):
     for name in ("config.yaml", "best_model.zip", "final_model.zip", "evaluations.npz"):
         assert (run / name).stat().st_size > 0, name
     assert any((run / "checkpoints").iterdir()) and any((run / "tb").iterdir())
-    assert not [p for p in run.rglob("*") if p.name.endswith(".tmp")]  # atomic saves left no temporaries
+    assert not [p for p in run.rglob("*") if ".tmp" in p.name]  # atomic saves left no temporaries
     curve = np.load(run / "evaluations.npz")
     assert list(curve["timesteps"]) == [256, 512] and curve["results"].shape == (2, 4)
 
@@ -162,6 +162,33 @@ def test_every_save_of_a_run_is_atomic(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         model.save(str(tmp_path / "best_model"))
     assert saved.read_bytes() == old and sorted(p.name for p in tmp_path.iterdir()) == ["best_model.zip"]
+
+
+def test_the_learning_curve_file_is_replaced_whole(tmp_path, monkeypatch):
+    import os
+
+    import gymnasium as gym
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import EvalCallback
+
+    from ctxsim.train import atomic_evaluations
+
+    model = PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, device="cpu", seed=0)
+    from stable_baselines3.common.monitor import Monitor
+
+    callback = atomic_evaluations(EvalCallback)(Monitor(gym.make("CartPole-v1")), log_path=str(tmp_path), eval_freq=16, n_eval_episodes=1)
+    model.learn(32, callback=callback)
+    curve = tmp_path / "evaluations.npz"
+    assert list(np.load(curve)["timesteps"]) == [16, 32] and sorted(p.name for p in tmp_path.iterdir()) == ["evaluations.npz"]
+    old = curve.read_bytes()
+
+    def broken_replace(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError, match="No space"):
+        model.learn(16, callback=callback, reset_num_timesteps=False)
+    assert curve.read_bytes() == old  # the last whole version, not a torn one
 
 
 @pytest.mark.slow
