@@ -180,6 +180,7 @@ RAW_WRITERS_ALLOWED = {
     ("report.py", "_png"): "savefig into a BytesIO",
     ("train.py", "save_model"): "the algorithm's save into a BytesIO, then atomic_write_bytes",
     ("train.py", "atomic_saves.save"): "SB3's save to a file object the caller opened (paths go to save_model)",
+    ("pool.py", "code_of"): "ast.dump returns a string; nothing is written",
     ("bench.py", "bench_sweep"): "the sweep benchmark's input, in its temporary folder",
 }
 WRITE_METHODS = {"write_text", "write_bytes", "savefig", "savez", "savez_compressed", "save", "dump", "to_csv",
