@@ -308,9 +308,9 @@ def reward_differences(df: pd.DataFrame, reference: str, *, reps: int = 2000, se
         if policy == reference:
             continue
         pairs = ref.merge(group[keys + ["run", "reward"]], on=keys, suffixes=("", "_other"))
-        pairs["difference"] = pairs["reward"] - pairs["reward_other"]
-        diff = score_tensor(pairs, "difference", runs=("run", "run_other"))
-        mean, lo, hi = paired_difference_ci(diff, np.zeros_like(diff), reps=reps, seed=seed)
+        runs = ("run", "run_other")
+        mean, lo, hi = paired_difference_ci(score_tensor(pairs, "reward", runs), score_tensor(pairs, "reward_other", runs),
+                                            reps=reps, seed=seed)
         rows.append({"policy": policy, "mean_difference": mean, "ci_low": lo, "ci_high": hi, "beats": lo > 0})
     return pd.DataFrame(rows, columns=["policy", "mean_difference", "ci_low", "ci_high", "beats"])
 

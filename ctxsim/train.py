@@ -321,20 +321,26 @@ def frozen_normalization(venv, observations):
     return wrapped
 
 
+def _saved_bytes(model, exclude=None, include=None) -> bytes:
+    """What the algorithm's own ``save`` writes, built in memory (never the
+    ``save`` that :func:`atomic_saves` puts on the instance)."""
+    import io
+
+    buffer = io.BytesIO()
+    type(model).save(model, buffer, exclude=["save", *(exclude or ())], include=include)
+    return buffer.getvalue()
+
+
 def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
     """``model.save(path)`` written atomically: the zip is built in memory, then
     renamed into place, so a crash never leaves a torn model. Like SB3, a path
     without a suffix gets ``.zip``."""
-    import io
-
     from .atomic import atomic_write_bytes
 
     path = Path(path)
     if path.suffix == "":
         path = path.with_name(path.name + ".zip")
-    buffer = io.BytesIO()
-    type(model).save(model, buffer, exclude=["save", *(exclude or ())], include=include)
-    return atomic_write_bytes(path, buffer.getvalue())
+    return atomic_write_bytes(path, _saved_bytes(model, exclude, include))
 
 
 def atomic_evaluations(callback_cls):
@@ -369,7 +375,7 @@ def atomic_saves(model):
     def save(path, exclude=None, include=None):
         if isinstance(path, (str, Path)):
             return save_model(model, path, exclude, include)
-        return type(model).save(model, path, exclude=["save", *(exclude or ())], include=include)
+        path.write(_saved_bytes(model, exclude, include))
 
     model.save = save
     return model

@@ -178,8 +178,7 @@ RAW_WRITERS_ALLOWED = {
     ("export.py", "export_run"): "writes inside atomic_directory's temporary folder",
     ("export.py", "npz_bytes"): "a zip archive in a BytesIO",
     ("report.py", "_png"): "savefig into a BytesIO",
-    ("train.py", "save_model"): "the algorithm's save into a BytesIO, then atomic_write_bytes",
-    ("train.py", "atomic_saves.save"): "SB3's save to a file object the caller opened (paths go to save_model)",
+    ("train.py", "_saved_bytes"): "the algorithm's save into a BytesIO (save_model renames it into place)",
     ("pool.py", "code_of"): "ast.dump returns a string; nothing is written",
     ("bench.py", "bench_sweep"): "the sweep benchmark's input, in its temporary folder",
 }
