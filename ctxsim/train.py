@@ -9,7 +9,10 @@ the vectorization and the seed. A run writes, under
 * ``checkpoints/`` — periodic model checkpoints;
 * ``best_model.zip`` — the best model of a (masked) evaluation callback on the
   held-out split (on ``validation_scenarios`` instead when the experiment names
-  them), and ``evaluations.npz`` — its learning curve;
+  them), and ``evaluations.npz`` — its learning curve. Every evaluation scores the
+  same ``eval_episodes`` contexts (the split's scenarios in turn, context seeds in
+  order: :mod:`ctxsim.environments.fixed_contexts`), so the curve and the choice of
+  the best model do not ride on which contexts a random draw picked;
 * ``final_model.zip``, ``tb/`` — TensorBoard logs;
 * ``warm_start.json`` — with a ``warm_start`` block (:mod:`ctxsim.warmstart`): the
   states it fitted, its final losses, the greedy regret and the seconds it took;
@@ -73,7 +76,10 @@ class ExperimentConfig(BaseModel):
     policy: str = Field("MlpPolicy", description="SB3 policy class name")
     hyperparams: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the algorithm")
     eval_freq: int = Field(2_000, gt=0, description="evaluate every this many total steps")
-    eval_episodes: int = Field(40, gt=0, description="episodes per evaluation")
+    eval_episodes: int = Field(
+        40, gt=0,
+        description="episodes per evaluation, on the same contexts each time: scenarios in turn, context seeds in order",
+    )
     checkpoint_freq: int = Field(10_000, gt=0, description="checkpoint every this many total steps")
     warm_start: WarmStart | None = Field(None, description="fit the policy to the oracle's action values before RL (ctxsim.warmstart)")
     normalize_observations: bool = Field(
@@ -142,7 +148,9 @@ def run_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:
     return f"{env_short}__{experiment.name}__{seed}__{int(time.time())}"
 
 
-def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked: bool):
+def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked: bool, fixed: bool = False):
+    """A thunk making one monitored env (``fixed``: on the fixed evaluation set,
+    :class:`~ctxsim.environments.fixed_contexts.FixedContexts`)."""
     from .pool import pool_dir
 
     pools = str(pool_dir())  # the trainer's pool folder, also in worker processes
@@ -158,6 +166,10 @@ def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked:
         os.environ["CTXSIM_POOL_DIR"] = pools
 
         env = gym.make(env_id, config=config)
+        if fixed:
+            from ctxsim.environments.fixed_contexts import FixedContexts
+
+            env = FixedContexts(env)
         env = Monitor(env)
         env.reset(seed=seed + rank)
         env.action_space.seed(seed + rank)
@@ -237,7 +249,7 @@ def train(
     prepare_pools(env_id, train_cfg, eval_cfg, selection_cfg)
     vec_cls = SubprocVecEnv if experiment.vec_env == "subproc" and experiment.n_envs > 1 else DummyVecEnv
     train_env = vec_cls([_make_env(env_id, train_cfg, seed, i, masked) for i in range(experiment.n_envs)])
-    eval_env = DummyVecEnv([_make_env(env_id, selection_cfg, seed + 10_000, 0, masked)])
+    eval_env = DummyVecEnv([_make_env(env_id, selection_cfg, seed + 10_000, 0, masked, fixed=True)])
     states, states_seconds = None, 0.0
     if needs_states:
         start = time.perf_counter()
@@ -346,11 +358,16 @@ def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
 def atomic_evaluations(callback_cls):
     """``callback_cls`` (SB3's EvalCallback or sb3-contrib's masked one) writing its
     ``evaluations.npz`` atomically: SB3 saves it in place at every evaluation, so here
-    it goes to a hidden sibling first, then is renamed over the file."""
+    it goes to a hidden sibling first, then is renamed over the file. Before each
+    evaluation it rewinds an eval env on the fixed evaluation set
+    (:class:`~ctxsim.environments.fixed_contexts.FixedContexts`), so every evaluation
+    scores the same contexts."""
     import os
 
     class AtomicEvaluations(callback_cls):
         def _on_step(self) -> bool:
+            if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0 and self.eval_env.has_attr("rewind"):
+                self.eval_env.env_method("rewind")
             final = self.log_path
             if final is None:
                 return super()._on_step()
