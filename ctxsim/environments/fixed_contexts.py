@@ -44,7 +44,7 @@ class FixedContexts(gym.Wrapper):
         checked = type(base).checked_config(base.config)  # the env's own scenarios
         self._suite: list[Scenario] = list(checked.suite)
         self._per_scenario: int = checked.contexts_per_scenario
-        # rounds until every distinct context has come once: a longer search finds nothing new
+        # draws until every distinct context has come once: a longer search finds nothing new
         self._attempts = len(self._suite) * max(s.context_count(self._per_scenario) for s in self._suite)
         self.rewind()
 
