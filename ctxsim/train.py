@@ -283,7 +283,7 @@ def train(
         atomic_write_text(run_dir / "warm_start.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
 
     per_env = max(1, experiment.n_envs)
-    eval_cls = atomic_evaluations(MaskableEvalCallback if masked else EvalCallback)
+    eval_cls = evaluation_callback(MaskableEvalCallback if masked else EvalCallback)
     callbacks = CallbackList(
         [
             eval_cls(
@@ -355,16 +355,19 @@ def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
     return atomic_write_bytes(path, _saved_bytes(model, exclude, include))
 
 
-def atomic_evaluations(callback_cls):
-    """``callback_cls`` (SB3's EvalCallback or sb3-contrib's masked one) writing its
-    ``evaluations.npz`` atomically: SB3 saves it in place at every evaluation, so here
-    it goes to a hidden sibling first, then is renamed over the file. Before each
-    evaluation it rewinds an eval env on the fixed evaluation set
-    (:class:`~ctxsim.environments.fixed_contexts.FixedContexts`), so every evaluation
-    scores the same contexts."""
+def evaluation_callback(callback_cls):
+    """``callback_cls`` (SB3's EvalCallback or sb3-contrib's masked one) as training
+    uses it, with two changes:
+
+    * before each evaluation it rewinds an eval env on the fixed evaluation set
+      (:class:`~ctxsim.environments.fixed_contexts.FixedContexts`), so every
+      evaluation scores the same contexts;
+    * it writes ``evaluations.npz`` atomically: SB3 saves it in place at every
+      evaluation, so here it goes to a hidden sibling first, then is renamed over
+      the file."""
     import os
 
-    class AtomicEvaluations(callback_cls):
+    class TrainingEvaluations(callback_cls):
         def _on_step(self) -> bool:
             if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0 and self.eval_env.has_attr("rewind"):
                 self.eval_env.env_method("rewind")
@@ -380,8 +383,8 @@ def atomic_evaluations(callback_cls):
                 if os.path.exists(scratch + ".npz"):
                     os.replace(scratch + ".npz", final + ".npz")
 
-    AtomicEvaluations.__name__ = AtomicEvaluations.__qualname__ = f"Atomic{callback_cls.__name__}"
-    return AtomicEvaluations
+    TrainingEvaluations.__name__ = TrainingEvaluations.__qualname__ = f"Training{callback_cls.__name__}"
+    return TrainingEvaluations
 
 
 def atomic_saves(model):

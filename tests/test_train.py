@@ -171,12 +171,12 @@ def test_the_learning_curve_file_is_replaced_whole(tmp_path, monkeypatch):
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import EvalCallback
 
-    from ctxsim.train import atomic_evaluations
+    from ctxsim.train import evaluation_callback
 
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, device="cpu", seed=0)
     from stable_baselines3.common.monitor import Monitor
 
-    callback = atomic_evaluations(EvalCallback)(Monitor(gym.make("CartPole-v1")), log_path=str(tmp_path), eval_freq=16, n_eval_episodes=1)
+    callback = evaluation_callback(EvalCallback)(Monitor(gym.make("CartPole-v1")), log_path=str(tmp_path), eval_freq=16, n_eval_episodes=1)
     model.learn(32, callback=callback)
     curve = tmp_path / "evaluations.npz"
     assert list(np.load(curve)["timesteps"]) == [16, 32] and sorted(p.name for p in tmp_path.iterdir()) == ["evaluations.npz"]
