@@ -40,6 +40,7 @@ def test_the_order_takes_scenarios_in_turn_and_seeds_in_order():
 @pytest.mark.parametrize("env_id", ["ctxsim/ContextOverflow-v0", "ctxsim/ConversationStream-v0"])
 def test_every_evaluation_draws_the_same_contexts(env_id):
     env = FixedContexts(gym.make(env_id, config={"scenario_names": HELD_OUT[:3], "contexts_per_scenario": 4}))
+    assert [s.name for s in env.unwrapped.suite] == HELD_OUT[:3]  # the configured scenarios, in order
     expected = [(name, k) for k in range(4) for name in HELD_OUT[:3]]
     assert drawn(env, 12) == expected
     assert drawn(env, 3) == expected[:3]  # the order goes round again

@@ -4,7 +4,7 @@ the observation and action spaces that follow from it, and text rendering."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -13,6 +13,9 @@ from pydantic import BaseModel
 from ..errors import ConfigError, describe_value
 from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names, observation_bounds
 from ..validation import validate
+
+if TYPE_CHECKING:
+    from ..scenarios import Scenario
 
 
 def checked_render_mode(env: gym.Env, render_mode: str | None) -> str | None:
@@ -73,6 +76,11 @@ class ConfiguredEnv(gym.Env):
         low, high = observation_bounds(self.obs_config)
         self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)
         self.action_space = gym.spaces.Discrete(len(self.config["actions"]))
+
+    @property
+    def suite(self) -> tuple[Scenario, ...]:
+        """The configured scenarios (loaded and validated), in suite order."""
+        return tuple(self._suite)
 
     def _suite_contexts(self) -> int:
         """Distinct (scenario, seed) contexts the suite offers (each scenario's

@@ -41,9 +41,8 @@ class FixedContexts(gym.Wrapper):
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
         base = env.unwrapped
-        checked = type(base).checked_config(base.config)  # the env's own scenarios
-        self._suite: list[Scenario] = list(checked.suite)
-        self._per_scenario: int = checked.contexts_per_scenario
+        self._suite: tuple[Scenario, ...] = base.suite
+        self._per_scenario: int = base.config["contexts_per_scenario"]
         # draws until every distinct context has come once: a longer search finds nothing new
         self._attempts = len(self._suite) * max(s.context_count(self._per_scenario) for s in self._suite)
         self.rewind()
