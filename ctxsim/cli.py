@@ -161,8 +161,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seeds must be >= 1, got {args.seeds}", key="seeds")
     if args.first_seed < 0:
         raise ConfigError(f"--first-seed must be >= 0, got {args.first_seed}", key="first-seed")
-    settings, env_config = settings_from_env_spec(args.env)
-    scenarios = load_scenarios(args.scenarios or DEFAULT_SUITE)
+    if args.split and not args.experiment:
+        raise ConfigError("--split needs --experiment FILE", key="split")
+    if args.experiment:
+        settings, env_config, scenarios = _experiment_split(args)
+    else:
+        settings, env_config = settings_from_env_spec(args.env)
+        scenarios = load_scenarios(args.scenarios or DEFAULT_SUITE)
     if args.names:
         known = {s.name for s in scenarios}
         unknown = [n for n in args.names if n not in known]
@@ -204,6 +209,25 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.markdown:
         atomic_write_text(args.markdown, "\n\n".join(sections) + "\n")
     return 0
+
+
+def _experiment_split(args: argparse.Namespace):
+    """(settings, env config, scenarios) of one split of an experiment: its env spec
+    with its ``env_config``, and the scenarios training (``train``), the held-out
+    report (``eval``) or model selection (``validation``) use."""
+    from .environments.spec import env_class
+    from .errors import ConfigError
+    from .evaluate import settings_from_env_spec
+    from .train import env_configs, load_experiment, resolve_path
+
+    given = [flag for flag, value in (("--env", args.env), ("--scenarios", args.scenarios), ("--names", args.names)) if value]
+    if given:
+        raise ConfigError(f"--experiment sets the env and the scenarios; drop {' '.join(given)}", key="experiment")
+    experiment = load_experiment(args.experiment)
+    env_id, train, held_out, selection = env_configs(experiment)
+    config = {"train": train, "eval": held_out, "validation": selection}[args.split or "eval"]
+    settings, env_config = settings_from_env_spec(resolve_path(experiment.env, experiment), config, source=args.experiment)
+    return settings, env_config, list(env_class(env_id).checked_config(env_config, args.experiment).suite)
 
 
 STREAM_SUMMARY = {
@@ -372,6 +396,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "or a trained run directory / model zip; repeatable")
     ev.add_argument("--scenarios", help="scenario YAML file or folder (default: the shipped suite)")
     ev.add_argument("--names", nargs="+", metavar="NAME", help="only these scenarios of the suite")
+    ev.add_argument("--experiment", metavar="FILE",
+                    help="instead of --env/--scenarios/--names: an experiment's env and the scenarios of one --split")
+    ev.add_argument("--split", choices=("train", "eval", "validation"),
+                    help="with --experiment: its training, held-out (default) or model-selection scenarios")
     ev.add_argument("--seeds", type=int, default=3, help="seeds per scenario: 0..N-1 (default 3)")
     ev.add_argument("--first-seed", type=int, default=0, metavar="K",
                     help="start the seeds at K: K..K+N-1 (e.g. contexts a family never trained on)")

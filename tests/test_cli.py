@@ -79,6 +79,12 @@ BAD_INPUT = [
     ("evaluate: empty suite", ["evaluate", "--policy", "random", "--scenarios", "empty", "--out", "out/r.csv"], "no *.yaml"),
     ("evaluate: not a log", ["evaluate", "--from-log", "not_a_log.jsonl"], "not_a_log.jsonl"),
     ("evaluate: no out", ["evaluate", "--policy", "random"], "--out"),
+    ("evaluate: split without experiment", ["evaluate", "--policy", "random", "--split", "train", "--out", "out/r.csv"],
+     "--split needs --experiment"),
+    ("evaluate: experiment and names", ["evaluate", "--policy", "random", "--experiment", "unknown_scenario.yaml",
+                                        "--names", "chat-10k", "--out", "out/r.csv"], "drop --names"),
+    ("evaluate: experiment's unknown scenario", ["evaluate", "--policy", "random", "--experiment", "unknown_scenario.yaml",
+                                                 "--out", "out/r.csv"], "no-such"),
     ("export: no run", ["export", "missing", "--out", "out/export"], "missing"),
     ("export: not a run", ["export", "empty", "--out", "out/export"], "not a training run"),
     ("sweep: missing file", ["sweep", "missing.yaml", "--out", "out"], "missing.yaml"),
@@ -163,6 +169,15 @@ def test_out_with_dot_dot_parts_is_the_folder_it_names(work, capsys):
     assert main(["evaluate", "--policy", "seed-chain", "--scenarios", str(SCENARIO), "--seeds", "2", "--first-seed", "5",
                  "--out", "later.csv", "--quiet"]) == 0
     assert list(pd.read_csv(work / "later.csv").seed) == [5, 6]
+    capsys.readouterr()
+
+
+def test_evaluate_runs_the_scenarios_of_an_experiments_split(work, capsys):
+    (work / "split.yaml").write_text(EXPERIMENT.format(name="split", env=REPO / "envs" / "default.yaml", hyperparams="{}"))
+    for split, expected in ((None, ["chat-10k"]), ("train", ["mild-overflow"]), ("validation", ["chat-10k"])):
+        argv = ["evaluate", "--policy", "seed-chain", "--experiment", "split.yaml", "--seeds", "1", "--out", "r.csv", "--quiet"]
+        assert main(argv + (["--split", split] if split else [])) == 0
+        assert list(pd.read_csv(work / "r.csv").scenario) == expected, split
     capsys.readouterr()
 
 
