@@ -216,18 +216,18 @@ def _experiment_split(args: argparse.Namespace):
     with its ``env_config``, and the scenarios training (``train``), the held-out
     report (``eval``) or model selection (``validation``) use."""
     from .environments.spec import env_class
+    from .episode import EpisodeSettings
     from .errors import ConfigError
-    from .evaluate import settings_from_env_spec
-    from .train import env_configs, load_experiment, resolve_path
+    from .train import env_configs, load_experiment
 
     given = [flag for flag, value in (("--env", args.env), ("--scenarios", args.scenarios), ("--names", args.names)) if value]
     if given:
         raise ConfigError(f"--experiment sets the env and the scenarios; drop {' '.join(given)}", key="experiment")
     experiment = load_experiment(args.experiment)
     env_id, train, held_out, selection = env_configs(experiment)
-    config = {"train": train, "eval": held_out, "validation": selection}[args.split or "eval"]
-    settings, env_config = settings_from_env_spec(resolve_path(experiment.env, experiment), config, source=args.experiment)
-    return settings, env_config, list(env_class(env_id).checked_config(env_config, args.experiment).suite)
+    config = {"train": train, "eval": held_out, "validation": selection}[args.split or "eval"]  # resolved already
+    checked = env_class(env_id).checked_config(config, args.experiment)  # once more only for the split's scenarios
+    return EpisodeSettings.from_env_config(config), config, list(checked.suite)
 
 
 STREAM_SUMMARY = {
