@@ -45,10 +45,13 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
     rows = []
     for sc in load_scenarios(suite):
         if sc.is_family:
-            limit = target = "drawn per seed"
+            limit = "drawn per seed"
         else:
             limit = f"{sc.resolved_limit:,}" if sc.resolved_limit is not None else "its size"
-            target = f"transcript {Path(sc.transcript).name}" if sc.is_transcript else f"{sc.resolved_target:,}"
+        if sc.is_transcript:
+            target = f"transcript {Path(sc.transcript).name}"
+        else:
+            target = "drawn per seed" if sc.is_family else f"{sc.resolved_target:,}"
         rows.append([sc.name, limit, target, sc.description or ""])
     _console().print(_table(f"Scenarios in {suite}", ["name", "limit", "target tokens", "description"], rows))
     return 0

@@ -112,9 +112,9 @@ def load_policies(names: Sequence[str], note: Callable[[str], None]) -> dict[str
 
 
 def transcript_note(scenarios: Sequence[Scenario], seeds: int) -> str | None:
-    """What to tell when transcript scenarios (one context whatever the seed) are
-    evaluated with several seeds; None otherwise."""
-    fixed = [s.name for s in scenarios if s.is_transcript]
+    """What to tell when transcript scenarios that are not families (one context
+    whatever the seed) are evaluated with several seeds; None otherwise."""
+    fixed = [s.name for s in scenarios if not s.varies_by_seed]
     if not fixed or seeds <= 1:
         return None
     return (f"transcript scenarios build one context whatever the seed: {', '.join(fixed)} "

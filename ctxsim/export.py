@@ -277,7 +277,7 @@ def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], 
 # ---- held-out rollouts ----------------------------------------------------------------------------
 def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int) -> list[Rollout]:
     """The policy's episodes on the held-out scenarios of ``env_config``: context seeds
-    ``0..seeds-1`` (one context per transcript scenario), overflowing contexts only."""
+    ``0..seeds-1`` (one context per transcript scenario that is not a family), overflowing contexts only."""
     from .policies import run_episode
     from .scenarios import build_context
     from .environments.overflow import ContextOverflowEnv
@@ -286,7 +286,7 @@ def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int) -> list[Ro
     settings = policy.settings
     out = []
     for scenario in suite:
-        for seed in range(1 if scenario.is_transcript else min(seeds, scenario.context_count(env_config["contexts_per_scenario"]))):
+        for seed in range(1 if not scenario.varies_by_seed else min(seeds, scenario.context_count(env_config["contexts_per_scenario"]))):
             state = build_context(scenario, seed)
             target = settings.target_tokens(state)
             if state.total_tokens <= target:

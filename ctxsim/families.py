@@ -7,6 +7,11 @@ for every seed — domain randomization — so a policy trained on it meets thou
 kinds of context instead of a handful. :meth:`ctxsim.scenarios.Scenario.draw` turns
 (family, seed) into the concrete scenario the generator builds.
 
+A *transcript family* (``transcript`` beside ``sample``) keeps one real conversation
+and draws only its limit per seed: ``sample: {overflow: {min, max}}`` (the
+transcript's tokens over the limit; ``{}`` takes the default range) or ``sample:
+{limit: {min, max}}`` — the same conversation at many severities of overflow.
+
 Each range is ``{min, max}`` (inclusive; ``log: true`` draws uniformly in log space).
 Count keys (``limit``, ``mix_types``, ``unit_tokens_min``, ``facts``, ``duplicates``,
 ``superseded_writes``, ``errors``, ``pinned``, ``prior_summaries``) are drawn as
@@ -29,6 +34,9 @@ COUNT_KEYS = frozenset(
 )
 #: planted tool calls: drawn only when the mix has a tool_result share
 TOOL_KEYS = ("duplicates", "superseded_writes", "errors")
+#: what a transcript family (``transcript`` + ``sample``) may draw: its limit, directly
+#: or as the transcript's size over an overflow ratio (the default: ``overflow``)
+TRANSCRIPT_SAMPLE_KEYS = ("overflow", "limit")
 #: mixes a family draws from (seed 001's unit types)
 FAMILY_MIX_TYPES = ("message", "code", "plan_ref", "log", "tool_result", "other")
 

@@ -32,7 +32,11 @@ an environment draws from it (default: the environment's ``contexts_per_scenario
 
 Transcript scenario keys: ``name``, ``transcript`` (a chat JSONL path relative to the
 scenario file), ``limit`` or ``model`` (optional: without them the limit is the
-transcript's size), ``description``, ``min_limit``, ``warning_threshold``.
+transcript's size), ``description``, ``min_limit``, ``warning_threshold``. A
+transcript builds one context whatever the seed, unless it is a *transcript family*:
+with ``sample: {overflow: {min, max}}`` (or ``{limit: {min, max}}``) instead of
+``limit``/``model``, each seed draws the limit, so one conversation gives contexts at
+many severities of overflow.
 
 A file holds one scenario mapping or a list of them under ``scenarios``. Every
 invalid file raises :class:`~ctxsim.errors.ScenarioError` naming the file, the key
@@ -41,13 +45,16 @@ path and the value in one line.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal
+
+import numpy as np
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from .errors import ScenarioError, describe_value
-from .families import SampleRanges
+from .families import TRANSCRIPT_SAMPLE_KEYS, SampleRanges
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextState
 from .transcripts import load_transcript
 from .validation import KeyedValueError, join_key, load_yaml, validate
@@ -123,15 +130,17 @@ class Scenario(BaseModel):
             raise KeyedValueError("model", self.model, f"give either 'limit' or 'model', not both (limit={self.limit})")
         if self.limit is not None and self.limit < self.min_limit:
             raise KeyedValueError("limit", self.limit, f"below min_limit {self.min_limit}")
-        if self.sample is not None:
-            extra = sorted(self.model_fields_set & (_GENERATED_KEYS | {"limit", "model", "transcript"}) - {"task"})
-            if extra:
-                raise KeyedValueError(extra[0], getattr(self, extra[0]), "drawn by 'sample' in a scenario family; remove it")
-            return self
         if self.transcript is not None:
             extra = sorted(self.model_fields_set & _GENERATED_KEYS)
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "not allowed in a transcript scenario")
+            if self.sample is not None:
+                self._check_transcript_sample()
+            return self
+        if self.sample is not None:
+            extra = sorted(self.model_fields_set & (_GENERATED_KEYS | {"limit", "model"}) - {"task"})
+            if extra:
+                raise KeyedValueError(extra[0], getattr(self, extra[0]), "drawn by 'sample' in a scenario family; remove it")
             return self
         if self.limit is None and self.model is None:
             raise KeyedValueError("limit", None, "exactly one of 'limit' or 'model' is required")
@@ -147,6 +156,22 @@ class Scenario(BaseModel):
         if (self.duplicates or self.superseded_writes or self.errors) and not self.mix.get("tool_result"):
             raise KeyedValueError("mix", self.mix, "planted tool calls (duplicates, superseded_writes, errors) need a tool_result share")
         return self
+
+    def _check_transcript_sample(self) -> None:
+        """A transcript family draws only its limit: ``sample`` sets ``overflow`` or
+        ``limit`` (not both), and the scenario sets neither ``limit`` nor ``model``."""
+        fixed = sorted(self.model_fields_set & {"limit", "model"})
+        if fixed:
+            raise KeyedValueError(fixed[0], getattr(self, fixed[0]), "drawn by 'sample' in a transcript family; remove it")
+        given = self.sample.model_fields_set
+        other = sorted(given - set(TRANSCRIPT_SAMPLE_KEYS))
+        if other:
+            raise KeyedValueError(
+                f"sample.{other[0]}", getattr(self.sample, other[0]).model_dump(),
+                f"a transcript family draws only {' or '.join(TRANSCRIPT_SAMPLE_KEYS)}",
+            )
+        if set(TRANSCRIPT_SAMPLE_KEYS) <= given:
+            raise KeyedValueError("sample.limit", self.sample.limit.model_dump(), "give either 'limit' or 'overflow', not both")
 
     # ---- derived -------------------------------------------------------
     @property
@@ -166,14 +191,39 @@ class Scenario(BaseModel):
         """Distinct contexts an environment draws from this scenario: ``contexts`` or ``default``."""
         return self.contexts if self.contexts is not None else default
 
+    @property
+    def varies_by_seed(self) -> bool:
+        """Whether context seeds give different contexts: False only for a transcript
+        scenario without ``sample`` (one real conversation at one limit)."""
+        return not self.is_transcript or self.is_family
+
     def draw(self, seed: int) -> Scenario:
         """The concrete scenario of context ``seed``: a family's draw, else this scenario."""
         if self.sample is None:
             return self
+        if self.is_transcript:
+            return self._draw_transcript_limit(seed)
         keep = self.model_dump(include={"name", "description", "min_limit", "warning_threshold", "task"}, exclude_unset=True)
         values = {**keep, **self.sample.draw(seed)}
         values["limit"] = max(values["limit"], self.min_limit)
         drawn = Scenario.model_validate(values)
+        drawn._source = self._source
+        return drawn
+
+    def _draw_transcript_limit(self, seed: int) -> Scenario:
+        """A transcript family's scenario for ``seed``: the same transcript at a drawn
+        limit (``sample.limit``, or the transcript's size over a drawn ``sample.overflow``),
+        never under ``min_limit`` when the scenario sets one; without it the floor is
+        seed 001's, lowered to the drawn limit as for a transcript without a limit."""
+        rng = np.random.default_rng([seed, 0xFA7])
+        if "limit" in self.sample.model_fields_set:
+            limit = self.sample.limit.draw(rng, whole=True)
+        else:
+            size = load_transcript(self.transcript_path, name=self.name).total_tokens
+            limit = max(1, round(size / self.sample.overflow.draw(rng, whole=False)))
+        values = self.model_dump(include={"name", "description", "transcript", "min_limit", "warning_threshold"}, exclude_unset=True)
+        floor = self.min_limit if "min_limit" in self.model_fields_set else min(DEFAULT_MIN_LIMIT, limit)
+        drawn = Scenario.model_validate({**values, "limit": max(limit, floor), "min_limit": floor})
         drawn._source = self._source
         return drawn
 
@@ -293,13 +343,15 @@ def build_context(scenario: Scenario, seed: int) -> ContextState:
     scenario drawn with it first), or read from its transcript (deterministic, so
     ``seed`` is not used)."""
     if scenario.is_transcript:
-        return load_transcript(
-            scenario.transcript_path,
-            limit=scenario.resolved_limit,
-            min_limit=scenario.min_limit if "min_limit" in scenario.model_fields_set else None,
-            warning_threshold=scenario.warning_threshold,
-            name=scenario.name,
+        drawn = scenario.draw(seed)
+        state = load_transcript(
+            drawn.transcript_path,
+            limit=drawn.resolved_limit,
+            min_limit=drawn.min_limit if "min_limit" in drawn.model_fields_set else None,
+            warning_threshold=drawn.warning_threshold,
+            name=drawn.name,
         )
+        return replace(state, seed=seed) if scenario.is_family else state
     from .generator import generate  # the generator imports this module
 
     return generate(scenario.draw(seed), seed)

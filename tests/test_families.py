@@ -111,8 +111,65 @@ def test_cli_lists_and_generates_a_family(capsys, tmp_path):
 
     assert main(["scenarios", "list", "--suite", str(SHIPPED.parent)]) == 0
     out = capsys.readouterr().out
-    assert "sampled" in out and "drawn per seed" in out
+    assert "sampled" in out and "drawn per" in out
+    assert "transcript-marshmallow-family" in out
     target = tmp_path / "draw.json"
     assert main(["generate", "--scenario", str(SHIPPED), "--seed", "4", "--out", str(target)]) == 0
     written = state_from_dict(json.loads(target.read_text()))
     assert written.fingerprint == build_context(load_scenarios(SHIPPED)[0], 4).fingerprint
+
+
+# ---- transcript families: one real conversation, a limit drawn per seed ----------------
+
+MARSHMALLOW = DEFAULT_SUITE.parent / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+
+
+def transcript_family(**sample) -> Scenario:
+    return Scenario(name="tfam", transcript=str(MARSHMALLOW), sample=SampleRanges(**sample), contexts=8)
+
+
+def test_a_transcript_family_draws_its_overflow_per_seed_and_keeps_the_conversation():
+    from ctxsim.transcripts import load_transcript
+
+    whole = load_transcript(MARSHMALLOW)
+    family = transcript_family(overflow=Range(min=1.2, max=2.0))
+    states = [build_context(family, seed) for seed in range(8)]
+    assert family.is_family and family.varies_by_seed
+    assert len({s.limit for s in states}) == 8
+    for seed, state in enumerate(states):
+        assert 1.2 - 1e-3 <= state.total_tokens / state.limit <= 2.0 + 1e-3
+        assert [u.content for u in state.units] == [u.content for u in whole.units]
+        assert state.seed == seed and state.scenario == "tfam" and state.min_limit <= state.limit
+    assert build_context(family, 5).fingerprint == states[5].fingerprint
+    drawn = family.draw(5)
+    assert drawn.limit == states[5].limit and not drawn.is_family and not drawn.varies_by_seed
+
+
+def test_a_transcript_family_may_draw_the_limit_itself_and_keeps_an_explicit_floor():
+    family = Scenario(name="tfam", transcript=str(MARSHMALLOW), sample=SampleRanges(limit=Range(min=3000, max=5000)), min_limit=3500)
+    limits = {build_context(family, seed).limit for seed in range(12)}
+    assert min(limits) == 3500 and max(limits) <= 5000 and len(limits) > 3  # draws under the floor are raised to it
+
+
+def test_a_plain_transcript_is_one_context_whatever_the_seed():
+    (plain,) = [s for s in load_scenarios(DEFAULT_SUITE) if s.name == "transcript-marshmallow"]
+    assert not plain.varies_by_seed and plain.draw(3) is plain
+    assert build_context(plain, 0).fingerprint == build_context(plain, 7).fingerprint
+
+
+def test_evaluate_notes_only_transcripts_that_do_not_vary():
+    from ctxsim.evaluate import transcript_note
+
+    (plain,) = [s for s in load_scenarios(DEFAULT_SUITE) if s.name == "transcript-marshmallow"]
+    assert transcript_note([transcript_family()], seeds=5) is None
+    assert "transcript-marshmallow" in transcript_note([plain, transcript_family()], seeds=5)
+
+
+def test_the_stream_env_replays_a_transcript_family_at_the_seeds_limit():
+    from ctxsim.stream import ProbeConfig, conversation_for
+
+    family = transcript_family(overflow=Range(min=1.2, max=2.0))
+    convs = [conversation_for(family, seed, turns=60, probes=ProbeConfig()) for seed in (0, 1)]
+    assert [c.limit for c in convs] == [build_context(family, seed).limit for seed in (0, 1)]
+    assert convs[0].limit != convs[1].limit and [c.seed for c in convs] == [0, 1]
+    assert convs[0].turns == convs[1].turns

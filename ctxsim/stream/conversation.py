@@ -104,19 +104,20 @@ def generated_conversation(scenario: Scenario, seed: int, turns: int) -> Convers
     )
 
 
-def transcript_conversation(scenario: Scenario, turns: int) -> Conversation:
-    """A transcript's units grouped by their ``turn`` (at most ``turns`` turns; no facts)."""
-    state = build_context(scenario, 0)
+def transcript_conversation(scenario: Scenario, turns: int, seed: int = 0) -> Conversation:
+    """A transcript's units grouped by their ``turn`` (at most ``turns`` turns; no facts);
+    ``seed`` draws a transcript family's limit."""
+    state = build_context(scenario, seed)
     grouped = [tuple(group) for _, group in groupby(state.units, key=lambda u: u.turn)]
     return Conversation(
         turns=tuple(grouped[:turns]), limit=state.limit, facts=state.fact_table, min_limit=state.min_limit,
-        warning_threshold=state.warning_threshold, task=state.task, scenario=scenario.name, seed=None,
+        warning_threshold=state.warning_threshold, task=state.task, scenario=scenario.name, seed=state.seed,
     )
 
 
 def conversation_for(scenario: Scenario, seed: int, turns: int, probes: ProbeConfig, limit: int | None = None) -> Conversation:
     """The conversation of (scenario, seed) with its probes; ``limit`` overrides the scenario's (tokens)."""
-    conv = transcript_conversation(scenario, turns) if scenario.is_transcript else generated_conversation(scenario.draw(seed), seed, turns)
+    conv = transcript_conversation(scenario, turns, seed) if scenario.is_transcript else generated_conversation(scenario.draw(seed), seed, turns)
     if limit is not None:
         if limit < conv.min_limit:
             raise ScenarioError(f"limit {limit} is under the scenario's min_limit {conv.min_limit}", key="limit")
