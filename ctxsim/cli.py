@@ -20,10 +20,18 @@ from pathlib import Path
 from .errors import CtxsimError
 
 
+#: columns of output to a file or pipe (no terminal width to respect): wide enough
+#: that a table with a trained run's path as a policy name keeps every column readable
+PIPE_WIDTH = 240
+
+
 def _console():
     from rich.console import Console
 
-    return Console()
+    console = Console()
+    if not console.is_terminal:
+        console.width = max(console.width, PIPE_WIDTH)
+    return console
 
 
 def _table(title: str, columns: list[str], rows: list[list[object]]):
@@ -178,8 +186,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown scenario names {unknown}; known: {sorted(known)}", key="names")
         scenarios = [s for s in scenarios if s.name in args.names]
     console = _console()
-    if not console.is_terminal:  # a file or pipe has no width to respect
-        console.width = max(console.width, 140)
     if "turns" in env_config:  # a ConversationStream-v0 spec: whole conversations
         if args.first_seed:
             raise ConfigError("--first-seed is for overflow events; a stream evaluation runs seeds 0..N-1", key="first-seed")
@@ -265,8 +271,6 @@ def _summarize_log(path: str) -> int:
 
     log = summarize_log(path)
     console = _console()
-    if not console.is_terminal:
-        console.width = max(console.width, 140)
     note = f", {log.unfinished} unfinished" if log.unfinished else ""
     console.print(f"{path}: {log.records} records, {len(log.episodes)} finished episodes{note}", soft_wrap=True)
 
@@ -301,8 +305,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import load_sweep, run_sweep
 
     console = _console()
-    if not console.is_terminal:
-        console.width = max(console.width, 140)
     sweep = load_sweep(args.sweep)
     for note in sweep.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
@@ -347,8 +349,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
     result = run_tune(load_tune(args.tune), out=args.out, workers=args.workers, verbose=not args.quiet)
     console = _console()
-    if not console.is_terminal:
-        console.width = max(console.width, 140)
     columns = [c for c in result.table.columns if c != "run_dir"]
     rows = [[f"{v:.4g}" if isinstance(v, float) else v for v in row] for row in result.table[columns].itertuples(index=False)]
     title = f"Tune results (best first) -> {result.out / 'tune_results.md'}"
