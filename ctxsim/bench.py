@@ -454,7 +454,7 @@ def bench_env(bench: Bench) -> list[Row]:
         if config is None:
             bench.notes.append(
                 f"env: after {marks[-1].steps} steps the default spec had {len(_CONTEXTS)} of its "
-                f"{env.unwrapped._suite_contexts()} "
+                f"{env.unwrapped.context_count} "
                 "contexts cached; the env ratio is null steps/s / env steps/s (time per step vs the null env)."
             )
     return rows

@@ -96,6 +96,7 @@ def test_env_draws_context_seeds_from_the_scenarios_own_count(tmp_path):
         seeds.add(env.context_seed)
         assert env.scenario == "fam"
     assert seeds == {0, 1, 2}
+    assert env.context_count == 3  # the family's own count, not contexts_per_scenario
 
 
 def test_pool_holds_each_scenarios_own_context_count(tmp_path):

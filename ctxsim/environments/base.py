@@ -82,7 +82,8 @@ class ConfiguredEnv(gym.Env):
         """The configured scenarios (loaded and validated), in suite order."""
         return tuple(self._suite)
 
-    def _suite_contexts(self) -> int:
+    @property
+    def context_count(self) -> int:
         """Distinct (scenario, seed) contexts the suite offers (each scenario's
         ``contexts``, else ``contexts_per_scenario``)."""
         return sum(s.context_count(self.config["contexts_per_scenario"]) for s in self._suite)

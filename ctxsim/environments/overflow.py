@@ -330,7 +330,7 @@ class ContextOverflowEnv(ConfiguredEnv):
         self._digests = {s.name: scenario_digest(s) for s in self._suite}
         self._settings_key, self._settings = _shared_settings(self.config)
         self._pool = self._attach_pool()
-        wanted = min(self.config["cache_size"], self._suite_contexts())
+        wanted = min(self.config["cache_size"], self.context_count)
         _CONTEXTS.maxsize = max(_CONTEXTS.maxsize, wanted)
         _VIEWS.maxsize = max(_VIEWS.maxsize, self.config["cache_size"])
 

@@ -242,7 +242,7 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     def configure(self, config: dict[str, Any] | None) -> None:
         super().configure(config)
-        wanted = min(self.config["cache_size"], self._suite_contexts())
+        wanted = min(self.config["cache_size"], self.context_count)
         _CONVERSATIONS.maxsize = max(_CONVERSATIONS.maxsize, wanted)
 
     # ---- conversations ------------------------------------------------------------------
