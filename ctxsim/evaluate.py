@@ -118,7 +118,8 @@ def transcript_note(scenarios: Sequence[Scenario], seeds: int) -> str | None:
     if not fixed or seeds <= 1:
         return None
     return (f"transcript scenarios build one context whatever the seed: {', '.join(fixed)} "
-            f"{'is' if len(fixed) == 1 else 'are'} {seeds} episodes of the same context each")
+            f"{'is' if len(fixed) == 1 else 'are'} {seeds} episodes of the same context each "
+            f"(a transcript family draws a limit per seed: data/families/transcripts.yaml)")
 
 
 def evaluate(

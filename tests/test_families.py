@@ -163,7 +163,8 @@ def test_evaluate_notes_only_transcripts_that_do_not_vary():
 
     (plain,) = [s for s in load_scenarios(DEFAULT_SUITE) if s.name == "transcript-marshmallow"]
     assert transcript_note([transcript_family()], seeds=5) is None
-    assert "transcript-marshmallow" in transcript_note([plain, transcript_family()], seeds=5)
+    note = transcript_note([plain, transcript_family()], seeds=5)
+    assert "transcript-marshmallow is 5 episodes" in note and "tfam" not in note and "transcripts.yaml" in note
 
 
 def test_the_stream_env_replays_a_transcript_family_at_the_seeds_limit():
