@@ -190,6 +190,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.first_seed:
             raise ConfigError("--first-seed is for overflow events; a stream evaluation runs seeds 0..N-1", key="first-seed")
         return _evaluate_stream(args, env_config, scenarios, console)
+    rollouts = [name for name in args.policy if name.startswith("rollout:")]
+    if rollouts:
+        raise ConfigError(f"{rollouts[0]!r} plays whole conversations: evaluate it with a ConversationStream-v0 spec "
+                          "(--env envs/stream.yaml); on one overflow event, use 'oracle'", key="policy")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     df = evaluate(
         args.policy, scenarios, seeds, settings, log=args.log, overwrite=args.overwrite, progress=not args.quiet,

@@ -18,6 +18,7 @@ from ctxsim.stream import (
     RecoveryTriggers,
     RehydrationConfig,
     Rehydrator,
+    StreamRewardWeights,
     StreamSession,
     make_probe,
     probe_question,
@@ -294,6 +295,14 @@ def test_milestone_fresh_start_is_off_by_default_and_on_by_flag():
 
 
 # ---- rewards and counters ---------------------------------------------------------------------------
+def test_no_extra_overflow_pays_for_itself_with_the_default_weights():
+    from ctxsim.reward import RewardWeights
+
+    w = RewardWeights()
+    best_success = w.success + w.reduction * 1.0 + w.p1 * 1.0  # everything cut, every P1 kept, coherence delta <= 0
+    assert best_success + StreamRewardWeights().overflow_event <= 0
+
+
 def test_rewards_are_event_rewards_plus_overflow_cost_plus_probe_share():
     session = session_of(fact_conversation())
     total, terms_seen = 0.0, []
@@ -304,7 +313,7 @@ def test_rewards_are_event_rewards_plus_overflow_cost_plus_probe_share():
         terms_seen.append(out.terms)
     events = session.events
     assert sum(t["event"] + t["triggered"] for t in terms_seen) == pytest.approx(sum(e.reward for e in events))
-    assert sum(t["overflow"] for t in terms_seen) == pytest.approx(-1.0 * len(events))
+    assert sum(t["overflow"] for t in terms_seen) == pytest.approx(StreamRewardWeights().overflow_event * len(events))
     assert terms_seen[-1]["probes"] == pytest.approx(5.0 * session.probe_share)
     assert session.counters.compactions >= len(events)
     fresh_starts = sum(e.used_recovery for e in events)

@@ -166,9 +166,9 @@ class ConversationStreamEnv(ConfiguredEnv):
     seed 001's reward of the event this step ended (``OverflowEpisode.reward``, config
     ``reward``); ``triggered`` — the seed rewards of the events the environment then
     resolved itself (forced fresh starts) before the next decision; ``overflow`` —
-    ``stream_reward.overflow_event`` (−1.0) per event among those (an overflow is a
-    cost: every successful break has a positive seed reward, so without it a policy
-    would earn by overflowing often); and on the step that ends the conversation
+    ``stream_reward.overflow_event`` (−1.5) per event among those (an overflow is a
+    cost: every successful break has a positive seed reward of at most 1.5, so
+    without it, or with a smaller one, a policy would earn by overflowing often); and on the step that ends the conversation
     ``probes`` = ``stream_reward.probes`` (5.0) × share of probes answered (1 when none
     was asked) and ``cache`` = ``stream_reward.cache`` (0.0) × prompt-cache hit rate.
 
@@ -226,7 +226,7 @@ class ConversationStreamEnv(ConfiguredEnv):
           max_artifacts_per_turn: 3, cooldown_turns: 2}`` (null: 8 % / 4 % of the limit, seed 002 scaled);
         - ``recovery_triggers``: ``{max_over_hits: 2, window_seconds: 3600, milestone_fresh_start: false}`` (seed 001);
         - ``prompt_cache``: ``{price_per_mtok: 3.0, cached_price_ratio: 0.1, min_prefix_tokens: 1024}``;
-        - ``stream_reward``: ``{overflow_event: -1.0, probes: 5.0, cache: 0.0}``.
+        - ``stream_reward``: ``{overflow_event: -1.5, probes: 5.0, cache: 0.0}``.
         """
         return {
             **ContextOverflowEnv.default_config(),

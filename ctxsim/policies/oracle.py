@@ -17,6 +17,7 @@ and the normalized score share one search per context.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from weakref import WeakKeyDictionary
 
@@ -59,30 +60,40 @@ def best_chain(state: ContextState, settings: EpisodeSettings) -> tuple[float, t
     return result.reward, result.chain
 
 
-def _search(state: ContextState, settings: EpisodeSettings) -> OracleResult:
+def chains(state: ContextState, settings: EpisodeSettings) -> Iterator[OverflowEpisode]:
+    """Every chain of valid actions on ``state``, each run to its end, as finished
+    episodes: depth first, children in action order (a node's finished children
+    before the subtrees of its other ones). Only the untouched episode when ``state``
+    already fits."""
     root = OverflowEpisode(state, settings)
-    if root.done:  # fits already: nothing to do
-        return OracleResult(root.reward, (), 0, 1)
-    order = {sid: i for i, sid in enumerate(settings.actions)}
-    best_reward, best, best_key = -math.inf, (), ()
-    nodes = leaves = 0
+    if root.done:
+        yield root
+        return
     stack = [root]
-    while stack:  # depth first, children in action order (pushed reversed)
+    while stack:
         episode = stack.pop()
         children = []
         for sid in candidate_actions(episode):
             child = episode.copy()
             child.step(sid)
-            nodes += 1
             if child.done:
-                leaves += 1
-                key = tuple(order[sid] for sid in child.chain)
-                if child.reward > best_reward or (child.reward == best_reward and key < best_key):
-                    best_reward, best, best_key = child.reward, child.chain, key
+                yield child
             else:
                 children.append(child)
         stack.extend(reversed(children))
-    return OracleResult(best_reward, best, nodes, leaves)
+
+
+def _search(state: ContextState, settings: EpisodeSettings) -> OracleResult:
+    order = {sid: i for i, sid in enumerate(settings.actions)}
+    best_reward, best, best_key = -math.inf, (), ()
+    leaves, prefixes = 0, set()
+    for finished in chains(state, settings):
+        leaves += 1
+        prefixes.update(finished.chain[:k] for k in range(1, len(finished.chain) + 1))
+        key = tuple(order[sid] for sid in finished.chain)
+        if finished.reward > best_reward or (finished.reward == best_reward and key < best_key):
+            best_reward, best, best_key = finished.reward, finished.chain, key
+    return OracleResult(best_reward, best, len(prefixes), leaves)  # every node is a prefix of a leaf's chain
 
 
 @register_policy("oracle")

@@ -73,7 +73,9 @@ def evaluate_stream(
 
     ``policies``: names for :func:`ctxsim.policies.get_policy` (``seed-chain``,
     ``only:<id>``, ``peer:<system>``, ``greedy``, a trained run directory, …; peers
-    whose optional extra is missing are skipped with a ``note``). ``scenarios``:
+    whose optional extra is missing are skipped with a ``note``), or
+    ``rollout:<one of those>`` (:mod:`ctxsim.stream.rollout`: lookahead to the end of
+    the conversation over that base policy). ``scenarios``:
     names in the config's suite, or Scenario objects. ``seeds``: a list or a count
     (``range(seeds)``). Raises ConfigError / ScenarioError / PolicyError on bad input
     before any conversation is played.
@@ -96,7 +98,11 @@ def evaluate_stream(
         else:
             raise ScenarioError(f"unknown scenario {item!r}; known: {sorted(by_name)}", key="scenarios")
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    loaded = load_policies(policies, note or (lambda text: print(f"note: {text}", file=sys.stderr)))
+    from .rollout import Rollout, is_rollout
+
+    names = [str(name) for name in dict.fromkeys(policies)]
+    plain = load_policies([n for n in names if not is_rollout(n)], note or (lambda text: print(f"note: {text}", file=sys.stderr)))
+    loaded = {n: ((("", Rollout.named(n)),) if is_rollout(n) else plain[n]) for n in names if is_rollout(n) or n in plain}
     rows: dict[tuple[int, int, int, int], dict[str, Any]] = {}
     for si, scenario in enumerate(chosen):
         for ki, seed in enumerate(seeds):
@@ -104,7 +110,10 @@ def evaluate_stream(
             for pi, (name, members) in enumerate(loaded.items()):
                 for ri, (run, policy) in enumerate(members):
                     session = make_session(conversation, resolved)
-                    reward = play(policy, session, scenario.name, seed)
+                    if isinstance(policy, Rollout):
+                        reward = policy.play(session, scenario.name, seed)
+                    else:
+                        reward = play(policy, session, scenario.name, seed)
                     metrics = session.metrics()
                     rows[(pi, si, ki, ri)] = {"policy": name, "run": run, "scenario": scenario.name, "seed": seed,
                                               "reward": reward, **{k: metrics[k] for k in METRICS}}

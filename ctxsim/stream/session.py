@@ -33,6 +33,7 @@ hit rate.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -76,16 +77,17 @@ class RecoveryTriggers(BaseModel):
 class StreamRewardWeights(BaseModel):
     """Weights of the stream's own reward terms (each event also pays seed 001's reward).
 
-    ``overflow_event``: paid per overflow event (-1.0: an overflow is a cost, so that a
+    ``overflow_event``: paid per overflow event (-1.5: an overflow is a cost, so that a
     policy cannot earn by overflowing often — each seed reward is positive on
-    success, even for a forced fresh start); ``probes``: × share of probes answered
+    success, even for a forced fresh start, and at most 1.5 with seed 001's default
+    weights: 1 + 0.3 × reduction + 0.2 × P1 preserved, coherence delta ≤ 0); ``probes``: × share of probes answered
     at the end (5.0: with the default five probes, each is worth a successful break's
     base reward); ``cache``: × prompt-cache hit rate at the end.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    overflow_event: float = -1.0
+    overflow_event: float = -1.5
     probes: float = 5.0
     cache: float = 0.0
 
@@ -206,6 +208,14 @@ class StreamSession:
         self._pending = 0.0  # seed reward of events resolved by the session, not yet paid
         self._pending_events = 0  # events resolved since the last payment
         self._run()
+
+    def copy(self) -> StreamSession:
+        """An independent session at the same point (for lookahead: playing the copy
+        never changes this one). The conversation, the settings (with their memo of
+        strategy outcomes) and the reward and trigger parameters are shared, since
+        nothing mutates them; everything that a turn or an event changes is copied."""
+        shared = (self.conversation, self.settings, self.skip_settings, self.triggers, self.weights)
+        return copy.deepcopy(self, {id(obj): obj for obj in shared})
 
     # ---- the agent's side -----------------------------------------------------------
     @property
