@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import Annotated, Literal
 
 import numpy as np
-
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from .errors import ScenarioError, describe_value

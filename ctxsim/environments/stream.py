@@ -167,10 +167,11 @@ class ConversationStreamEnv(ConfiguredEnv):
     ``reward``); ``triggered`` — the seed rewards of the events the environment then
     resolved itself (forced fresh starts) before the next decision; ``overflow`` —
     ``stream_reward.overflow_event`` (−1.5) per event among those (an overflow is a
-    cost: every successful break has a positive seed reward of at most 1.5, so
-    without it, or with a smaller one, a policy would earn by overflowing often); and on the step that ends the conversation
-    ``probes`` = ``stream_reward.probes`` (5.0) × share of probes answered (1 when none
-    was asked) and ``cache`` = ``stream_reward.cache`` (0.0) × prompt-cache hit rate.
+    cost: every successful break has a positive seed reward of at most 1.5, so with
+    a smaller cost a policy would earn by overflowing often); and on the step that
+    ends the conversation ``probes`` = ``stream_reward.probes`` (5.0) × share of
+    probes answered (1 when none was asked) and ``cache`` = ``stream_reward.cache``
+    (0.0) × prompt-cache hit rate.
 
     ### Termination
 
