@@ -46,6 +46,7 @@ path and the value in one line.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -218,7 +219,9 @@ class Scenario(BaseModel):
         if "limit" in self.sample.model_fields_set:
             limit = self.sample.limit.draw(rng, whole=True)
         else:
-            size = load_transcript(self.transcript_path, name=self.name).total_tokens
+            path = self.transcript_path
+            version = path.stat().st_mtime_ns if path.is_file() else -1  # a missing file: load_transcript says so
+            size = _transcript_tokens(str(path), version)
             limit = max(1, round(size / self.sample.overflow.draw(rng, whole=False)))
         values = self.model_dump(include={"name", "description", "transcript", "min_limit", "warning_threshold"}, exclude_unset=True)
         floor = self.min_limit if "min_limit" in self.model_fields_set else min(DEFAULT_MIN_LIMIT, limit)
@@ -262,6 +265,12 @@ class Scenario(BaseModel):
     def rule_count(self) -> int:
         """How many of the planted ``facts`` are user rules (a third, rounded)."""
         return round(self.facts / 3)
+
+
+@lru_cache(maxsize=64)
+def _transcript_tokens(path: str, mtime_ns: int) -> int:
+    """A transcript's size in tokens (per file version: ``mtime_ns`` is part of the key)."""
+    return load_transcript(path).total_tokens
 
 
 def load_scenarios(path: str | Path) -> list[Scenario]:

@@ -175,3 +175,11 @@ def test_the_stream_env_replays_a_transcript_family_at_the_seeds_limit():
     assert [c.limit for c in convs] == [build_context(family, seed).limit for seed in (0, 1)]
     assert convs[0].limit != convs[1].limit and [c.seed for c in convs] == [0, 1]
     assert convs[0].turns == convs[1].turns
+
+
+def test_a_transcript_family_with_a_missing_file_names_it(tmp_path):
+    from ctxsim.errors import TranscriptError
+
+    family = Scenario(name="gone", transcript=str(tmp_path / "nope.jsonl"), sample=SampleRanges())
+    with pytest.raises(TranscriptError, match="nope.jsonl.*cannot read file"):
+        build_context(family, 0)
