@@ -30,6 +30,9 @@ from .session import StreamSession
 
 #: prefix of the rollout policies' names: ``rollout:<base policy name or path>``
 PREFIX = "rollout:"
+#: totals closer than this are ties (the same play summed in another order differs in
+#: the last bits, and must not count as an improvement)
+TIE = 1e-9
 
 
 def is_rollout(name: str) -> bool:
@@ -78,8 +81,10 @@ class Rollout:
         for finished in chains(pending.original, pending.settings):
             value = self.value(session, finished.chain, scenario, seed)
             key = tuple(order[sid] for sid in finished.chain)
-            if value > best_value or (value == best_value and best is not None and key < best_key):
-                best, best_value, best_key = finished.chain, value, key
+            better = value > best_value + TIE
+            tied = abs(value - best_value) <= TIE and best is not None and key < best_key
+            if better or tied:
+                best, best_value, best_key = finished.chain, max(value, best_value), key
         return best
 
     def value(self, session: StreamSession, chain: tuple[str, ...], scenario: str, seed: int) -> float:
