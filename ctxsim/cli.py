@@ -190,7 +190,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if args.first_seed:
             raise ConfigError("--first-seed is for overflow events; a stream evaluation runs seeds 0..N-1", key="first-seed")
         return _evaluate_stream(args, env_config, scenarios, console)
-    rollouts = [name for name in args.policy if name.startswith("rollout:")]
+    from .stream.rollout import is_rollout
+
+    rollouts = [name for name in args.policy if is_rollout(name)]
     if rollouts:
         raise ConfigError(f"{rollouts[0]!r} plays whole conversations: evaluate it with a ConversationStream-v0 spec "
                           "(--env envs/stream.yaml); on one overflow event, use 'oracle'", key="policy")

@@ -52,13 +52,18 @@ def play(policy: Policy, session: StreamSession, scenario: str, seed: int) -> fl
         return sum(session.final_terms().values())
     total = 0.0
     while not session.done:
-        pending = session.episode
-        finished = run_episode(
-            policy, pending.original, pending.settings, event_seed(scenario, seed, len(session.events)),
-            on_step=lambda _episode, step: session.record_step(step),
-        )
-        total += session.resolve(finished).reward
+        total += play_event(policy, session, scenario, seed)
     return total
+
+
+def play_event(policy: Policy, session: StreamSession, scenario: str, seed: int) -> float:
+    """Let ``policy`` break the pending event of ``session``; the reward then paid."""
+    pending = session.episode
+    finished = run_episode(
+        policy, pending.original, pending.settings, event_seed(scenario, seed, len(session.events)),
+        on_step=lambda _episode, step: session.record_step(step),
+    )
+    return session.resolve(finished).reward
 
 
 def evaluate_stream(

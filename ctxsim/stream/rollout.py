@@ -20,12 +20,10 @@ Cost: per event, one session copy and one rest-of-conversation play per candidat
 
 from __future__ import annotations
 
-import math
-
 from ..errors import PolicyError
-from ..policies import Policy, get_policy, run_episode
+from ..policies import Policy, get_policy
 from ..policies.oracle import chains
-from .evaluate import event_seed, play
+from .evaluate import play, play_event
 from .session import StreamSession
 
 #: prefix of the rollout policies' names: ``rollout:<base policy name or path>``
@@ -65,7 +63,7 @@ class Rollout:
         while not session.done:
             chain = self.best_chain(session, scenario, seed)
             if chain is None:
-                total += self._base_event(session, scenario, seed)
+                total += play_event(self.base, session, scenario, seed)
             else:
                 total += sum(session.step(sid).reward for sid in chain)
         return total
@@ -93,12 +91,3 @@ class Rollout:
         trial = session.copy()
         total = sum(trial.step(sid).reward for sid in chain)
         return total if trial.done else total + play(self.base, trial, scenario, seed)
-
-    def _base_event(self, session: StreamSession, scenario: str, seed: int) -> float:
-        """Let ``base`` break the pending event, exactly as :func:`~ctxsim.stream.evaluate.play` does."""
-        pending = session.episode
-        finished = run_episode(
-            self.base, pending.original, pending.settings, event_seed(scenario, seed, len(session.events)),
-            on_step=lambda _episode, step: session.record_step(step),
-        )
-        return session.resolve(finished).reward
