@@ -22,7 +22,7 @@ from .errors import CtxsimError
 
 #: columns of output to a file or pipe (no terminal width to respect): wide enough
 #: that a table with a trained run's path as a policy name keeps every column readable
-PIPE_WIDTH = 240
+PIPE_WIDTH = 400
 
 
 def _console():
