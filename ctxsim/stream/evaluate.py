@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import sys
 import zlib
+from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from ..policies import Policy, run_episode
@@ -29,6 +30,8 @@ from .session import StreamSession
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from .rollout import Rollout
 
 #: metrics of :meth:`StreamSession.metrics` reported per row, after policy, scenario, seed and reward
 METRICS = (
@@ -45,14 +48,16 @@ def event_seed(scenario: str, seed: int, event: int) -> int:
     return zlib.crc32(f"{scenario}/{seed}/event/{event}".encode())
 
 
-def play(policy: Policy, session: StreamSession, scenario: str, seed: int) -> float:
+def play(policy: Policy | Rollout, session: StreamSession, scenario: str, seed: int) -> float:
     """Run ``policy`` on every event of ``session`` until the conversation ends; the
-    total reward (what the environment would pay over the episode)."""
+    total reward (what the environment would pay over the episode). A rollout
+    (:mod:`.rollout`) breaks each event its own way: its ``play_event``."""
     if session.episode is None:  # never overflowed: only the end-of-conversation terms
         return sum(session.final_terms().values())
+    event = getattr(policy, "play_event", None) or partial(play_event, policy)
     total = 0.0
     while not session.done:
-        total += play_event(policy, session, scenario, seed)
+        total += event(session, scenario, seed)
     return total
 
 
@@ -115,10 +120,7 @@ def evaluate_stream(
             for pi, (name, members) in enumerate(loaded.items()):
                 for ri, (run, policy) in enumerate(members):
                     session = make_session(conversation, resolved)
-                    if isinstance(policy, Rollout):
-                        reward = policy.play(session, scenario.name, seed)
-                    else:
-                        reward = play(policy, session, scenario.name, seed)
+                    reward = play(policy, session, scenario.name, seed)
                     metrics = session.metrics()
                     rows[(pi, si, ki, ri)] = {"policy": name, "run": run, "scenario": scenario.name, "seed": seed,
                                               "reward": reward, **{k: metrics[k] for k in METRICS}}

@@ -55,18 +55,13 @@ class Rollout:
             raise PolicyError(f"'{name}': the base of a rollout cannot be a rollout")
         return cls(get_policy(base), str(name))
 
-    def play(self, session: StreamSession, scenario: str, seed: int) -> float:
-        """Play ``session`` to its end; the total reward, as :func:`~ctxsim.stream.evaluate.play` counts it."""
-        if session.episode is None:  # never overflowed: only the end-of-conversation terms
-            return sum(session.final_terms().values())
-        total = 0.0
-        while not session.done:
-            chain = self.best_chain(session, scenario, seed)
-            if chain is None:
-                total += play_event(self.base, session, scenario, seed)
-            else:
-                total += sum(session.step(sid).reward for sid in chain)
-        return total
+    def play_event(self, session: StreamSession, scenario: str, seed: int) -> float:
+        """Break the pending event of ``session`` with the best candidate; the reward then
+        paid (:func:`~ctxsim.stream.evaluate.play` calls it for every event)."""
+        chain = self.best_chain(session, scenario, seed)
+        if chain is None:
+            return play_event(self.base, session, scenario, seed)
+        return sum(session.step(sid).reward for sid in chain)
 
     def best_chain(self, session: StreamSession, scenario: str, seed: int) -> tuple[str, ...] | None:
         """The chain for the pending event with the highest total reward to the end of
