@@ -41,6 +41,11 @@ TRANSCRIPT_SAMPLE_KEYS = ("overflow", "limit")
 FAMILY_MIX_TYPES = ("message", "code", "plan_ref", "log", "tool_result", "other")
 
 
+def draw_rng(seed: int) -> np.random.Generator:
+    """The generator a family's draws for context ``seed`` come from (deterministic per seed)."""
+    return np.random.default_rng([seed, 0xFA7])
+
+
 class Range(BaseModel):
     """An inclusive range ``[min, max]``; ``log`` draws uniformly in log space (min > 0)."""
 
@@ -112,7 +117,7 @@ class SampleRanges(BaseModel):
 
     def draw(self, seed: int) -> dict[str, Any]:
         """The generated-scenario keys of context ``seed`` (deterministic per seed)."""
-        rng = np.random.default_rng([seed, 0xFA7])
+        rng = draw_rng(seed)
         v = {key: getattr(self, key).draw(rng, key in COUNT_KEYS) for key in type(self).model_fields}
         types = [FAMILY_MIX_TYPES[i] for i in sorted(rng.choice(len(FAMILY_MIX_TYPES), v.pop("mix_types"), replace=False))]
         shares = rng.dirichlet(np.ones(len(types)))

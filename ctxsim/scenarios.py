@@ -50,11 +50,10 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from .errors import ScenarioError, describe_value
-from .families import TRANSCRIPT_SAMPLE_KEYS, SampleRanges
+from .families import TRANSCRIPT_SAMPLE_KEYS, SampleRanges, draw_rng
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextState
 from .transcripts import load_transcript
 from .validation import KeyedValueError, join_key, load_yaml, validate
@@ -215,7 +214,7 @@ class Scenario(BaseModel):
         limit (``sample.limit``, or the transcript's size over a drawn ``sample.overflow``),
         never under ``min_limit`` when the scenario sets one; without it the floor is
         seed 001's, lowered to the drawn limit as for a transcript without a limit."""
-        rng = np.random.default_rng([seed, 0xFA7])
+        rng = draw_rng(seed)
         if "limit" in self.sample.model_fields_set:
             limit = self.sample.limit.draw(rng, whole=True)
         else:
