@@ -14,8 +14,11 @@ $(STAMP): pyproject.toml constraints.txt
 
 install: $(STAMP)
 
+# pytest exits 5 when it collects no test: reported, not a failure (make itself would
+# turn it into exit 2, so the mapping happens here). Every other failure passes through.
 test: $(STAMP)
-	$(BIN)/pytest -q -n 2
+	@$(BIN)/pytest -q -n 2; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests (exit 5)"; exit 0; fi; exit $$rc
 
 test-all: $(STAMP)
 	$(BIN)/pytest -q -m "slow or not slow"
