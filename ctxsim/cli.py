@@ -186,17 +186,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError(f"unknown scenario names {unknown}; known: {sorted(known)}", key="names")
         scenarios = [s for s in scenarios if s.name in args.names]
     console = _console()
+    if args.compare and args.compare not in args.policy:
+        raise ConfigError(f"--compare {args.compare!r} is not one of the --policy names", key="compare")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     if "turns" in env_config:  # a ConversationStream-v0 spec: whole conversations
-        if args.first_seed:
-            raise ConfigError("--first-seed is for overflow events; a stream evaluation runs seeds 0..N-1", key="first-seed")
-        return _evaluate_stream(args, env_config, scenarios, console)
+        if args.log or args.overwrite:
+            raise ConfigError("--log records the transitions of overflow events; a stream evaluation writes no log",
+                              key="log" if args.log else "overwrite")
+        return _evaluate_stream(args, env_config, scenarios, seeds, console)
     from .stream.rollout import is_rollout
 
     rollouts = [name for name in args.policy if is_rollout(name)]
     if rollouts:
         raise ConfigError(f"{rollouts[0]!r} plays whole conversations: evaluate it with a ConversationStream-v0 spec "
                           "(--env envs/stream.yaml); on one overflow event, use 'oracle'", key="policy")
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
     df = evaluate(
         args.policy, scenarios, seeds, settings, log=args.log, overwrite=args.overwrite, progress=not args.quiet,
         note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"),
@@ -204,7 +207,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     atomic_write_text(args.out, df.to_csv(index=False))
     summary = summarize(df)
     console.print(_summary_table(summary, f"{len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}"))
-    sections = [policy_table(summary)]
+    return _comparisons(args, df, [policy_table(summary)], console)
+
+
+def _comparisons(args: argparse.Namespace, df, sections: list[str], console) -> int:
+    """``evaluate``'s optional tables after the summary: ``--by-scenario`` and
+    ``--compare`` printed, and with ``--markdown`` written after ``sections``."""
+    from .atomic import atomic_write_text
+    from .errors import ConfigError
+    from .evaluate import reward_by_scenario, reward_differences
+    from .report import markdown_table
+
     if args.by_scenario:
         table = reward_by_scenario(df)
         columns = ["scenario"] + list(table.columns)
@@ -252,23 +265,21 @@ STREAM_SUMMARY = {
 }
 
 
-def _evaluate_stream(args: argparse.Namespace, env_config: dict, scenarios, console) -> int:
+def _evaluate_stream(args: argparse.Namespace, env_config: dict, scenarios, seeds: range, console) -> int:
     """``evaluate --env <stream spec>``: policies over whole conversations."""
     from .atomic import atomic_write_text
     from .report import markdown_table
     from .stream.evaluate import evaluate_stream
 
     config = {**env_config, "scenarios": [str(s.source) for s in scenarios], "scenario_names": None}
-    df = evaluate_stream(args.policy, [s.name for s in scenarios], args.seeds, config=config,
+    df = evaluate_stream(args.policy, [s.name for s in scenarios], list(seeds), config=config,
                          note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"))
     atomic_write_text(args.out, df.to_csv(index=False))
     columns = [c for c in STREAM_SUMMARY if c in df.columns]
     summary = df.groupby("policy", sort=False).agg({c: STREAM_SUMMARY[c] for c in columns}).reset_index()
     rows = [[r["policy"]] + [f"{r[c]:,.3f}" if isinstance(r[c], float) else f"{r[c]:,}" for c in columns] for _, r in summary.iterrows()]
     console.print(_table(f"ConversationStream-v0: {len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}", ["policy"] + columns, rows))
-    if args.markdown:
-        atomic_write_text(args.markdown, markdown_table(["policy"] + columns, rows) + "\n")
-    return 0
+    return _comparisons(args, df, [markdown_table(["policy"] + columns, rows)], console)
 
 
 def _summarize_log(path: str) -> int:
@@ -413,12 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--first-seed", type=int, default=0, metavar="K",
                     help="start the seeds at K: K..K+N-1 (e.g. contexts a family never trained on)")
     ev.add_argument("--out", help="output CSV, one row per (policy, scenario, seed)")
-    ev.add_argument("--log", help="JSONL file of every transition (appended to; see --overwrite)")
+    ev.add_argument("--log", help="JSONL file of every transition (appended to; see --overwrite); overflow events only, "
+                                "not with a ConversationStream-v0 --env")
     ev.add_argument("--overwrite", action="store_true", help="truncate an existing --log instead of appending to it")
     ev.add_argument("--env", help="env spec YAML whose episode settings to use (default: the default settings)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.add_argument("--markdown", metavar="FILE.md", help="also write the printed tables as markdown to FILE.md")
-    ev.add_argument("--by-scenario", action="store_true", help="also the mean reward of every policy (and the oracle) per scenario")
+    ev.add_argument("--by-scenario", action="store_true", help="also the mean reward of every policy (and the oracle, on overflow events) per scenario")
     ev.add_argument("--compare", metavar="POLICY", help="paired reward differences of POLICY against every other policy")
     ev.add_argument("--from-log", metavar="FILE.jsonl",
                     help="instead: summarize a transition log (episodes, success, recovery, reward, chains)")

@@ -251,12 +251,14 @@ def score_tensor(group: pd.DataFrame, column: str, runs: Sequence[str] = ("run",
 
 def reward_by_scenario(df: pd.DataFrame) -> pd.DataFrame:
     """Mean reward per scenario (rows) and policy (columns), both in order of first
-    appearance, with the oracle's mean reward on the same contexts as a last column."""
+    appearance, with the oracle's mean reward on the same contexts as a last column
+    when ``df`` has one (``oracle_reward``: overflow events, not whole conversations)."""
     scenarios = list(dict.fromkeys(df["scenario"]))
     table = df.pivot_table(index="scenario", columns="policy", values="reward", aggfunc="mean", sort=False)
     table = table.reindex(index=scenarios, columns=list(dict.fromkeys(df["policy"])))
-    first = df.drop_duplicates(["scenario", "seed"])  # one oracle value per context
-    table["oracle"] = first.groupby("scenario", sort=False)["oracle_reward"].mean().reindex(scenarios)
+    if "oracle_reward" in df.columns:
+        first = df.drop_duplicates(["scenario", "seed"])  # one oracle value per context
+        table["oracle"] = first.groupby("scenario", sort=False)["oracle_reward"].mean().reindex(scenarios)
     table.columns.name = None
     return table
 

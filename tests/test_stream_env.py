@@ -190,3 +190,33 @@ def test_evaluate_stream_compares_policies_deterministically():
         total += reward
     only = evaluate_stream(["only:summarize_old"], ["gpt4-6000"], [0], config)
     assert total == pytest.approx(only["reward"].iloc[0])
+
+
+def test_cli_stream_evaluation_takes_first_seed_by_scenario_and_compare(tmp_path, capsys):
+    import pandas as pd
+    import yaml
+
+    from ctxsim.cli import main
+    from ctxsim.stream.evaluate import evaluate_stream
+
+    config = {**SMALL, "turns": 24, "probes": {"turns": [12, 20], "min_age_turns": 5}}
+    spec = tmp_path / "stream-short.yaml"
+    spec.write_text(yaml.safe_dump({"id": ENV_ID, "config": config}))
+    out, md = tmp_path / "r.csv", tmp_path / "r.md"
+    argv = ["evaluate", "--env", str(spec), "--policy", "seed-chain", "--policy", "only:remove_oldest",
+            "--names", "gpt4-6000", "tool-dupes", "--seeds", "2", "--first-seed", "3", "--out", str(out)]
+    assert main(argv + ["--by-scenario", "--compare", "seed-chain", "--markdown", str(md)]) == 0
+    df = pd.read_csv(out)
+    assert sorted(set(df["seed"])) == [3, 4]
+    direct = evaluate_stream(["seed-chain", "only:remove_oldest"], ["gpt4-6000", "tool-dupes"], [3, 4], config)
+    assert list(df["reward"]) == pytest.approx(list(direct["reward"]))
+    printed, text = capsys.readouterr().out, md.read_text()
+    assert "mean reward by scenario" in printed and "reward(seed-chain) − reward(policy)" in text
+    by_scenario = direct.groupby(["scenario", "policy"])["reward"].mean()
+    assert f"| tool-dupes | {by_scenario['tool-dupes', 'seed-chain']:+.4f} | {by_scenario['tool-dupes', 'only:remove_oldest']:+.4f} |\n" in text
+    # refused before any conversation is played: a log, an unknown --compare
+    for extra, key in ((["--log", str(tmp_path / "t.jsonl")], "--log"), (["--compare", "peer:letta"], "--compare")):
+        out.unlink(missing_ok=True)
+        assert main(argv + extra) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and key.strip("-") in err and not out.exists()
