@@ -15,7 +15,8 @@ transcript's tokens over the limit; ``{}`` takes the default range) or ``sample:
 Each range is ``{min, max}`` (inclusive; ``log: true`` draws uniformly in log space).
 Count keys (``limit``, ``mix_types``, ``unit_tokens_min``, ``facts``, ``duplicates``,
 ``superseded_writes``, ``errors``, ``pinned``, ``prior_summaries``) are drawn as
-integers. The defaults span the shipped suite (``data/scenarios``).
+integers. The defaults span the generated scenarios of ``data/scenarios`` (all but
+severe-overflow's 5x overflow).
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ def _r(lo: float, hi: float, log: bool = False) -> Any:
 
 
 class SampleRanges(BaseModel):
-    """What a family draws per context seed (defaults span the shipped suite).
+    """What a family draws per context seed (defaults span the generated scenarios,
+    severe-overflow's 5x excepted).
 
     ``limit``: context limit (tokens); ``overflow``: generated tokens / limit;
     ``mix_types``: how many of the six unit types get a share (the types and their

