@@ -70,6 +70,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .scenarios import build_context, find_scenario
     from .serialize import dumps_state
 
+    from .errors import ConfigError
+
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}", key="seed")
     scenario = find_scenario(args.scenario, args.suite)
     state = build_context(scenario, args.seed)
     text = dumps_state(state)
@@ -98,12 +102,14 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .errors import ConfigError
-    from .train import load_experiment, train
+    from .train import MAX_SEED, load_experiment, train
 
     experiment = load_experiment(args.experiment)
     for seed in args.seed or []:
-        if seed < 0:
-            raise ConfigError(f"--seed must be >= 0, got {seed}", key="seed")
+        if not 0 <= seed <= MAX_SEED:
+            raise ConfigError(f"--seed must be in 0..{MAX_SEED}, got {seed}", key="seed")
+    if args.timesteps is not None and args.timesteps < 1:
+        raise ConfigError(f"--timesteps must be >= 1, got {args.timesteps}", key="timesteps")
     for seed in dict.fromkeys(args.seed) if args.seed else [None]:
         run_dir = train(experiment, timesteps=args.timesteps, seed=seed, out=args.out, progress=not args.quiet)
         print(f"run directory: {run_dir}", flush=True)
@@ -168,10 +174,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .report import markdown_table, policy_table
     from .scenarios import DEFAULT_SUITE, load_scenarios
 
-    if args.seeds < 1:
-        raise ConfigError(f"--seeds must be >= 1, got {args.seeds}", key="seeds")
-    if args.first_seed < 0:
-        raise ConfigError(f"--first-seed must be >= 0, got {args.first_seed}", key="first-seed")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise ConfigError(f"--seeds must be in 1..{MAX_SEEDS:,}, got {args.seeds}", key="seeds")
+    if not 0 <= args.first_seed <= 2**32 - args.seeds:
+        raise ConfigError(f"--first-seed must be in 0..{2**32 - args.seeds} (seeds end below 2**32), got {args.first_seed}",
+                          key="first-seed")
     if args.split and not args.experiment:
         raise ConfigError("--split needs --experiment FILE", key="split")
     if args.experiment:
@@ -381,8 +388,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # ---- parser -----------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse with the project's error form: one line, exit 2 (subcommands too)."""
+
+    def error(self, message: str):
+        self.exit(2, f"ctxsim: error: {message} (see '{self.prog} --help')\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ctxsim", description="Context-overflow RL harness.")
+    parser = _Parser(prog="ctxsim", description="Context-overflow RL harness.")
     sub = parser.add_subparsers(dest="command", required=True)
 
     sc = sub.add_parser("scenarios", help="scenario suites")
@@ -485,6 +499,34 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: options that name an output file or folder
 OUTPUT_OPTIONS = ("out", "log", "markdown")
+#: the output options that name a file (elsewhere ``--out`` is a folder), per command
+FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",)}
+#: most seeds per scenario one command evaluates
+MAX_SEEDS = 100_000
+
+
+def check_file_outputs(args: argparse.Namespace) -> None:
+    """Before any work: every output file of the command can be written, and no two
+    options name the same file (one would overwrite the other)."""
+    from .errors import ConfigError
+
+    seen: dict[str, str] = {}
+    for name in FILE_OUTPUTS.get(args.command, ()):
+        value = getattr(args, name, None)
+        if not isinstance(value, str) or value == "-":
+            continue
+        option = "--" + name
+        if os.path.isdir(value):
+            raise ConfigError(f"{option} names a folder, not a file: {value}", key=name)
+        real = os.path.realpath(value)
+        if real in seen:
+            raise ConfigError(f"{option} and {seen[real]} name the same file: {value}", key=name)
+        seen[real] = option
+        parent = os.path.dirname(real)
+        while not os.path.exists(parent):
+            parent = os.path.dirname(parent)
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK | os.X_OK):
+            raise ConfigError(f"{option} cannot be written: {parent} is not a writable folder", key=name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -495,6 +537,7 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(value, str) and value != "-":
             setattr(args, name, os.path.normpath(value))
     try:
+        check_file_outputs(args)
         return int(args.func(args) or 0)
     except CtxsimError as exc:
         print(f"ctxsim: error: {exc}", file=sys.stderr)

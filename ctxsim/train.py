@@ -37,7 +37,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, describe_value
 from .validation import KeyedValueError, load_yaml, validate
 from .warmstart import ActionValues, WarmStart, action_values, fit
 
@@ -54,10 +54,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = ("PPO", "A2C", "DQN", "MaskablePPO")
 
 
+#: seeds go to numpy, which takes 0 .. 2**32 - 1
+MAX_SEED = 2**32 - 1
+
+
 class ExperimentConfig(BaseModel):
     """One training experiment (``experiments/<name>.yaml``)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="experiment name, used in the run directory name")
     algo: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(description="SB3 / sb3-contrib algorithm")
@@ -72,7 +76,7 @@ class ExperimentConfig(BaseModel):
     timesteps: int = Field(20_000, gt=0, description="total environment steps")
     n_envs: int = Field(2, ge=1, le=64, description="parallel environments")
     vec_env: Literal["dummy", "subproc"] = Field("dummy", description="DummyVecEnv or SubprocVecEnv")
-    seed: int = Field(0, ge=0, description="seeds the algorithm, the envs and torch")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seeds the algorithm, the envs and torch")
     policy: str = Field("MlpPolicy", description="SB3 policy class name")
     hyperparams: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the algorithm")
     eval_freq: int = Field(2_000, gt=0, description="evaluate every this many total steps")
@@ -123,7 +127,9 @@ def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict
     from .environments.spec import env_class, load_env_spec
 
     spec = load_env_spec(resolve_path(experiment.env, experiment))
-    checked = env_class(spec.id).checked_config({**spec.config, **experiment.env_config}, source=experiment.source)
+    # the spec's own config was checked when it loaded: what fails here is the experiment's env_config
+    checked = env_class(spec.id).checked_config({**spec.config, **experiment.env_config}, source=experiment.source,
+                                                key_prefix="env_config")
     base = checked.model_dump(mode="json")
     names = [s.name for s in checked.suite]
     validation = experiment.validation_scenarios or []
@@ -228,6 +234,8 @@ def train(
         if not issubclass(env_class(env_id), ContextOverflowEnv):
             key = "warm_start" if experiment.warm_start is not None else "normalize_observations"
             raise ConfigError(f"{key} needs a ContextOverflow env, not {env_id}", source=experiment.source, key=key)
+    algo_cls = MaskablePPO if experiment.algo == "MaskablePPO" else getattr(sb3, experiment.algo)
+    check_hyperparams(algo_cls, experiment)
     run_dir = Path(out) / run_name(env_id, experiment, seed)
     resolved = yaml.safe_dump(  # before the algorithm sees (and SB3 may extend) the hyperparams
         {
@@ -258,7 +266,6 @@ def train(
     if experiment.normalize_observations:
         train_env, eval_env = (frozen_normalization(env, states.observations) for env in (train_env, eval_env))
 
-    algo_cls = MaskablePPO if masked else getattr(sb3, experiment.algo)
     try:
         model = algo_cls(
             experiment.policy, train_env, seed=seed, verbose=0, device="cpu",
@@ -305,6 +312,44 @@ def train(
     train_env.close()
     eval_env.close()
     return run_dir
+
+
+#: hyperparameters SB3 takes as counts but does not check (0 or less fails mid-training)
+POSITIVE_HYPERPARAMS = ("n_steps", "batch_size", "n_epochs", "buffer_size")
+
+
+def check_hyperparams(algo_cls, experiment: ExperimentConfig) -> None:
+    """Check ``policy`` and every ``hyperparams`` value against the algorithm's own
+    signature (its type annotations, strictly: ``"0.1"`` is not a float) before any
+    run directory exists: SB3 accepts some wrong values at construction and fails
+    only once training runs. Keys the signature does not annotate are left to it."""
+    import inspect
+
+    from pydantic import TypeAdapter, ValidationError
+
+    if experiment.policy not in algo_cls.policy_aliases:
+        raise ConfigError(f"{experiment.algo} has no policy {experiment.policy!r}; known: {sorted(algo_cls.policy_aliases)}",
+                          source=experiment.source, key="policy")
+    hints = {name: p.annotation for name, p in inspect.signature(algo_cls.__init__).parameters.items()
+             if p.annotation is not inspect.Parameter.empty and not isinstance(p.annotation, str)}
+    strict = ConfigDict(strict=True, arbitrary_types_allowed=True)
+    for key, value in experiment.hyperparams.items():
+        problem = None
+        if key in POSITIVE_HYPERPARAMS and isinstance(value, int) and value < 1:
+            problem = "must be >= 1"
+        elif key in hints:
+            try:
+                TypeAdapter(hints[key], config=strict).validate_python(value)
+            except ValidationError as exc:
+                problem = f"{experiment.algo} expects {_type_name(hints[key])} ({exc.errors()[0]['msg']})"
+            except Exception:  # a type pydantic cannot check: the algorithm will
+                continue
+        if problem:
+            raise ConfigError(f"{problem} (got {describe_value(value)})", source=experiment.source, key=f"hyperparams.{key}")
+
+
+def _type_name(hint) -> str:
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
 def training_states(env_id: str, config: dict[str, Any], margin: float) -> ActionValues:

@@ -51,6 +51,14 @@ def work(tmp_path, monkeypatch):
         "hyper": EXPERIMENT.format(name="hyper", env=env, hyperparams="{n_stepz: 8}"),
         "policy_kwargs": EXPERIMENT.format(name="pk", env=env, hyperparams="{policy_kwargs: {net_arch: wide}}"),
         "unknown_scenario": EXPERIMENT.format(name="x", env=env, hyperparams="{}").replace("chat-10k", "no-such"),
+        # wrong values SB3 accepts at construction and fails on only once training runs
+        "ent_auto": EXPERIMENT.format(name="x", env=env, hyperparams="{ent_coef: auto}"),
+        "clip_text": EXPERIMENT.format(name="x", env=env, hyperparams="{clip_range: wide}"),
+        "no_epochs": EXPERIMENT.format(name="x", env=env, hyperparams="{n_epochs: 0}"),
+        "foo_policy": EXPERIMENT.format(name="x", env=env, hyperparams="{}") + "policy: FooPolicy\n",
+        "env_bogus": EXPERIMENT.format(name="x", env=env, hyperparams="{}") + "env_config: {bogus: 1}\n",
+        "text_steps": EXPERIMENT.format(name="x", env=env, hyperparams="{}").replace("timesteps: 64", "timesteps: '64'"),
+        "huge_seed": EXPERIMENT.format(name="x", env=env, hyperparams="{}") + "seed: 4294967296\n",
         "sweep_escape": TINY_SWEEP.replace("name: tiny", "name: ../escape"),
         "sweep_unknown_policy": TINY_SWEEP.replace("seed-chain", "no-such-policy"),
     }.items():
@@ -65,16 +73,31 @@ BAD_INPUT = [
     ("scenarios: bad YAML", ["scenarios", "list", "--suite", "bad.yaml"], "invalid YAML"),
     ("generate: path as a name", ["generate", "--scenario", "../../etc/x", "--out", "out/c.json"], "unknown scenario"),
     ("generate: missing suite", ["generate", "--scenario", "chat-10k", "--suite", "missing", "--out", "out/c.json"], "missing"),
-    ("generate: out is a folder", ["generate", "--scenario", str(SCENARIO), "--out", "out"], "Is a directory: out"),
+    ("generate: out is a folder", ["generate", "--scenario", str(SCENARIO), "--out", "out"], "--out names a folder"),
+    ("generate: negative seed", ["generate", "--scenario", str(SCENARIO), "--seed", "-1", "--out", "out/c.json"], "--seed"),
     ("train: missing file", ["train", "missing.yaml", "--out", "out"], "missing.yaml"),
     ("train: bad YAML", ["train", "bad.yaml", "--out", "out"], "invalid YAML"),
     ("train: name with a path", ["train", "escape.yaml", "--out", "out"], "name"),
     ("train: unknown hyperparameter", ["train", "hyper.yaml", "--out", "out", "--quiet"], "hyperparams"),
     ("train: bad policy_kwargs", ["train", "policy_kwargs.yaml", "--out", "out", "--quiet"], "hyperparams"),
     ("train: unknown eval scenario", ["train", "unknown_scenario.yaml", "--out", "out"], "no-such"),
+    ("train: ent_coef auto", ["train", "ent_auto.yaml", "--out", "out", "--quiet"], "key 'hyperparams.ent_coef'"),
+    ("train: clip_range text", ["train", "clip_text.yaml", "--out", "out", "--quiet"], "key 'hyperparams.clip_range'"),
+    ("train: zero epochs", ["train", "no_epochs.yaml", "--out", "out", "--quiet"], "key 'hyperparams.n_epochs': must be >= 1"),
+    ("train: unknown policy class", ["train", "foo_policy.yaml", "--out", "out", "--quiet"], "key 'policy'"),
+    ("train: unknown env_config key", ["train", "env_bogus.yaml", "--out", "out"], "key 'env_config.bogus'"),
+    ("train: timesteps as text", ["train", "text_steps.yaml", "--out", "out"], "key 'timesteps'"),
+    ("train: seed beyond numpy's", ["train", "huge_seed.yaml", "--out", "out"], "key 'seed'"),
+    ("train: zero timesteps", ["train", "hyper.yaml", "--timesteps", "0", "--out", "out"], "--timesteps must be >= 1"),
     ("evaluate: unknown policy", ["evaluate", "--policy", "nope", "--out", "out/r.csv"], "unknown policy 'nope'"),
     ("evaluate: zero seeds", ["evaluate", "--policy", "random", "--seeds", "0", "--out", "out/r.csv"], "--seeds"),
     ("evaluate: negative first seed", ["evaluate", "--policy", "random", "--first-seed", "-1", "--out", "out/r.csv"], "--first-seed"),
+    ("evaluate: seeds beyond any range", ["evaluate", "--policy", "random", "--seeds", str(10**20), "--out", "out/r.csv"],
+     "--seeds must be in 1..100,000"),
+    ("evaluate: markdown is a folder", ["evaluate", "--policy", "random", "--out", "out/r.csv", "--markdown", "empty"],
+     "--markdown names a folder"),
+    ("evaluate: log and out the same file", ["evaluate", "--policy", "random", "--out", "out/r.csv", "--log", "out/r.csv"],
+     "name the same file"),
     ("evaluate: missing env spec", ["evaluate", "--policy", "random", "--env", "missing.yaml", "--out", "out/r.csv"], "missing.yaml"),
     ("evaluate: empty suite", ["evaluate", "--policy", "random", "--scenarios", "empty", "--out", "out/r.csv"], "no *.yaml"),
     ("evaluate: not a log", ["evaluate", "--from-log", "not_a_log.jsonl"], "not_a_log.jsonl"),
@@ -122,7 +145,7 @@ def test_bad_input_is_one_line_exit_2_and_no_output(work, capsys, argv, needle):
 def test_train_refuses_a_negative_seed_before_training_any(tmp_path, capsys):
     code = main(["train", str(REPO / "experiments" / "maskable_ppo_default.yaml"), "--seed", "3", "-1", "--out", str(tmp_path / "runs")])
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "--seed must be >= 0, got -1" in err
+    assert code == 2 and err.count("\n") == 1 and f"--seed must be in 0..{2**32 - 1}, got -1" in err
     assert not (tmp_path / "runs").exists()
 
 
@@ -254,3 +277,18 @@ def test_readme_documents_every_experiment_key():
     documented = re.findall(r"^\| `([a-z_]+)` \| .+? \| (.+) \|$", section, flags=re.MULTILINE)
     fields = {name: f.description for name, f in ExperimentConfig.model_fields.items() if name != "source"}
     assert dict(documented) == fields
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["train", "--seed", "abc", "x.yaml"], "invalid int value: 'abc'"),
+    (["evaluate", "--split", "foo"], "invalid choice: 'foo'"),
+    (["no-such-command"], "invalid choice: 'no-such-command'"),
+    ([], "required: command"),
+    (["pool", "--env", "a.yaml", "--experiment", "b.yaml"], "not allowed with argument --env"),
+])
+def test_command_line_errors_are_one_line_exit_2(capsys, argv, needle):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("ctxsim: error: ") and needle in err
+
