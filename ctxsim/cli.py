@@ -132,6 +132,11 @@ def cmd_pool(args: argparse.Namespace) -> int:
     else:
         spec = load_env_spec(args.env)
         env_id, configs, source = spec.id, [spec.config], spec.source or args.env
+    from .environments.overflow import ContextOverflowEnv
+    from .environments.spec import env_class
+
+    if not issubclass(env_class(env_id), ContextOverflowEnv):
+        raise ConfigError(f"{env_id} has no context pool: its conversations grow turn by turn", source=source, key="id")
     pooled = [{**config, "pool": True} for config in configs]
     for pool, path, built, scenarios in prepare_pools(env_id, *pooled, source=source, workers=args.workers, rebuild=args.rebuild):
         stats = pool.stats()

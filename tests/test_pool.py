@@ -166,7 +166,7 @@ def test_the_pool_command_rejects_an_env_without_pools(pools, capsys):
 
     assert main(["pool", "--env", "envs/stream.yaml"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "config.pool" in err and len(err.splitlines()) == 1
+    assert "has no context pool" in err and "key 'id'" in err and len(err.splitlines()) == 1
     assert not pools.exists()
 
 

@@ -132,7 +132,7 @@ def test_config_defaults_validation_and_spec_file(repo_root):
     assert ConversationStreamEnv.resolve_config() == ConversationStreamEnv.resolve_config(defaults)
     for bad, key in [({"turnz": 5}, "config.turnz"), ({"probes": {"turns": [70]}}, "config.probes.turns[0]"),
                      ({"rehydration": {"cooldown": 2}}, "config.rehydration.cooldown"), ({"target": "limit"}, "config.target"),
-                     ({"actions": ["summarize_old", "nope"]}, "config.actions[1]")]:
+                     ({"actions": ["summarize_old", "nope"]}, "config.actions[1]"), ({"turns": 10**8}, "config.turns")]:
         with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
             ConversationStreamEnv.resolve_config(bad, source="envs/x.yaml", key_prefix="config")
     with pytest.raises(ConfigError):

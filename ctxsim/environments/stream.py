@@ -45,7 +45,7 @@ class StreamConfig(OverflowConfig):
 
     target: Literal["warning"]
     pool: Literal[False]  # conversations grow turn by turn: nothing to precompute
-    turns: Annotated[int, Field(ge=2)]
+    turns: Annotated[int, Field(ge=2, le=10_000)]
     limit: Annotated[int, Field(gt=0)] | None
     probes: ProbeConfig
     rehydration: RehydrationConfig
