@@ -175,7 +175,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not args.policy or not args.out:
         raise ConfigError("--policy and --out are required (or --from-log FILE.jsonl)", key="policy")
     from .atomic import atomic_write_text
-    from .evaluate import evaluate, reward_by_scenario, reward_differences, settings_from_env_spec, summarize
+    from .evaluate import MAX_SEEDS, evaluate, settings_from_env_spec, summarize
     from .report import markdown_table, policy_table
     from .scenarios import DEFAULT_SUITE, load_scenarios
 
@@ -506,8 +506,6 @@ def build_parser() -> argparse.ArgumentParser:
 OUTPUT_OPTIONS = ("out", "log", "markdown")
 #: the output options that name a file (elsewhere ``--out`` is a folder), per command
 FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",)}
-#: most seeds per scenario one command evaluates
-MAX_SEEDS = 100_000
 
 
 def check_file_outputs(args: argparse.Namespace) -> None:

@@ -43,6 +43,8 @@ from .stats import iqm, normalized_score, stratified_bootstrap_ci
 
 #: random rollouts per context whose mean reward is R_random
 RANDOM_ROLLOUTS = 8
+#: most seeds per scenario one evaluation or sweep runs
+MAX_SEEDS = 100_000
 COLUMNS = (
     "policy", "run", "scenario", "seed", "reward", "success", "used_recovery", "forced_recovery", "tokens_before",
     "tokens_after", "reduction_pct", "coherence", "p1_preserved", "facts_retained", "rules_retained", "latency_ms",

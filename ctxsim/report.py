@@ -25,6 +25,9 @@ fonts of at least 9 pt. Everything is written atomically.
 from __future__ import annotations
 
 import io
+import itertools
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -41,6 +44,9 @@ DPI = 110
 RC = {"font.size": 10, "axes.titlesize": 11, "axes.labelsize": 10, "xtick.labelsize": 9, "ytick.labelsize": 9,
       "legend.fontsize": 9, "figure.dpi": DPI, "savefig.dpi": DPI}
 MARKERS = "osD^vP*Xhp<>"
+#: the results columns the report reads, besides policy, scenario and seed
+REPORT_COLUMNS = ("reward", "success", "used_recovery", "reduction_pct", "p1_preserved", "facts_retained",
+                  "rules_retained", "coherence", "latency_ms", "normalized_score", "chain")
 
 
 # ---- markdown --------------------------------------------------------------------
@@ -230,13 +236,45 @@ def fig_strategy_usage(results: pd.DataFrame, label: str):
     return fig
 
 
+def read_evaluations(run: Path) -> tuple[np.ndarray, np.ndarray]:
+    """A run's ``evaluations.npz`` (SB3's layout): ``timesteps`` (n) and ``results``
+    as an n × episodes array of rewards; ConfigError naming the file and the array
+    when it is not that."""
+    path = Path(run) / "evaluations.npz"
+    arrays: dict[str, np.ndarray] = {}
+    name = None  # the array being read
+    try:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a lone .npy array
+            raise ValueError("not an archive")
+        with data:
+            for name in ("timesteps", "results"):
+                if name not in data.files:
+                    raise ConfigError(f"missing array (has {sorted(data.files)})", source=path, key=name)
+                arrays[name] = np.asarray(data[name], dtype=float)
+    except OSError as exc:
+        raise ConfigError(f"cannot read file ({exc.strerror or exc})", source=path) from None
+    except (ValueError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        if name is None:
+            raise ConfigError("not a NumPy .npz archive", source=path) from None
+        raise ConfigError(f"expected an array of numbers ({' '.join(str(exc).split())[:100]})", source=path,
+                          key=name) from None
+    steps, results = arrays["timesteps"], arrays["results"]
+    if steps.ndim != 1 or not steps.size or not np.isfinite(steps).all():
+        raise ConfigError(f"expected a non-empty list of finite numbers (got shape {steps.shape})", source=path,
+                          key="timesteps")
+    if not results.size or results.shape[:1] != steps.shape or not np.isfinite(results).all():
+        raise ConfigError(f"expected finite rewards, one row per timestep (got shape {results.shape} for "
+                          f"{len(steps)} timesteps)", source=path, key="results")
+    return steps, results.reshape(len(steps), -1)
+
+
 def fig_learning_curves(runs: Sequence[Path]):
     """Evaluation mean reward (± std over episodes) against timesteps, one line per run."""
     fig = _figure()
     ax = fig.add_subplot()
     for i, run in enumerate(runs):
-        data = np.load(run / "evaluations.npz")
-        steps, rewards = data["timesteps"], np.asarray(data["results"], dtype=float).reshape(len(data["timesteps"]), -1)
+        steps, rewards = read_evaluations(run)
         mean, std = rewards.mean(axis=1), rewards.std(axis=1)
         color = _style(i)["color"]
         ax.plot(steps, mean, color=color, marker="o", ms=3, label=run.name)
@@ -293,6 +331,19 @@ def fig_performance_profile(results: pd.DataFrame):
 
 
 # ---- the report ------------------------------------------------------------------
+def check_complete(results: pd.DataFrame, source: str | Path) -> None:
+    """ConfigError unless each policy (and each of its runs) has a row for every
+    scenario × seed it has at all: the bootstrap CIs resample that full grid."""
+    for policy, group in results.groupby("policy", sort=True):
+        have = set(zip(group["run"], group["scenario"], group["seed"]))
+        grid = itertools.product(*(sorted(group[c].unique()) for c in ("run", "scenario", "seed")))
+        for run, scenario, seed in grid:
+            if (run, scenario, seed) not in have:
+                raise ConfigError(f"policy {policy!r}{f', run {run!r},' if run else ''} has no row for scenario "
+                                  f"{scenario!r}, seed {seed} (every policy needs each scenario × seed it has)",
+                                  source=source)
+
+
 def find_runs(results_dir: Path, policies: Iterable[str], runs: Sequence[str | Path] = ()) -> list[Path]:
     """Training run folders with an ``evaluations.npz``: ``runs`` (each must have one,
     or be a folder of such runs), learned policies' folders (a run folder, a model
@@ -324,52 +375,50 @@ def find_runs(results_dir: Path, policies: Iterable[str], runs: Sequence[str | P
 def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str | Path] = ()) -> Path:
     """Write ``report.md`` and the figures into ``out``; returns the report's path.
 
-    ``results_path``: a results CSV or a folder holding ``results.csv``.
+    ``results_path``: a results CSV or a folder holding ``results.csv``. Every input
+    is checked and every figure made before anything is written; a report that fails
+    removes the output folder if it created it.
     """
     import matplotlib
 
     from .evaluate import summarize
-    from .sweep import is_learned, read_results
+    from .sweep import is_learned, output_folder, read_results
 
     results_path = Path(results_path)
-    results = read_results(results_path)
-    needed = ["reduction_pct", "normalized_score", "chain"]
-    missing = [c for c in needed if c not in results.columns]
-    if missing:
-        raise ConfigError(f"missing columns {missing}", source=results_path)
+    results = read_results(results_path, REPORT_COLUMNS)
+    check_complete(results, results_path / "results.csv" if results_path.is_dir() else results_path)
     results_dir = results_path if results_path.is_dir() else results_path.parent
     out = Path(out)
     summary = summarize(results)
     learned = [p for p in sorted(results["policy"].unique()) if is_learned(p)]
     run_dirs = find_runs(results_dir, learned, runs)
 
-    figures: list[tuple[str, str, str]] = []  # (file, heading, caption)
+    figures: list[tuple[str, bytes, str, str]] = []  # (file, PNG, heading, caption): all made before any is written
 
-    def save(name: str, fig, heading: str, caption: str) -> None:
-        atomic_write_bytes(out / name, _png(fig))
-        figures.append((name, heading, caption))
+    def add(name: str, fig, heading: str, caption: str) -> None:
+        figures.append((name, _png(fig), heading, caption))
 
     with matplotlib.rc_context(RC):
-        save("iqm.png", fig_iqm(summary), "Aggregate IQM of the normalized score",
+        add("iqm.png", fig_iqm(summary), "Aggregate IQM of the normalized score",
              "Interquartile mean over all (scenario, seed) runs; bars are 95 % stratified bootstrap CIs.")
-        save("performance_profile.png", fig_performance_profile(results), "Performance profiles",
+        add("performance_profile.png", fig_performance_profile(results), "Performance profiles",
              "Fraction of runs whose normalized score exceeds τ; a curve above another dominates it.")
-        save("reward_by_scenario.png", fig_reward_by_scenario(results), "Mean reward per scenario",
+        add("reward_by_scenario.png", fig_reward_by_scenario(results), "Mean reward per scenario",
              "Mean seed-001 reward of each policy on each scenario, 95 % bootstrap CI over seeds.")
-        save("pareto.png", fig_pareto(results), "Reduction against facts retained",
+        add("pareto.png", fig_pareto(results), "Reduction against facts retained",
              "Each point is a policy (means over all runs, 95 % CIs); the dashed line joins the non-dominated ones.")
         if learned:
             slugs = ["".join(c if c.isalnum() or c in "-_" else "_" for c in Path(p).name) or "policy" for p in learned]
             for i, (policy, slug) in enumerate(zip(learned, slugs)):
                 slug = slug if slugs.count(slug) == 1 else f"{slug}_{i}"  # e.g. two runs' best_model.zip
-                save(f"strategy_usage_{slug}.png", fig_strategy_usage(results[results["policy"] == policy], f"`{policy}`"),
+                add(f"strategy_usage_{slug}.png", fig_strategy_usage(results[results["policy"] == policy], f"`{policy}`"),
                      f"Strategy usage of `{policy}`", "Share of each action among the policy's steps, per scenario.")
         else:
             label = f"all {results['policy'].nunique()} policies pooled"
-            save("strategy_usage.png", fig_strategy_usage(results, label), "Strategy usage",
+            add("strategy_usage.png", fig_strategy_usage(results, label), "Strategy usage",
                  "Share of each action among all steps of all policies, per scenario (no learned policy in the results).")
         if run_dirs:
-            save("learning_curves.png", fig_learning_curves(run_dirs), "Learning curves",
+            add("learning_curves.png", fig_learning_curves(run_dirs), "Learning curves",
                  "Held-out evaluation mean reward during training (± std over evaluation episodes), from "
                  + ", ".join(f"`{r.name}`" for r in run_dirs) + ".")
 
@@ -382,7 +431,10 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
         policy_table(summary),
         "## Figures\n",
     ]
-    for name, heading, caption in figures:
+    for name, _, heading, caption in figures:
         parts.append(f"### {heading}\n\n![{heading}]({name})\n\n{caption}\n")
     parts += ["## Mean reward per scenario\n", scenario_table(results, "reward", "+.3f")]
-    return atomic_write_text(out / "report.md", "\n".join(parts))
+    with output_folder(out):  # removed again if this report created it and a write fails
+        for name, png, _, _ in figures:
+            atomic_write_bytes(out / name, png)
+        return atomic_write_text(out / "report.md", "\n".join(parts))

@@ -25,7 +25,8 @@ Outputs, all written atomically into the output folder (nothing outside it):
 ``results.csv`` (the evaluate columns, sorted by policy, scenario, seed; floats
 rounded to 6 decimals), ``transitions.jsonl`` (every step, in unit order: scenario
 as configured, then seed), ``summary.md``, ``sweep.yaml`` (the resolved sweep) and,
-with a baseline, ``regressions.csv``.
+with a baseline, ``regressions.csv``. A sweep that fails removes the output folder
+if it created it.
 
 Regression check (:func:`compare`): on the (policy, scenario, seed) rows present in
 both the results and the baseline, the mean reward, success rate and facts retained
@@ -43,15 +44,16 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Literal
+from typing import Annotated, Any, Callable, Iterator, Literal, Sequence
 
+import numpy as np
 import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from .atomic import atomic_write_bytes, atomic_write_text
 from .episode import EpisodeSettings
-from .evaluate import settings_from_env_spec, transcript_note, with_runs
+from .evaluate import COLUMNS, MAX_SEEDS, settings_from_env_spec, transcript_note, with_runs
 from .errors import ConfigError, describe_value
 from .parallel import default_workers, process_map
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
@@ -133,10 +135,10 @@ class SweepConfig(BaseModel):
             return isinstance(v, int) and not isinstance(v, bool)
 
         if is_int(value):
-            if value < 1:
-                raise ValueError("a seed count must be >= 1")
-        elif not isinstance(value, list) or not value or not all(is_int(v) and v >= 0 for v in value):
-            raise ValueError("expected a seed count >= 1 or a non-empty list of integer seeds >= 0")
+            if not 1 <= value <= MAX_SEEDS:
+                raise ValueError(f"a seed count must be in 1..{MAX_SEEDS:,}")
+        elif not isinstance(value, list) or not value or not all(is_int(v) and 0 <= v < 2**32 for v in value):
+            raise ValueError("expected a seed count >= 1 or a non-empty list of integer seeds in 0..2**32-1")
         return value
 
     @field_validator("policies", "seeds")
@@ -388,46 +390,62 @@ def run_sweep(
         import_ray()  # fail before any work or output
     baseline_df = read_results(baseline) if baseline is not None else None
     out = Path(out) if out is not None else Path("reports") / "sweeps" / sweep.name
+    with output_folder(out):  # removed again if this run created it and fails
+        scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=out))
+        try:
+            units = [
+                WorkUnit(scenario, seed, tuple(sweep.policies.values()), sweep.settings, str(scratch))
+                for scenario in sweep.scenarios
+                for seed in sweep.seeds
+            ]
+            start = time.perf_counter()
+            with _Progress(progress, len(units), f"sweep {sweep.name}") as advance:
+                if backend == "ray":
+                    parts = _run_ray(units, sweep, workers, advance)
+                else:
+                    count = min(workers or sweep.config.workers or default_workers(), len(units))
+                    parts = process_map(run_unit, units, count, order=_largest_first(units),
+                                        preload=["ctxsim.evaluate"], advance=advance)
+            seconds = time.perf_counter() - start
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+        labels = {target: label for label, target in sweep.policies.items()}
+        results = pd.concat([df for df, _ in parts], ignore_index=True)
+        results["policy"] = results["policy"].map(lambda p: labels.get(p, p))
+        # rounded as written, so a check against these very results finds no difference at all
+        results = results.sort_values(SORT_KEYS, kind="stable").reset_index(drop=True).round(FLOAT_DECIMALS)
+        summary = summarize(results)
+        regressions = covered = None
+        if baseline_df is not None:
+            regressions = compare(results, baseline_df, sweep.config.tolerances, baseline)
+            covered = coverage(results, baseline_df)
+
+        markdown = summary_markdown(results, summary, title=f"Sweep `{sweep.name}`", regressions=regressions)
+        atomic_write_text(out / "results.csv", results_csv(results))
+        atomic_write_bytes(out / "transitions.jsonl", b"".join(t for _, t in parts))
+        atomic_write_text(out / "sweep.yaml", resolved_yaml(sweep))
+        atomic_write_text(out / "summary.md", markdown)
+        if regressions is not None:
+            atomic_write_text(out / "regressions.csv", regressions.to_csv(index=False, lineterminator="\n"))
+        else:
+            (out / "regressions.csv").unlink(missing_ok=True)  # a previous run's check does not apply
+        return SweepResult(out, results, summary, regressions, covered, seconds)
+
+
+@contextmanager
+def output_folder(out: Path) -> Iterator[Path]:
+    """``out``, created (with its parents) when missing; what this created is removed
+    again when the body fails, so a failed run leaves no folder behind (a folder that
+    existed before is kept)."""
+    created = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)  # the topmost one missing
     out.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=out))
     try:
-        units = [
-            WorkUnit(scenario, seed, tuple(sweep.policies.values()), sweep.settings, str(scratch))
-            for scenario in sweep.scenarios
-            for seed in sweep.seeds
-        ]
-        start = time.perf_counter()
-        with _Progress(progress, len(units), f"sweep {sweep.name}") as advance:
-            if backend == "ray":
-                parts = _run_ray(units, sweep, workers, advance)
-            else:
-                count = min(workers or sweep.config.workers or default_workers(), len(units))
-                parts = process_map(run_unit, units, count, order=_largest_first(units),
-                                    preload=["ctxsim.evaluate"], advance=advance)
-        seconds = time.perf_counter() - start
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-
-    labels = {target: label for label, target in sweep.policies.items()}
-    results = pd.concat([df for df, _ in parts], ignore_index=True)
-    results["policy"] = results["policy"].map(lambda p: labels.get(p, p))
-    # rounded as written, so a check against these very results finds no difference at all
-    results = results.sort_values(SORT_KEYS, kind="stable").reset_index(drop=True).round(FLOAT_DECIMALS)
-    summary = summarize(results)
-    regressions = covered = None
-    if baseline_df is not None:
-        regressions = compare(results, baseline_df, sweep.config.tolerances, baseline)
-        covered = coverage(results, baseline_df)
-
-    atomic_write_text(out / "results.csv", results_csv(results))
-    atomic_write_bytes(out / "transitions.jsonl", b"".join(t for _, t in parts))
-    atomic_write_text(out / "sweep.yaml", resolved_yaml(sweep))
-    atomic_write_text(out / "summary.md", summary_markdown(results, summary, title=f"Sweep `{sweep.name}`", regressions=regressions))
-    if regressions is not None:
-        atomic_write_text(out / "regressions.csv", regressions.to_csv(index=False, lineterminator="\n"))
-    else:
-        (out / "regressions.csv").unlink(missing_ok=True)  # a previous run's check does not apply
-    return SweepResult(out, results, summary, regressions, covered, seconds)
+        yield out
+    except BaseException:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        raise
 
 
 def results_csv(results: pd.DataFrame) -> str:
@@ -450,27 +468,60 @@ def resolved_yaml(sweep: Sweep) -> str:
 
 
 # ---- regression check --------------------------------------------------------------
-def read_results(path: str | Path) -> pd.DataFrame:
-    """A results CSV (a sweep's ``results.csv`` or a baseline); ConfigError when it
-    cannot be read or lacks the columns the check needs."""
+#: results columns read as True/False and as numbers (when present)
+BOOL_COLUMNS = ("success", "used_recovery", "forced_recovery")
+NUMERIC_COLUMNS = tuple(c for c in COLUMNS if c not in (*BOOL_COLUMNS, *SORT_KEYS, "chain"))
+
+
+def read_results(path: str | Path, columns: Sequence[str] = tuple(METRICS.values())) -> pd.DataFrame:
+    """A results CSV (a sweep's ``results.csv`` or a baseline), checked: at least one
+    row; the key columns and ``columns`` present; policy and scenario not empty, seeds
+    integers >= 0, numbers finite, booleans True/False; no (policy, run, scenario, seed)
+    twice. ConfigError naming the file, the column, the row (1 = the first after the
+    header) and the value otherwise."""
     path = Path(path)
     if path.is_dir():
         path = path / "results.csv"
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:
         raise ConfigError("file not found", source=path) from None
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise ConfigError(f"not a results CSV ({' '.join(str(exc).split())})", source=path) from None
-    missing = [c for c in SORT_KEYS + list(METRICS.values()) if c not in df.columns and c != "run"]
+    missing = [c for c in dict.fromkeys([*SORT_KEYS, *columns]) if c not in df.columns and c != "run"]
     if missing:
         raise ConfigError(f"missing columns {missing} (has {list(df.columns)})", source=path)
-    if df["success"].dtype != bool:
-        df["success"] = df["success"].astype(str).str.lower().map({"true": True, "false": False, "1": True, "0": False})
-        if df["success"].isna().any():
-            raise ConfigError("column 'success' must hold True/False", source=path)
-    df["policy"], df["scenario"] = df["policy"].astype(str), df["scenario"].astype(str)
-    return with_runs(df)  # results written before the run column compare as run ""
+    if df.empty:
+        raise ConfigError("no rows: a results CSV has one row per policy, scenario and seed", source=path)
+
+    def bad(column: str, ok: pd.Series, expected: str):
+        row = int(np.flatnonzero(~ok.to_numpy())[0])
+        return ConfigError(f"row {row + 1}: expected {expected} (got {describe_value(df[column].iloc[row])})",
+                           source=path, key=column)
+
+    for column in ("policy", "scenario"):
+        if not (ok := df[column].str.strip() != "").all():
+            raise bad(column, ok, "a name")
+    for column in (c for c in df.columns if c in NUMERIC_COLUMNS or c == "seed"):
+        values = pd.to_numeric(df[column].str.strip(), errors="coerce")
+        ok = np.isfinite(values) & ((values >= 0) & (values % 1 == 0) if column == "seed" else True)
+        if not ok.all():
+            raise bad(column, ok, "an integer >= 0" if column == "seed" else "a finite number")
+        df[column] = values.astype(int) if column == "seed" else values
+    for column in (c for c in df.columns if c in BOOL_COLUMNS):
+        values = df[column].str.strip().str.lower().map({"true": True, "false": False, "1": True, "0": False})
+        if not (ok := values.notna()).all():
+            raise bad(column, ok, "True or False")
+        df[column] = values.astype(bool)
+    df = with_runs(df)  # results written before the run column compare as run ""
+    repeated = df.duplicated(["policy", "run", "scenario", "seed"])
+    if repeated.any():
+        row = int(np.flatnonzero(repeated.to_numpy())[0])
+        first = int(np.flatnonzero((df[SORT_KEYS] == df[SORT_KEYS].iloc[row]).all(axis=1).to_numpy())[0])
+        policy, run, scenario, seed = (df[c].iloc[row] for c in ("policy", "run", "scenario", "seed"))
+        raise ConfigError(f"row {row + 1} repeats row {first + 1}: policy {policy!r}, run {run!r}, scenario "
+                          f"{scenario!r}, seed {seed}", source=path)
+    return df
 
 
 def compare(

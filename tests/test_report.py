@@ -144,3 +144,63 @@ def test_a_folder_of_runs_gives_each_runs_learning_curve(tmp_path: Path, run_dir
     assert find_runs(tmp_path / "none", [], [folder]) == expected  # --run FOLDER
     assert find_runs(tmp_path / "none", [str(folder)], []) == expected  # a learned policy that is the folder
     assert find_runs(tmp_path / "none", ["seed-chain"], [run_dir]) == [run_dir.resolve()]
+
+
+@pytest.mark.parametrize(
+    ("arrays", "needle"),
+    [
+        (b"garbage", "evaluations.npz: not a NumPy .npz archive"),
+        ({"results": np.ones((2, 3))}, "evaluations.npz: key 'timesteps': missing array (has ['results'])"),
+        ({"timesteps": np.array([]), "results": np.array([])}, "evaluations.npz: key 'timesteps': expected a non-empty"),
+        ({"timesteps": np.arange(3), "results": np.ones((2, 4))}, "evaluations.npz: key 'results': expected finite rewards"),
+    ],
+    ids=["garbage", "no-timesteps", "empty", "results-shape"],
+)
+def test_bad_evaluations_npz_is_one_line_and_writes_nothing(tmp_path: Path, sweep_dir: Path, capsys, arrays, needle):
+    run = tmp_path / "run"
+    run.mkdir()
+    if isinstance(arrays, bytes):
+        (run / "evaluations.npz").write_bytes(arrays)
+    else:
+        np.savez(run / "evaluations.npz", **arrays)
+    kept = tmp_path / "kept"  # a folder that existed before keeps exactly what it held
+    kept.mkdir()
+    (kept / "notes.md").write_text("mine\n")
+    for out in (tmp_path / "new" / "out", kept):
+        assert main(["report", str(sweep_dir), "--run", str(run), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ctxsim: error: {run}/") and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "new").exists()
+    assert [p.name for p in kept.iterdir()] == ["notes.md"]
+
+
+def _edit_results(text: str, row: int, column: str, value: str) -> str:
+    lines = text.splitlines(keepends=True)
+    cells = lines[row].rstrip("\n").split(",")
+    cells[lines[0].rstrip("\n").split(",").index(column)] = value
+    lines[row] = ",".join(cells) + "\n"
+    return "".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("edit", "needle"),
+    [
+        (lambda t: t.splitlines(keepends=True)[0], "bad.csv: no rows"),
+        (lambda t: _edit_results(t, 2, "reward", "abc"), "bad.csv: key 'reward': row 2: expected a finite number (got 'abc')"),
+        (lambda t: _edit_results(t, 1, "seed", "x"), "bad.csv: key 'seed': row 1: expected an integer >= 0 (got 'x')"),
+        (lambda t: _edit_results(t, 3, "success", "maybe"), "key 'success': row 3: expected True or False (got 'maybe')"),
+        (lambda t: _edit_results(t, 1, "coherence", ""), "key 'coherence': row 1: expected a finite number (got '')"),
+        (lambda t: t + t.splitlines(keepends=True)[1], "bad.csv: row 13 repeats row 1: policy "),
+        (lambda t: "".join(t.splitlines(keepends=True)[:-1]), "has no row for scenario 'transcript-missing-colon', seed 1"),
+        (lambda t: t.replace(",normalized_score\n", ",score\n", 1), "bad.csv: missing columns ['normalized_score']"),
+    ],
+    ids=["header-only", "reward-abc", "seed-x", "success-maybe", "coherence-empty", "repeated-row", "missing-row",
+         "missing-column"],
+)
+def test_bad_results_csv_is_one_line_and_writes_nothing(tmp_path: Path, sweep_dir: Path, capsys, edit, needle):
+    csv = tmp_path / "bad.csv"
+    csv.write_text(edit((sweep_dir / "results.csv").read_text()))
+    assert main(["report", str(csv), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"ctxsim: error: {csv}") and err.count("\n") == 1 and needle in err, err
+    assert not (tmp_path / "out").exists()

@@ -125,6 +125,8 @@ def test_load_sweep_resolves_defaults(tmp_path: Path):
     [
         ("name: b\npolicies: [random]\nseeds: 2\nworkerz: 2\n", "key 'workerz': unknown key"),
         ("name: b\npolicies: [random]\nseeds: 0\n", "key 'seeds"),
+        ("name: b\npolicies: [random]\nseeds: 100000000000000000000\n", "key 'seeds': a seed count must be in 1..100,000"),
+        ("name: b\npolicies: [random]\nseeds: [4294967296]\n", "key 'seeds'"),
         ("name: b\npolicies: [random, random]\nseeds: 1\n", "key 'policies'"),
         ("name: b\npolicies: [no-such-policy]\nseeds: 1\n", "key 'policies[0]': unknown policy 'no-such-policy'"),
         ("name: b\npolicies: [random]\nseeds: 1\nscenarios: {names: [nope]}\n", "key 'scenarios.names[0]'"),
@@ -188,3 +190,35 @@ def test_zero_tolerance_against_own_results_passes(tiny: Path, tmp_path: Path):
         (tiny.parent / "tiny.yaml").read_text() + "tolerances: {reward: 0, success_rate: 0, facts_retained: 0}\n"
     )
     assert sweep(tmp_path / "strict.yaml", "--workers", 1, "--out", tmp_path / "out", "--baseline", tiny / "results.csv") == 0
+
+
+@pytest.mark.parametrize(("column", "value", "needle"), [("reward", "abc", "a finite number"), ("seed", "x", "an integer >= 0")])
+def test_baseline_with_a_bad_value_is_one_line_exit_2(repo_root: Path, tmp_path: Path, capsys, column, value, needle):
+    (tmp_path / "s.yaml").write_text("name: s\npolicies: [random]\nseeds: 1\nscenarios: {names: [mild-overflow]}\n")
+    rows = pd.read_csv(repo_root / "reports" / "baseline.csv", dtype=str, keep_default_na=False)
+    rows = rows[(rows["policy"] == "random") & (rows["scenario"] == "mild-overflow")].reset_index(drop=True)
+    rows.loc[0, column] = value  # the row the sweep shares with the baseline
+    rows.to_csv(tmp_path / "base.csv", index=False)
+    assert sweep(tmp_path / "s.yaml", "--workers", 1, "--out", tmp_path / "out", "--baseline", tmp_path / "base.csv") == 2
+    err = capsys.readouterr().err
+    assert err == f"ctxsim: error: {tmp_path / 'base.csv'}: key '{column}': row 1: expected {needle} (got '{value}')\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_failed_sweep_leaves_no_out_folder(repo_root: Path, tmp_path: Path, capsys):
+    """A transcript with a malformed line fails the run, after the out folder was made."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "t.yaml").write_text("name: t\ntranscript: t.jsonl\nlimit: 1200\nmin_limit: 1000\n")
+    lines = (repo_root / "data" / "transcripts" / "swe-testrepo-missing-colon-fc.jsonl").read_text().splitlines()
+    (suite / "t.jsonl").write_text("\n".join(lines[:2]) + '\n{"role": "user", "content": \n')
+    (tmp_path / "s.yaml").write_text("name: s\npolicies: [seed-chain]\nseeds: 1\nscenarios: {suite: suite}\n")
+    kept = tmp_path / "kept"  # a folder that existed before is kept, with what it held
+    kept.mkdir()
+    (kept / "notes.md").write_text("mine\n")
+    for out in (tmp_path / "new" / "out", kept):
+        assert sweep(tmp_path / "s.yaml", "--workers", 1, "--out", out) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"{suite / 't.jsonl'}: line 3: bad JSON" in err, err
+    assert not (tmp_path / "new").exists()
+    assert [p.name for p in kept.iterdir()] == ["notes.md"]
