@@ -48,9 +48,10 @@ def draw_rng(seed: int) -> np.random.Generator:
 
 
 class Range(BaseModel):
-    """An inclusive range ``[min, max]``; ``log`` draws uniformly in log space (min > 0)."""
+    """An inclusive range ``[min, max]`` of finite numbers; ``log`` draws uniformly in
+    log space (min > 0)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     min: float = Field(ge=0)
     max: float = Field(ge=0)

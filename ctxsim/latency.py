@@ -51,7 +51,7 @@ class Cost:
 class LatencyModel(BaseModel):
     """Prices a :class:`Cost` in milliseconds (see the module table)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     llm_overhead_ms: float = Field(150.0, ge=0)
     llm_input_ms_per_1k: float = Field(60.0, ge=0)

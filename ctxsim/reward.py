@@ -17,7 +17,7 @@ from .metrics import BreakingOutcome
 class RewardWeights(BaseModel):
     """Weights of the reward terms (defaults: seed 001)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     success: float = 1.0
     coherence: float = 0.5

@@ -7,7 +7,8 @@ Generated scenario keys (tokens are cl100k tokens, shares are in [0, 1]):
 
 - ``name`` (required), ``description``;
 - exactly one of ``limit`` (tokens) or ``model`` (a model id of ``data/models.yaml``);
-- exactly one of ``target_tokens`` (tokens) or ``overflow`` (target / limit);
+- exactly one of ``target_tokens`` (tokens) or ``overflow`` (target / limit, at most
+  :data:`MAX_OVERFLOW`);
 - ``mix``: share of tokens per unit type (message, code, plan_ref, log, tool_result,
   other), summing to 1 within 1e-6. Shares are measured over the units of those
   types by their true type (see :func:`ctxsim.generator.token_mix`); prior summaries
@@ -38,6 +39,8 @@ with ``sample: {overflow: {min, max}}`` (or ``{limit: {min, max}}``) instead of
 ``limit``/``model``, each seed draws the limit, so one conversation gives contexts at
 many severities of overflow.
 
+Every number must be finite; a family's sampled ``overflow`` is bounded like ``overflow``.
+
 A file holds one scenario mapping or a list of them under ``scenarios``. Every
 invalid file raises :class:`~ctxsim.errors.ScenarioError` naming the file, the key
 path and the value in one line.
@@ -64,6 +67,9 @@ DEFAULT_SUITE = Path(__file__).resolve().parent.parent / "data" / "scenarios"
 MixType = Literal["message", "code", "plan_ref", "log", "tool_result", "other"]
 MIX_TYPES: tuple[str, ...] = MixType.__args__  # type: ignore[attr-defined]
 MIX_TOLERANCE = 1e-6
+#: the largest ``overflow`` (target / limit): 20x the suite's largest (severe-overflow, 5x);
+#: a bigger ratio only makes generation take very long
+MAX_OVERFLOW = 100.0
 
 Share = Annotated[float, Field(ge=0, le=1)]
 Count = Annotated[int, Field(ge=0)]
@@ -96,14 +102,14 @@ class UnitTokens(BaseModel):
 class Scenario(BaseModel):
     """One overflow scenario (see the module docstring for the keys)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     name: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
     description: StrictStr = ""
     limit: Tokens | None = None
     model: Annotated[StrictStr, Field(min_length=1)] | None = None
     target_tokens: Tokens | None = None
-    overflow: Annotated[float, Field(gt=0)] | None = None
+    overflow: Annotated[float, Field(gt=0, le=MAX_OVERFLOW, description=f"target / limit; finite, at most {MAX_OVERFLOW:g}")] | None = None
     mix: dict[MixType, Share] | None = None
     p1_ratio: Share | None = None
     facts: Count = 8
@@ -134,9 +140,11 @@ class Scenario(BaseModel):
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "not allowed in a transcript scenario")
             if self.sample is not None:
+                self._check_sample_numbers()
                 self._check_transcript_sample()
             return self
         if self.sample is not None:
+            self._check_sample_numbers()
             extra = sorted(self.model_fields_set & (_GENERATED_KEYS | {"limit", "model"}) - {"task"})
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "drawn by 'sample' in a scenario family; remove it")
@@ -155,6 +163,11 @@ class Scenario(BaseModel):
         if (self.duplicates or self.superseded_writes or self.errors) and not self.mix.get("tool_result"):
             raise KeyedValueError("mix", self.mix, "planted tool calls (duplicates, superseded_writes, errors) need a tool_result share")
         return self
+
+    def _check_sample_numbers(self) -> None:
+        """A family's ``overflow`` is bounded like ``overflow`` (its ranges are finite: :class:`Range`)."""
+        if self.sample.overflow is not None and self.sample.overflow.max > MAX_OVERFLOW:
+            raise KeyedValueError("sample.overflow.max", self.sample.overflow.max, f"must be at most {MAX_OVERFLOW:g}")
 
     def _check_transcript_sample(self) -> None:
         """A transcript family draws only its limit: ``sample`` sets ``overflow`` or

@@ -167,6 +167,23 @@ def test_export_refuses_bad_sources_and_outputs(runs, tmp_path):
         export_run(runs["PPO"], tmp_path / "out", seeds=0)
 
 
+def test_export_of_a_damaged_model_zip_is_one_error_line(runs, tmp_path, capsys):
+    import zipfile
+
+    model = tmp_path / "best_model.zip"
+    with zipfile.ZipFile(runs["PPO"] / "best_model.zip") as src, zipfile.ZipFile(model, "w") as dst:
+        for name in src.namelist():
+            dst.writestr(name, b"garbage bytes" if name == "policy.pth" else src.read(name))
+    shutil.copy(runs["PPO"] / "config.yaml", tmp_path / "config.yaml")
+    for source in (tmp_path, model):
+        with pytest.raises(PolicyError, match="cannot load the PPO model: .*policy.pth"):
+            export_run(source, tmp_path / "out")
+        assert main(["export", str(source), "--out", str(tmp_path / "out")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ctxsim: error: {model}: cannot load the PPO model") and err.count("\n") == 1
+        assert not (tmp_path / "out").exists()
+
+
 def test_loading_rejects_a_stale_or_damaged_export(exports, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(exports["PPO"].out, copy)

@@ -245,3 +245,30 @@ def test_a_folder_without_a_model_is_not_a_policy(tmp_path):
     (tmp_path / "model.zip").write_bytes(b"not a zip")
     with pytest.raises(PolicyError, match="config.yaml"):
         get_policy(str(tmp_path / "model.zip"))
+
+
+def damaged_copy(run, out, members: dict[str, bytes]):
+    """A copy of the run directory ``run`` whose best_model.zip has ``members`` replaced."""
+    import shutil
+    import zipfile
+
+    shutil.copytree(run, out)
+    with zipfile.ZipFile(run / "best_model.zip") as src, zipfile.ZipFile(out / "best_model.zip", "w") as dst:
+        for name in src.namelist():
+            dst.writestr(name, members.get(name, src.read(name)))
+    return out
+
+
+@pytest.mark.parametrize("members, reason", [({"policy.pth": b"garbage bytes"}, "policy.pth"),
+                                              ({"data": b"[1, 2]"}, "AttributeError")])
+def test_a_damaged_model_zip_is_a_policy_error(trained_runs, tmp_path, capsys, members, reason):
+    from ctxsim.cli import main
+
+    run = damaged_copy(trained_runs["MaskablePPO"][0], tmp_path / "run", members)
+    with pytest.raises(PolicyError, match=f"cannot load the MaskablePPO model: .*{reason}") as err:
+        get_policy(str(run))
+    assert str(err.value).startswith(f"{run / 'best_model.zip'}: ") and "\n" not in str(err.value)
+    out = tmp_path / "x.csv"
+    assert main(["evaluate", "--policy", str(run), "--names", "gpt4-6000", "--seeds", "1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"ctxsim: error: {err.value}\n"
+    assert not out.exists()

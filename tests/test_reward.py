@@ -30,6 +30,26 @@ def test_clamped():
     assert compute_reward(make(), RewardWeights(success=5)) == 2.0
 
 
+NON_FINITE = [
+    ("ContextOverflow-v0", "reward: {success: .nan}", "config.reward.success", "nan"),
+    ("ContextOverflow-v0", "reward: {clamp: .inf}", "config.reward.clamp", "inf"),
+    ("ContextOverflow-v0", "latency: {llm_overhead_ms: .inf}", "config.latency.llm_overhead_ms", "inf"),
+    ("ConversationStream-v0", "stream_reward: {probes: .inf}", "config.stream_reward.probes", "inf"),
+    ("ConversationStream-v0", "recovery_triggers: {window_seconds: .inf}", "config.recovery_triggers.window_seconds", "inf"),
+]
+
+
+@pytest.mark.parametrize("env, config, key, value", NON_FINITE, ids=[case[2] for case in NON_FINITE])
+def test_env_spec_weights_must_be_finite(tmp_path, capsys, env, config, key, value):
+    from ctxsim.cli import main
+
+    spec, out = tmp_path / "spec.yaml", tmp_path / "x.csv"
+    spec.write_text(f"id: ctxsim/{env}\nconfig: {{{config}}}\n")
+    assert main(["evaluate", "--env", str(spec), "--policy", "random", "--names", "gpt4-6000", "--seeds", "1", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == f"ctxsim: error: {spec}: key '{key}': Input should be a finite number (got {value})\n"
+    assert not out.exists()
+
+
 def test_terms_sum_to_unclamped_reward():
     o = make(ms=900)
     assert sum(reward_terms(o).values()) == pytest.approx(compute_reward(o))

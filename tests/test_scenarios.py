@@ -150,6 +150,16 @@ BAD = [
     ("negative count", dump({**VALID, "duplicates": -1}), "duplicates", "greater than or equal to 0"),
     ("p1 out of range", dump({**VALID, "p1_ratio": 1.5}), "p1_ratio", "less than or equal to 1"),
     ("zero overflow", dump({**VALID, "overflow": 0}), "overflow", "greater than 0"),
+    ("infinite overflow", dump({**VALID, "overflow": float("inf")}), "overflow", "finite number (got inf)"),
+    ("huge overflow", dump({**VALID, "overflow": 1e300}), "overflow", "less than or equal to 100 (got 1e+300)"),
+    ("nan share", dump({**VALID, "p1_ratio": float("nan")}), "p1_ratio", "finite number (got nan)"),
+    ("nan threshold", dump({**VALID, "warning_threshold": float("nan")}), "warning_threshold", "finite number (got nan)"),
+    ("family overflow over the bound", dump({"name": "f", "sample": {"overflow": {"min": 2, "max": 300}}}),
+     "sample.overflow.max", "at most 100 (got 300"),
+    ("infinite family range", dump({"name": "f", "sample": {"limit": {"min": 4000, "max": float("inf")}}}),
+     "sample.limit.max", "finite number (got inf)"),
+    ("infinite transcript family overflow", dump({"name": "t", "transcript": "x.jsonl", "sample": {"overflow": {"min": 2, "max": float("inf")}}}),
+     "sample.overflow.max", "finite number (got inf)"),
     ("mix sum", dump({**VALID, "mix": {"message": 0.5, "code": 0.4}}), "mix", "sum to 1"),
     ("both limit and model", dump({**VALID, "model": "gpt4"}), "model", "not both"),
     ("neither limit nor model", dump({k: v for k, v in VALID.items() if k != "limit"}), "limit", "exactly one of 'limit' or 'model'"),
@@ -224,3 +234,18 @@ def test_cli_scenarios_list_shows_every_shipped_scenario(capsys):
     out = capsys.readouterr().out
     for sc in load_scenarios(DEFAULT_SUITE):
         assert sc.name in out
+
+
+@pytest.mark.parametrize("overflow, shown", [(".inf", "inf"), ("1.0e+300", "1e+300")])
+def test_cli_rejects_an_unbounded_overflow_in_one_line(tmp_path, write_file, capsys, overflow, shown):
+    from ctxsim.cli import main
+
+    path = write_file("big.yaml", f"name: big\nlimit: 5000\noverflow: {overflow}\np1_ratio: 0.3\nmix: {{message: 1.0}}\n")
+    out = tmp_path / "out"
+    for argv in (["scenarios", "list", "--suite", str(path)], ["generate", "--scenario", str(path), "--out", str(out)],
+                 ["evaluate", "--policy", "random", "--scenarios", str(path), "--seeds", "1", "--out", str(out)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"ctxsim: error: {path}: key 'overflow': ") and err.count("\n") == 1
+        assert f"(got {shown})" in err
+        assert not out.exists()

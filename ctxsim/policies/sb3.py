@@ -98,6 +98,17 @@ class SB3Policy(Policy):
         return settings.actions[int(np.argmax(scores))]
 
 
+def _load_failure(exc: Exception) -> str:
+    """One line saying why SB3 could not load a model zip (torch's messages span lines)."""
+    import pickle
+
+    if isinstance(exc, pickle.UnpicklingError):
+        return "a torch member (e.g. policy.pth) of the zip is corrupt"
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return reason if len(reason) <= 200 else reason[:197] + "..."
+
+
 def load_sb3_policy(path: str | Path) -> SB3Policy:
     """The SB3 policy of a run directory or of a model zip inside one."""
     path = Path(path)
@@ -107,8 +118,8 @@ def load_sb3_policy(path: str | Path) -> SB3Policy:
     cls = _algorithm(algo, run_dir / CONFIG_FILE)
     try:
         model = cls.load(str(model_file), device="cpu")
-    except (ValueError, KeyError, RuntimeError, OSError) as exc:
-        raise PolicyError(f"cannot load the {algo} model: {exc}", source=model_file) from None
+    except Exception as exc:  # noqa: BLE001 - any damage to the user's zip (bad JSON, corrupt .pth, ...) is bad input
+        raise PolicyError(f"cannot load the {algo} model: {_load_failure(exc)}", source=model_file) from None
     from ..export import read_normalization
     from .exported import Normalization, NormalizationSpec
 

@@ -67,7 +67,7 @@ class RecoveryTriggers(BaseModel):
     ``milestone_fresh_start``: fresh start after a turn that completes a P1 item.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     max_over_hits: Annotated[int, Field(ge=1)] | None = 2
     window_seconds: Annotated[float, Field(gt=0, strict=False)] = 3600.0
@@ -85,7 +85,7 @@ class StreamRewardWeights(BaseModel):
     base reward); ``cache``: × prompt-cache hit rate at the end.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     overflow_event: float = -1.5
     probes: float = 5.0
