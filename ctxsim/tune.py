@@ -30,7 +30,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
@@ -137,9 +136,10 @@ def eval_rewards(run_dir: Path) -> tuple[float, float]:
     path = Path(run_dir) / "evaluations.npz"
     if not path.is_file():
         raise ConfigError("no evaluations.npz: the run never evaluated (eval_freq > timesteps?)", source=run_dir)
-    with np.load(path) as data:
-        results = np.asarray(data["results"], dtype=float)
-    means = results.reshape(len(results), -1).mean(axis=1)
+    from .report import read_evaluations
+
+    _, results = read_evaluations(run_dir)
+    means = results.mean(axis=1)
     return float(means.max()), float(means[-1])
 
 

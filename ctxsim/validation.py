@@ -51,8 +51,30 @@ class KeyedValueError(ValueError):
         super().__init__(message)
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (safe_load
+    keeps the last value and silently drops the first)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # "<<: *anchor": its keys may be overridden
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                repeated = key in seen
+            except TypeError:  # an unhashable key: the base loader reports it
+                break
+            if repeated:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"key {key!r} appears twice", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep)
+
+
 def load_yaml(path: str | Path, error_cls: type[CtxsimError]) -> Any:
-    """Parse a UTF-8 YAML file with ``yaml.safe_load``.
+    """Parse a UTF-8 YAML file as ``yaml.safe_load`` does, but refusing a key that
+    appears twice in one mapping.
 
     Raises ``error_cls`` (one line, naming the file) when the file cannot be read, is
     not UTF-8, or is not valid YAML (with line and column). An empty file yields None.
@@ -67,7 +89,7 @@ def load_yaml(path: str | Path, error_cls: type[CtxsimError]) -> Any:
     except UnicodeDecodeError as exc:
         raise error_cls(f"not UTF-8 text (byte {raw[exc.start:exc.start + 1]!r} at offset {exc.start})", source=source) from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"

@@ -421,3 +421,20 @@ def test_bad_model_table(tmp_path, text, key, needle):
         load_models(path)
     message = str(info.value)
     assert info.value.key == key and needle in message and str(path) in message and "\n" not in message
+
+
+def test_yaml_refuses_a_repeated_key_but_keeps_merge_keys(tmp_path):
+    from ctxsim.errors import ConfigError
+    from ctxsim.validation import load_yaml
+
+    repeated = tmp_path / "repeated.yaml"
+    repeated.write_text("limit: 8000\nwarning_threshold: 0.8\nlimit: 4000\n")
+    with pytest.raises(ConfigError, match=r"repeated.yaml: invalid YAML at line 3, column 1: key 'limit' appears twice"):
+        load_yaml(repeated, ConfigError)
+    nested = tmp_path / "nested.yaml"
+    nested.write_text("a:\n  b: 1\n  b: 2\n")
+    with pytest.raises(ConfigError, match="key 'b' appears twice"):
+        load_yaml(nested, ConfigError)
+    merged = tmp_path / "merged.yaml"
+    merged.write_text("base: &base {k: 1, j: 2}\nchild:\n  <<: *base\n  k: 3\n")
+    assert load_yaml(merged, ConfigError) == {"base": {"k": 1, "j": 2}, "child": {"k": 3, "j": 2}}

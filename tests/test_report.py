@@ -204,3 +204,15 @@ def test_bad_results_csv_is_one_line_and_writes_nothing(tmp_path: Path, sweep_di
     err = capsys.readouterr().err
     assert err.startswith(f"ctxsim: error: {csv}") and err.count("\n") == 1 and needle in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_tune_reads_a_runs_evaluations_through_the_checked_reader(tmp_path):
+    from ctxsim.errors import ConfigError
+    from ctxsim.tune import eval_rewards
+
+    np.savez(tmp_path / "evaluations.npz", timesteps=np.array([100, 200, 300]),
+             results=np.array([[0.5, 0.7], [1.0, 1.2], [0.8, 0.8]]))
+    assert eval_rewards(tmp_path) == pytest.approx((1.1, 0.8))
+    np.savez(tmp_path / "evaluations.npz", results=np.array([[0.5]]))
+    with pytest.raises(ConfigError, match="timesteps"):
+        eval_rewards(tmp_path)
