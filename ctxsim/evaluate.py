@@ -179,7 +179,8 @@ def evaluate(
 class _TransitionLog:
     """Writes the evaluated episodes' transitions to JSONL (:mod:`ctxsim.transitions`):
     ``run_id`` is ``evaluate:<policy>``, episodes are numbered by context in row
-    order, observations are :func:`ctxsim.observe.observe` under the settings."""
+    order (on from an appended log's last), observations are
+    :func:`ctxsim.observe.observe` under the settings."""
 
     def __init__(self, path: str | Path, settings: EpisodeSettings, overwrite: bool = False):
         from .observe import ObservationConfig
@@ -195,7 +196,7 @@ class _TransitionLog:
             self.writer.run_id = f"evaluate:{policy}"
             self.writer.write_step(
                 step,
-                episode=number,
+                episode=self.writer.first_episode + number,
                 index=episode.steps_taken - 1,
                 scenario=scenario,
                 seed=seed,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -150,6 +151,15 @@ def _relevance(state: ContextState, costs: np.ndarray, total: float, embedder: s
     scores = raw / top if top > 0 else raw
     low = float(costs[scores < LOW_RELEVANCE].sum())
     return [_share(float(scores @ costs), total), float(scores.min()), top, _share(low, total)]
+
+
+def current_break(state: ContextState, steps_taken: int) -> ContextState:
+    """``state`` as an episode observes it: its history keeps only the last
+    ``steps_taken`` entries, the steps of the break under way (strategies applied
+    before the overflow do not count toward this break's ``max_steps``)."""
+    if steps_taken == len(state.history):
+        return state
+    return replace(state, history=state.history[len(state.history) - steps_taken:])
 
 
 def observe(state: ContextState, config: ObservationConfig) -> np.ndarray:

@@ -100,8 +100,13 @@ class TransitionWriter:
     """Appends transition records to a JSONL file.
 
     An existing log is appended to, never truncated, unless ``overwrite``; a torn
-    last line left by a crash (no final newline) is cut off first, with a warning.
-    ``full_text`` adds each state's rendered text to the records.
+    last line left by a crash (no final newline, or not JSON: what
+    :func:`read_transitions` skips) is cut off first, with a warning.
+    :attr:`first_episode` is the number the writer's first episode takes: one more
+    than the log's last record's, so that appended runs never merge episodes.
+    ``full_text`` adds each state's rendered text to the records. A log whose last
+    line is JSON but not a transition record is refused (LogFormatError) before
+    anything is written.
     """
 
     def __init__(self, path: str | Path, run_id: str, *, overwrite: bool = False, full_text: bool = False):
@@ -109,8 +114,10 @@ class TransitionWriter:
         self.run_id = str(run_id)
         self.full_text = full_text
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.first_episode = 0
         if not overwrite:
             _cut_torn_tail(self.path)
+            self.first_episode = _next_episode(self.path)
         self._fh = open(self.path, "wb" if overwrite else "ab")
 
     def write(self, record: Mapping[str, Any]) -> None:
@@ -198,22 +205,45 @@ class TransitionWriter:
         raise TypeError("a TransitionWriter holds an open file and cannot be pickled")
 
 
+def _last_line(fh) -> tuple[int, bytes]:
+    """(offset, bytes) of the last line of an open binary file, its newline included."""
+    end = fh.seek(0, 2)
+    tail, pos = b"", end
+    while pos > 0 and tail[:-1].count(b"\n") == 0:
+        size = min(65536, pos)
+        pos -= size
+        fh.seek(pos)
+        tail = fh.read(size) + tail
+    start = tail.rfind(b"\n", 0, len(tail) - 1) + 1
+    return pos + start, tail[start:]
+
+
 def _cut_torn_tail(path: Path) -> None:
-    """Remove an unterminated last line (a write torn by a crash) from ``path``."""
+    """Remove a torn last line from ``path``: one without a final newline (a write cut
+    short by a crash), or one that is not a JSON object."""
     if not path.exists():
         return
     with open(path, "rb+") as fh:
-        size = fh.seek(0, 2)
-        if size == 0:
+        offset, line = _last_line(fh)
+        if not line or (line.endswith(b"\n") and _parse(line[:-1]) is not None):
             return
-        fh.seek(size - 1)
-        if fh.read(1) == b"\n":
-            return
-        fh.seek(0)
-        data = fh.read()
-        keep = data.rfind(b"\n") + 1
-        logger.warning("%s: cutting off a torn last line (%d bytes) before appending", path, size - keep)
-        fh.truncate(keep)
+        logger.warning("%s: cutting off a torn last line (%d bytes) before appending", path, len(line))
+        fh.truncate(offset)
+
+
+def _next_episode(path: Path) -> int:
+    """One more than the episode number of the log's last record (0 for a missing or empty log)."""
+    if not path.exists():
+        return 0
+    with open(path, "rb") as fh:
+        _, line = _last_line(fh)
+    if not line:
+        return 0
+    record = _parse(line.rstrip(b"\n"))
+    episode = record.get("episode") if record is not None else None
+    if isinstance(episode, bool) or not isinstance(episode, int):
+        raise LogFormatError("the last line is not a transition record; refusing to append", source=path)
+    return episode + 1
 
 
 def read_transitions(path: str | Path) -> list[dict[str, Any]]:

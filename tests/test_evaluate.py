@@ -189,3 +189,25 @@ def test_a_transcript_with_several_seeds_gets_a_note_and_identical_contexts(scen
     notes.clear()
     evaluate(["only:truncate"], [transcript], 1, SETTINGS, note=notes.append)
     assert notes == []
+
+
+def test_an_appended_log_numbers_episodes_on_and_summarizes_each_once(tmp_path):
+    from ctxsim.export import summarize_log
+    from ctxsim.transitions import read_transitions
+
+    log = tmp_path / "log.jsonl"
+    argv = ["evaluate", "--policy", "seed-chain", "--names", "chat-10k", "mild-overflow", "--seeds", "1",
+            "--log", str(log), "--quiet"]
+    assert main(argv + ["--out", str(tmp_path / "a.csv")]) == 0
+    first = read_transitions(log)
+    with open(log, "ab") as fh:  # a run cut off mid-line, then evaluated again
+        fh.write(b'{"schema_version": 1, "ru')
+    assert main(argv + ["--out", str(tmp_path / "b.csv")]) == 0
+    records = read_transitions(log)
+    assert records[: len(first)] == first and len(records) == 2 * len(first)
+    numbers = sorted({r["episode"] for r in records})
+    assert numbers == list(range(4))
+    summary = summarize_log(log)
+    assert len(summary.episodes) == 4 and summary.unfinished == 0
+    assert all(e.chain == tuple(r["action"] for r in records if r["episode"] == n)
+               for n, e in zip(numbers, summary.episodes))

@@ -355,6 +355,32 @@ def test_steps_taken_counts_only_the_current_break(exports, held_out):
     assert not np.array_equal(policy.observation(broken), policy.observation(fresh))
 
 
+def test_a_context_with_an_earlier_history_is_observed_alike_everywhere(runs, exports, held_out):
+    """The env, the SB3 adapter and the export all observe only the break under way:
+    strategies applied before the overflow do not count toward its max_steps."""
+    from ctxsim.episode import OverflowEpisode
+    from ctxsim.policies.registry import run_episode
+
+    from ctxsim.environments.overflow import ContextOverflowEnv
+
+    exported, trained = load(exports["MaskablePPO"].out), get_policy(str(runs["MaskablePPO"]))
+    env = ContextOverflowEnv(yaml.safe_load((runs["MaskablePPO"] / "config.yaml").read_text())["env_config"])
+    checked = 0
+    for _, _, state in held_out:
+        earlier = exported.settings.recorded("externalize", state)  # as if externalized before this overflow
+        if earlier.total_tokens <= exported.settings.target_tokens(earlier):
+            continue
+        obs, _ = env.reset(options={"state": earlier})
+        assert np.array_equal(obs, observe(replace(earlier, history=()), exported.observation_config))
+        episode = OverflowEpisode(earlier, exported.settings)
+        assert trained.act(episode) == exported.act(episode)
+        ours = run_episode(trained, earlier, exported.settings, 0)
+        theirs = run_episode(exported, earlier, exported.settings, 0)
+        assert ours.chain == theirs.chain
+        checked += 1
+    assert checked >= 3
+
+
 # ---- the command line ------------------------------------------------------------------------------
 #: seed 001-style cheap actions and 2 steps: the oracle of ``evaluate`` stays small
 CHEAP = {"actions": ["dedupe_tool_results", "remove_oldest", "remove_low_priority", "truncate", "fresh_start"], "max_steps": 2}
@@ -422,3 +448,32 @@ def test_context_window_auto_compacts_through_the_exported_policy(exports):
     for event, (state, target, result) in zip(events, calls):
         assert event.applied[: len(result.chain)] == result.chain and result.state.total_tokens <= target
     assert "sys" in window and window.current_tokens <= 2000
+
+
+def test_a_policy_loaded_with_a_log_logs_every_window_compaction(exports, tmp_path):
+    from ctxsim.transitions import read_transitions
+    from ctxsim.window import ContextItem, ContextWindow
+
+    log = tmp_path / "decisions.jsonl"
+    window = ContextWindow(2000, compaction_threshold=85.0, policy=load(exports["MaskablePPO"].out, log=log), task="fix the cache")
+    compactions = []
+    window.on("compacted", compactions.append)
+    for k in range(40):
+        words = " ".join(f"deploy{k} cache budget schema retry index parser token queue report" for _ in range(6))
+        window.add(ContextItem(f"Note {k}: {words}", "user_message", priority=40, id=f"n{k}"))
+    records = read_transitions(log)
+    episodes = sorted({r["episode"] for r in records})
+    assert compactions and episodes == list(range(len(compactions)))
+    assert [tuple(r["action"] for r in records if r["episode"] == e) for e in episodes] == \
+        [c.applied[: len(tuple(r for r in records if r["episode"] == e))] for e, c in zip(episodes, compactions)]
+
+
+def test_a_log_that_cannot_be_appended_to_fails_before_the_break(exports, held_out, tmp_path):
+    from ctxsim.errors import LogFormatError
+
+    policy = load(exports["MaskablePPO"].out)
+    log = tmp_path / "not_a_log.jsonl"
+    log.write_text('{"note": "some other JSON file"}\n')
+    with pytest.raises(LogFormatError, match="not a transition record"):
+        policy.break_context(held_out[0][2], log=log)
+    assert log.read_text() == '{"note": "some other JSON file"}\n'

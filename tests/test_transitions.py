@@ -151,6 +151,27 @@ def test_torn_last_line_is_skipped_with_one_warning(tmp_path, caplog):
         assert len(warnings) == 1 and "line 3" in warnings[0].getMessage()
 
 
+def test_appending_writers_number_episodes_on_from_the_log(tmp_path):
+    path = tmp_path / "log.jsonl"
+    with TransitionWriter(path, "r") as writer:
+        assert writer.first_episode == 0
+        write_episode(writer, episode=writer.first_episode)
+        write_episode(writer, episode=writer.first_episode + 4)
+    with TransitionWriter(path, "r") as writer:
+        assert writer.first_episode == 5
+    with open(path, "ab") as fh:
+        fh.write(b"{not json\n")  # what the reader skips as torn is cut before appending
+    with TransitionWriter(path, "r") as writer:
+        assert writer.first_episode == 5
+        write_episode(writer, episode=writer.first_episode)
+    assert [r["episode"] for r in read_transitions(path)] == [0, 0, 4, 4, 5, 5]
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"episode": "one"}\n')
+    with pytest.raises(LogFormatError, match="not a transition record"):
+        TransitionWriter(other, "r")
+    assert other.read_text() == '{"episode": "one"}\n'
+
+
 def test_writer_cuts_a_torn_tail_before_appending(tmp_path, caplog):
     path = tmp_path / "log.jsonl"
     with TransitionWriter(path, "r") as writer:

@@ -231,6 +231,17 @@ def test_context_window_full_carries_current_max_requested():
     assert (err.value.current, err.value.maximum, err.value.requested) == (400, 500, 150)
 
 
+def test_threshold_compaction_makes_room_for_a_large_item():
+    """Seed 000's target (threshold - 15 % = 80 %) keeps 800 of 1,000 tokens: an item
+    of 500 needs the content cut further, and the window does that instead of refusing it."""
+    window = ContextWindow(1000, compaction_threshold=95.0)
+    for k in range(9):
+        window.add(ContextItem(text(97), "user_message", id=f"n{k}"))  # 100 tokens each (framing included)
+    assert window.current_tokens == 903 and window.stats().compaction_count == 0  # + the reply priming
+    stored = window.add(ContextItem(text(497), "user_message", id="big"))  # 500 tokens
+    assert stored.id in window and 500 < window.current_tokens <= 1000
+
+
 @pytest.mark.parametrize("used,tier", [(740, "safe"), (750, "warning"), (900, "critical"), (950, "exceeded"), (1000, "exceeded")])
 def test_usage_tiers_through_the_window(used, tier):
     window = ContextWindow(1000, compaction_threshold=100.0)

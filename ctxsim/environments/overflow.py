@@ -17,7 +17,7 @@ from ..errors import ConfigError, CtxsimError, ScenarioError, describe_value
 from ..latency import LatencyModel
 from ..metrics import BreakingOutcome
 from ..model import ContextState
-from ..observe import observe
+from ..observe import current_break, observe
 from ..pool import Pool, ensure_pool, scenario_digest
 from ..relevance import LRUCache, list_embedders
 from ..reward import RewardWeights, reward_terms
@@ -236,9 +236,9 @@ class ContextOverflowEnv(ConfiguredEnv):
     | error_share         | [0, 1]  | token share of failed tool calls                          |
     | summarized_share    | [0, 1]  | token share of summaries (summary_depth > 0)              |
     | summary_depth       | [0, 1]  | deepest summary_depth / 4                                 |
-    | steps_taken         | [0, 1]  | strategies in the state's history / max_steps             |
-    | applied_<id>        | {0, 1}  | one per action: that strategy is in the history           |
-    | steps_remaining     | [0, 1]  | (max_steps - history length) / max_steps                  |
+    | steps_taken         | [0, 1]  | strategies applied in this episode / max_steps            |
+    | applied_<id>        | {0, 1}  | one per action: this episode applied that strategy        |
+    | steps_remaining     | [0, 1]  | (max_steps - steps taken) / max_steps                     |
 
     ### Rewards
 
@@ -455,16 +455,16 @@ class ContextOverflowEnv(ConfiguredEnv):
 
     def _view(self) -> tuple[np.ndarray, np.ndarray]:
         """(observation, action mask) of the current state; memoized (both are pure)."""
-        state = self.episode.state
-        if self._pool is not None:
+        state, steps = self.episode.state, self.episode.steps_taken
+        if self._pool is not None and steps == len(state.history):  # pooled views observe the whole history
             pooled = self._pool.views.get(state.fingerprint)
             if pooled is not None:
                 return pooled
-        key = (self._settings_key, id(state))
+        key = (self._settings_key, id(state), steps)
         hit = _VIEWS.get(key) if self.config["cache_size"] else None
         if hit is not None and hit[0] is state:
             return hit[1], hit[2]
-        view = (state, observe(state, self.obs_config), self.episode.action_mask())
+        view = (state, observe(current_break(state, steps), self.obs_config), self.episode.action_mask())
         if self.config["cache_size"]:
             _VIEWS.put(key, view)
         return view[1], view[2]

@@ -18,14 +18,14 @@ class TransitionRecorder(gym.Wrapper):
     :class:`~ctxsim.model.ContextState`), ``actions`` (strategy ids by action
     index) and put ``scenario`` / ``seed`` in its reset info and ``outcome`` in the
     info of an episode's last step, as ``ContextOverflowEnv`` does. Episodes are
-    numbered from 0 per recorder, steps from 0 per episode; with
-    ``overwrite=False`` an existing log is appended to.
+    numbered on from the log's last (0 for a new log), steps from 0 per episode;
+    with ``overwrite=False`` an existing log is appended to.
     """
 
     def __init__(self, env: gym.Env, path: str | Path, run_id: str, *, overwrite: bool = False, full_text: bool = False):
         super().__init__(env)
         self.writer = TransitionWriter(path, run_id, overwrite=overwrite, full_text=full_text)
-        self.episode = -1
+        self.episode = self.writer.first_episode - 1
         self._step = 0
         self._obs: np.ndarray | None = None
         self._where: tuple[str, int | None] = ("", None)

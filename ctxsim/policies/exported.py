@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
@@ -38,7 +39,7 @@ from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..errors import CtxsimError, LogFormatError, PolicyError, describe_value
 from ..metrics import BreakingOutcome
 from ..model import ContextState
-from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names, observe
+from ..observe import OBSERVATION_VERSION, ObservationConfig, current_break, feature_names, observe
 from ..transitions import TransitionWriter
 from ..validation import validate
 from .registry import Policy, register_loader, run_episode
@@ -186,6 +187,8 @@ class ExportedPolicy(Policy):
     ) -> None:
         self.spec, self.settings, self.layers, self.normalization, self.name = spec, settings, layers, normalization, name
         self.observation_config = spec.observation.config
+        #: the JSONL decision log of every break that names none (see :func:`load`)
+        self.log: str | Path | None = None
         self._lock = threading.RLock()
 
     @property
@@ -199,7 +202,7 @@ class ExportedPolicy(Policy):
     # ---- one decision --------------------------------------------------------------
     def observation(self, state: ContextState, steps_taken: int | None = None) -> np.ndarray:
         """The observation the network reads; ``steps_taken`` (see :meth:`decide`)."""
-        return observe(_current_break(state, steps_taken), self.observation_config)
+        return observe(current_break(state, _checked_steps(state, steps_taken)), self.observation_config)
 
     def scores(self, observation: np.ndarray) -> np.ndarray:
         """The network's logits or Q-values (float32, one per action) for one observation."""
@@ -245,16 +248,21 @@ class ExportedPolicy(Policy):
         (the episode runs on ``state`` with its limit moved so that the settings'
         target is ``target_tokens``; the result keeps the input's limits). ``log``:
         a JSONL file that gets one transition record per decision (appended, one
-        episode's records together; episodes numbered on from the file's last).
+        episode's records together; episodes numbered on from the file's last);
+        default: the policy's :attr:`log`. The log is opened before the break runs,
+        so a log that cannot be appended to raises before anything is broken.
         """
         if not isinstance(state, ContextState):
             raise PolicyError(f"break_context() takes a ContextState, got {describe_value(state)}", key="state")
         scoped = state if target_tokens is None else _with_target(state, target_tokens, self.settings)
         steps: list[Step] = []
-        with self._lock:
+        log = self.log if log is None else log
+        with self._lock, ExitStack() as stack:
+            # opened first: a log that cannot be appended to fails before the break runs
+            writer = None if log is None else stack.enter_context(TransitionWriter(Path(log), f"exported:{self.spec.name}"))
             episode = run_episode(self, scoped, self.settings, 0, lambda _, step: steps.append(step))
-            if log is not None:
-                self._log(Path(log), episode, steps)
+            if writer is not None:
+                self._log(writer, episode, steps)
         final = episode.state
         if scoped is not state:
             final = replace(final, limit=state.limit, min_limit=state.min_limit)
@@ -263,23 +271,19 @@ class ExportedPolicy(Policy):
             episode.target_tokens, episode.latency_ms,
         )
 
-    def _log(self, path: Path, episode: OverflowEpisode, steps: list[Step]) -> None:
+    def _log(self, writer: TransitionWriter, episode: OverflowEpisode, steps: list[Step]) -> None:
         """Append the episode's decisions in the schema of :mod:`ctxsim.transitions`."""
-        if not steps:
-            return
         start = len(episode.original.history)
-        with TransitionWriter(path, f"exported:{self.spec.name}") as writer:
-            number = _next_episode(path)
-            for index, step in enumerate(steps):
-                writer.write_step(
-                    step,
-                    episode=number,
-                    index=index,
-                    scenario=episode.original.scenario,
-                    seed=episode.original.seed,
-                    observe=lambda state: self.observation(state, len(state.history) - start),
-                    outcome=episode.outcome.to_dict() if step.done else None,
-                )
+        for index, step in enumerate(steps):
+            writer.write_step(
+                step,
+                episode=writer.first_episode,
+                index=index,
+                scenario=episode.original.scenario,
+                seed=episode.original.seed,
+                observe=lambda state: self.observation(state, len(state.history) - start),
+                outcome=episode.outcome.to_dict() if step.done else None,
+            )
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -291,16 +295,16 @@ class ExportedPolicy(Policy):
         self._lock = threading.RLock()
 
 
-def _current_break(state: ContextState, steps_taken: int | None) -> ContextState:
-    """``state`` whose history keeps only its last ``steps_taken`` entries."""
-    if steps_taken is None or steps_taken == len(state.history):
-        return state
+def _checked_steps(state: ContextState, steps_taken: int | None) -> int:
+    """``steps_taken`` of :meth:`ExportedPolicy.decide`, checked (None: the whole history)."""
+    if steps_taken is None:
+        return len(state.history)
     if isinstance(steps_taken, bool) or not isinstance(steps_taken, (int, np.integer)) or not 0 <= steps_taken <= len(state.history):
         raise PolicyError(
             f"steps_taken must be an integer in 0..{len(state.history)} (the state's history), "
             f"got {describe_value(steps_taken)}", key="steps_taken",
         )
-    return replace(state, history=state.history[len(state.history) - int(steps_taken):])
+    return int(steps_taken)
 
 
 def _checked_mask(mask: Any, size: int) -> np.ndarray:
@@ -324,26 +328,6 @@ def _with_target(state: ContextState, target_tokens: int, settings: EpisodeSetti
         while int(limit * state.warning_threshold) > target_tokens:
             limit -= 1
     return replace(state, limit=limit, min_limit=min(state.min_limit, limit))
-
-
-def _next_episode(path: Path) -> int:
-    """One more than the episode number of the log's last record (0 for an empty log)."""
-    with open(path, "rb") as fh:
-        end = fh.seek(0, 2)
-        tail, pos = b"", end
-        while pos > 0 and tail.rstrip(b"\n").count(b"\n") == 0:
-            size = min(65536, pos)
-            pos -= size
-            fh.seek(pos)
-            tail = fh.read(size) + tail
-    last = tail.rstrip(b"\n").rsplit(b"\n", 1)[-1]
-    if not last:
-        return 0
-    try:
-        record = json.loads(last.decode("utf-8"))
-        return int(record["episode"]) + 1
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError):
-        raise LogFormatError("the last line is not a transition record; refusing to append", source=path) from None
 
 
 # ---- loading ---------------------------------------------------------------------------------
@@ -436,8 +420,12 @@ def build_policy(spec: PolicySpec, weights: Path, name: str, source: Path) -> Ex
     return ExportedPolicy(spec, _settings(spec, source), _layers(spec, weights), _normalization(spec, source), name)
 
 
-def load(path: str | Path) -> ExportedPolicy:
+def load(path: str | Path, *, log: str | Path | None = None) -> ExportedPolicy:
     """The exported policy of an export directory or of its ``policy/`` folder.
+
+    ``log``: a JSONL file every :meth:`~ExportedPolicy.break_context` appends its
+    decisions to unless it names another — so a ``ContextWindow`` running the
+    policy logs each compaction it asks for.
 
     Raises PolicyError naming the file and key when a file is missing or invalid,
     or when the policy was exported for another observation version.
@@ -446,7 +434,9 @@ def load(path: str | Path) -> ExportedPolicy:
     file = folder / POLICY_FILE
     if not file.is_file():
         raise PolicyError(f"no {POLICY_DIR}/{POLICY_FILE} here; is this a ctxsim export directory?", source=path)
-    return build_policy(_read_spec(file), folder / WEIGHTS_FILE, str(path), file)
+    policy = build_policy(_read_spec(file), folder / WEIGHTS_FILE, str(path), file)
+    policy.log = log
+    return policy
 
 
 register_loader(recognizes, load)

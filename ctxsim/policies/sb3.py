@@ -79,7 +79,7 @@ class SB3Policy(Policy):
             return policy.get_distribution(tensor).distribution.logits[0].cpu().numpy()
 
     def act(self, episode: OverflowEpisode) -> str:
-        from ..observe import ObservationConfig, observe
+        from ..observe import ObservationConfig, current_break, observe
 
         settings = episode.settings
         if self.trained_actions is not None and tuple(self.trained_actions) != settings.actions:
@@ -88,7 +88,7 @@ class SB3Policy(Policy):
                 f"the episode has {list(settings.actions)}",
                 key="actions",
             )
-        obs = observe(episode.state, ObservationConfig.of(settings))
+        obs = observe(current_break(episode.state, episode.steps_taken), ObservationConfig.of(settings))
         expected = self.model.observation_space.shape
         if obs.shape != expected:
             raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {obs.shape}")

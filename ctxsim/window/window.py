@@ -210,7 +210,7 @@ class ContextWindow:
         """Add ``item``; returns it as stored (``added_at`` set).
 
         When the projected usage is above the threshold, compacts to ``threshold −
-        15`` % first. Raises :class:`ContextWindowFull` when it still does not fit
+        15`` % first (lower when the item would not fit beside that). Raises :class:`ContextWindowFull` when it still does not fit
         (without compacting when not even the pinned items leave room), and
         ContextError for a duplicate id or a full item count (``max_items``).
         """
@@ -466,7 +466,9 @@ class ContextWindow:
         if pinned + cost + self._priming > self.max_tokens:  # no compaction can make room
             raise ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
         if (self.current_tokens + self._requested(cost)) / self.max_tokens * 100 > self._threshold:
-            self._compact_locked(None, self._threshold - THRESHOLD_MARGIN_PERCENT, "threshold", events)
+            # seed 000's target, or lower when the item needs more room than that leaves
+            room = (self.max_tokens - self._requested(cost)) / self.max_tokens * 100
+            self._compact_locked(None, min(self._threshold - THRESHOLD_MARGIN_PERCENT, room), "threshold", events)
         if self.current_tokens + self._requested(cost) > self.max_tokens:
             raise ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
         stored = replace(item, added_at=self._tick())
