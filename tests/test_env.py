@@ -96,6 +96,40 @@ def test_check_env_without_warnings(env_id, config):
     env.close()
 
 
+@pytest.mark.parametrize("env_id", env_ids())
+def test_actions_options_and_steps_past_the_end_are_checked_alike(env_id):
+    env = make(env_id, {}, extra={"turns": 12, "probes": {"turns": [8], "min_age_turns": 3}} if "Stream" in env_id else {})
+    env.reset(seed=0)
+    for action in (1.7, [0, 1], True, -1, env.action_space.n):
+        with pytest.raises(gym.error.InvalidAction):
+            env.step(action)
+    for options, key in (("x", "options"), ({"scenario": ["a"]}, "options.scenario"), ({"nope": 1}, "options.nope")):
+        with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+            env.reset(options=options)
+    env.reset(seed=0)
+    done = False
+    while not done:
+        mask = env.unwrapped.action_masks()
+        _, _, done, _, _ = env.step(np.int64(np.flatnonzero(mask)[-1]))  # a numpy scalar, as vectorized envs pass
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(0)
+
+
+@pytest.mark.filterwarnings("ignore:.*render_mode=.rgb_array.")
+def test_sb3_make_vec_env_falls_back_from_rgb_array():
+    """SB3's make_vec_env asks for render_mode 'rgb_array' and retries without it on a TypeError."""
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from ctxsim.environments.base import RenderModeError
+
+    with pytest.raises(RenderModeError, match="render_mode") as err:
+        make(env_ids()[0], {}, render_mode="rgb_array")
+    assert isinstance(err.value, TypeError) and isinstance(err.value, ConfigError)
+    vec = make_vec_env(env_ids()[0], n_envs=2, seed=0, env_kwargs={"config": dict(SMALL)})
+    assert vec.reset().shape[0] == 2
+    vec.close()
+
+
 @pytest.mark.parametrize("env_id,config", TARGETS)
 def test_same_seed_same_rollout_and_identical_logs(env_id, config, tmp_path):
     traces, logs = [], []

@@ -3,6 +3,7 @@ the observation and action spaces that follow from it, and text rendering."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -18,11 +19,28 @@ if TYPE_CHECKING:
     from ..scenarios import Scenario
 
 
+class RenderModeError(ConfigError, TypeError):
+    """An unsupported ``render_mode``. Also a TypeError, as an unexpected keyword is,
+    so that makers which try a render mode and fall back without one on TypeError
+    (SB3's ``make_vec_env`` tries ``"rgb_array"``) work."""
+
+
 def checked_render_mode(env: gym.Env, render_mode: str | None) -> str | None:
-    """``render_mode`` if the env supports it (or None); a ConfigError otherwise."""
+    """``render_mode`` if the env supports it (or None); a RenderModeError otherwise."""
     if render_mode is not None and render_mode not in env.metadata["render_modes"]:
-        raise ConfigError(f"render_mode must be one of {env.metadata['render_modes']}, got {describe_value(render_mode)}", key="render_mode")
+        raise RenderModeError(f"render_mode must be one of {env.metadata['render_modes']}, got {describe_value(render_mode)}",
+                              key="render_mode")
     return render_mode
+
+
+def discrete_action(action: Any, n: int) -> int:
+    """The index an action of ``Discrete(n)`` names: an integer (a numpy scalar or a
+    one-element integer array as vectorized envs pass it) in 0..n-1; anything else
+    (a float, a longer array, out of range) raises gymnasium's InvalidAction."""
+    value = np.asarray(action)
+    if value.size != 1 or not np.issubdtype(value.dtype, np.integer) or not 0 <= int(value.reshape(())) < n:
+        raise gym.error.InvalidAction(f"action {describe_value(action)} is not in Discrete({n})")
+    return int(value.reshape(()))
 
 
 class ConfiguredEnv(gym.Env):
@@ -108,3 +126,19 @@ class ConfiguredEnv(gym.Env):
 
     def _render_text(self) -> str:
         raise NotImplementedError
+
+
+def reset_options(options: Any, valid: tuple[str, ...]) -> dict[str, Any]:
+    """``reset(options=)`` checked: a mapping of ``valid`` keys whose ``scenario``,
+    when given, is a name; ConfigError naming the option otherwise."""
+    if options is None:
+        return {}
+    if not isinstance(options, Mapping):
+        raise ConfigError(f"reset options must be a mapping, got {describe_value(options)}", key="options")
+    unknown = sorted(str(k) for k in set(options) - set(valid))
+    if unknown:
+        raise ConfigError(f"unknown reset option (valid: {', '.join(valid)})", key=f"options.{unknown[0]}")
+    if "scenario" in options and options["scenario"] is not None and not isinstance(options["scenario"], str):
+        raise ConfigError(f"expected a scenario name, got {describe_value(options['scenario'])}", key="options.scenario")
+    return dict(options)
+

@@ -25,7 +25,7 @@ from ..scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
 from ..strategies import BREAKER_FAILED, ProgressEvent, get_strategy
 from ..strategies.registry import strategy_class
 from ..validation import KeyedValueError
-from .base import ConfiguredEnv
+from .base import ConfiguredEnv, discrete_action, reset_options
 
 ENV_ID = "ctxsim/ContextOverflow-v0"
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -205,7 +205,10 @@ class ContextOverflowEnv(ConfiguredEnv):
     Action masks (sb3-contrib's ``action_masks()``, also ``info["action_mask"]`` on
     reset and every step): an action is valid iff it is not excluded by the
     budget and its strategy is ``applicable`` to the current context; a recovery
-    action is always valid; the mask is never all False.
+    action is valid unless excluded. The mask is never all False: when no action
+    is valid, it allows the recovery actions (excluded or not), else every action,
+    so that a masked learner can act — such a step runs nothing (a wasted step, as
+    an invalid action of an unmasked learner is) and counts toward ``max_steps``.
 
     ### Observation
 
@@ -382,9 +385,6 @@ class ContextOverflowEnv(ConfiguredEnv):
         return state.total_tokens > self._settings.target_tokens(state)
 
     def _draw(self, options: dict[str, Any]) -> tuple[str, int | None, ContextState]:
-        unknown = sorted(set(options) - {"scenario", "context_seed", "state"})
-        if unknown:
-            raise ConfigError("unknown reset option (valid: scenario, context_seed, state)", key=f"options.{unknown[0]}")
         if "state" in options:
             state = options["state"]
             if not isinstance(state, ContextState):
@@ -418,7 +418,7 @@ class ContextOverflowEnv(ConfiguredEnv):
     # ---- gymnasium API ------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.scenario, self.context_seed, original = self._draw(dict(options or {}))
+        self.scenario, self.context_seed, original = self._draw(reset_options(options, ("scenario", "context_seed", "state")))
         self.episode = OverflowEpisode(original, self._settings)
         self._last = None
         self._events = (
@@ -427,11 +427,9 @@ class ContextOverflowEnv(ConfiguredEnv):
         return self._observe(), self._info()
 
     def step(self, action):
-        if self.episode is None:
-            raise gym.error.ResetNeeded("call reset() before step()")
-        index = int(np.asarray(action).item())
-        if not 0 <= index < len(self.actions):
-            raise gym.error.InvalidAction(f"action {index} is outside Discrete({len(self.actions)})")
+        if self.episode is None or self.episode.done:
+            raise gym.error.ResetNeeded("call reset() before step()" if self.episode is None else "the episode is over; call reset()")
+        index = discrete_action(action, len(self.actions))
         valid = bool(self._view()[1][index])
         step = self.episode.step(index)
         self._last = step

@@ -30,7 +30,7 @@ from ..stream import (
 from ..stream.session import TRIGGERED_RECOVERY
 from ..pool import scenario_digest
 from ..validation import KeyedValueError
-from .base import ConfiguredEnv
+from .base import ConfiguredEnv, discrete_action, reset_options
 from .overflow import ContextOverflowEnv, OverflowConfig
 
 ENV_ID = "ctxsim/ConversationStream-v0"
@@ -248,9 +248,6 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     # ---- conversations ------------------------------------------------------------------
     def _draw(self, options: dict[str, Any]) -> tuple[str, int | None, StreamSession]:
-        unknown = sorted(set(options) - {"scenario", "context_seed", "conversation"})
-        if unknown:
-            raise ConfigError("unknown reset option (valid: scenario, context_seed, conversation)", key=f"options.{unknown[0]}")
         if "conversation" in options:
             conv = options["conversation"]
             if not isinstance(conv, Conversation):
@@ -285,16 +282,14 @@ class ConversationStreamEnv(ConfiguredEnv):
     # ---- gymnasium API --------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        self.scenario, self.context_seed, self.session = self._draw(dict(options or {}))
+        self.scenario, self.context_seed, self.session = self._draw(reset_options(options, ("scenario", "context_seed", "conversation")))
         self._last = None
         return self._observe(), self._info()
 
     def step(self, action):
         if self.session is None or self.session.done:
             raise gym.error.ResetNeeded("call reset() before step()")
-        index = int(np.asarray(action).item())
-        if not 0 <= index < len(self.actions):
-            raise gym.error.InvalidAction(f"action {index} is outside Discrete({len(self.actions)})")
+        index = discrete_action(action, len(self.actions))
         valid = bool(self.session.episode.action_mask()[index])
         finished = self.session.episode
         out = self.session.step(index)
