@@ -14,8 +14,10 @@ or its Q-network (DQN), with the VecNormalize observation statistics when the ru
 saved them (``vecnormalize.pkl``). The exported policy is then run, with numpy
 alone, on the run's held-out scenarios (``eval_env_config.scenario_names``; a
 few context seeds each, one context per transcript scenario, overflowing
-contexts only): its most frequent chain becomes ``breaking_strategy.chain_order``
-with the strategies' parameters and the ``recovery_mode`` of the run's env config.
+contexts only) — every decision's network outputs checked against the SB3 model's
+(:func:`check_network`) — and its most frequent chain becomes
+``breaking_strategy.chain_order`` with the strategies' parameters and the
+``recovery_mode`` of the run's env config.
 
 ``ContextConfig`` forbids unknown keys, so the per-situation rules go to the
 sibling ``learned_rules.yaml``. The held-out episodes are grouped by two
@@ -225,8 +227,9 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any]]:
-    """(policy.json content, weight arrays, the resolved held-out env config) of a run."""
+def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any], Any]:
+    """(policy.json content, weight arrays, the resolved held-out env config, the
+    loaded SB3 policy) of a run."""
     from .environments.overflow import ENV_ID
     from .observe import OBSERVATION_VERSION, ObservationConfig, feature_names
     from .policies import sb3
@@ -271,13 +274,34 @@ def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], 
                     "activation": "+".join(hidden_acts) or "identity",
                     "layers": specs},
     }
-    return spec, arrays, env_config
+    return spec, arrays, env_config, trained
+
+
+#: largest difference allowed between the exported network's and the SB3 model's
+#: outputs (logits centered per observation: a constant shift changes no choice)
+MAX_NETWORK_ERROR = 1e-4
+
+
+def check_network(trained, policy, observations: list[np.ndarray], source: Path) -> float:
+    """The largest output difference between the SB3 policy and the exported one on
+    ``observations``; PolicyError when it exceeds :data:`MAX_NETWORK_ERROR` (a network
+    layout the export misreads is never published)."""
+    worst = 0.0
+    for obs in observations:
+        ours = policy.scores(obs).astype(np.float64)
+        theirs = trained._scores(trained.normalization(obs) if trained.normalization is not None else obs).astype(np.float64)
+        worst = max(worst, float(np.abs((ours - ours.mean()) - (theirs - theirs.mean())).max()))
+    if worst > MAX_NETWORK_ERROR:
+        raise PolicyError(f"the exported network differs from the trained model by {worst:.2g} on the held-out "
+                          f"observations (at most {MAX_NETWORK_ERROR:g} allowed); not exported", source=source)
+    return worst
 
 
 # ---- held-out rollouts ----------------------------------------------------------------------------
-def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int) -> list[Rollout]:
+def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int, observations: list | None = None) -> list[Rollout]:
     """The policy's episodes on the held-out scenarios of ``env_config``: context seeds
-    ``0..seeds-1`` (one context per transcript scenario that is not a family), overflowing contexts only."""
+    ``0..seeds-1`` (one context per transcript scenario that is not a family), overflowing
+    contexts only. ``observations`` (a list) gets the observation of every decision."""
     from .policies import run_episode
     from .scenarios import build_context
     from .environments.overflow import ContextOverflowEnv
@@ -291,7 +315,8 @@ def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int) -> list[Ro
             target = settings.target_tokens(state)
             if state.total_tokens <= target:
                 continue
-            episode = run_episode(policy, state, settings, 0)
+            on_step = None if observations is None else (lambda _, step: observations.append(policy.observation(step.before)))
+            episode = run_episode(policy, state, settings, 0, on_step)
             out.append(Rollout(scenario.name, seed, episode.chain, situation(state, target), episode.reward))
     return out
 
@@ -332,16 +357,18 @@ def export_run(source: str | Path, out: str | Path, *, seeds: int = DEFAULT_SEED
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise PolicyError(f"seeds must be a positive integer, got {seeds!r}", key="seeds")
     _check_out(out)
-    spec, arrays, env_config = _policy_files(source)
+    spec, arrays, env_config, trained = _policy_files(source)
     with atomic_directory(out) as tmp:
         (tmp / POLICY_DIR).mkdir()
         (tmp / POLICY_DIR / POLICY_FILE).write_text(json.dumps(spec, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         (tmp / POLICY_DIR / WEIGHTS_FILE).write_bytes(npz_bytes(arrays))
         policy = load(tmp)
-        rollouts = held_out_rollouts(policy, env_config, seeds)
+        observations: list[np.ndarray] = []
+        rollouts = held_out_rollouts(policy, env_config, seeds, observations)
         if not rollouts:
             raise PolicyError("no held-out context overflows its target; nothing to learn a chain from",
                               source=source, key="eval_env_config")
+        check_network(trained, policy, observations, source)
         counts = Counter(r.chain for r in rollouts).most_common()
         chain, count = counts[0]  # never empty: every rollout broke an overflow
         rules = learned_rules(rollouts, chain)

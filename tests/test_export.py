@@ -477,3 +477,24 @@ def test_a_log_that_cannot_be_appended_to_fails_before_the_break(exports, held_o
     with pytest.raises(LogFormatError, match="not a transition record"):
         policy.break_context(held_out[0][2], log=log)
     assert log.read_text() == '{"note": "some other JSON file"}\n'
+
+
+def test_export_refuses_a_network_it_misreads(runs, tmp_path, monkeypatch):
+    """The exported network is checked against the SB3 model on every held-out decision."""
+    import ctxsim.export as export
+
+    original = export._network
+
+    def misread(model, algo, source):
+        kind, layers = original(model, algo, source)
+        weight, bias, activation, param = layers[-1]
+        bias = bias.copy()
+        bias[0] += 0.5  # one action's output off: not a constant shift
+        return kind, [*layers[:-1], (weight, bias, activation, param)]
+
+    monkeypatch.setattr(export, "_network", misread)
+    with pytest.raises(PolicyError, match="differs from the trained model by 0.4"):
+        export_run(runs["MaskablePPO"], tmp_path / "out", seeds=1)
+    assert not (tmp_path / "out").exists()
+    monkeypatch.setattr(export, "_network", original)
+    assert export_run(runs["MaskablePPO"], tmp_path / "out", seeds=1).out.exists()

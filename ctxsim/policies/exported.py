@@ -18,9 +18,16 @@ and returns an :class:`ExportedPolicy`:
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
   ``ctxsim evaluate --policy DIR`` and sweeps run it like any other policy.
 
-No torch, stable-baselines3, gymnasium or pandas here: this module is what a
-running agent imports. A policy is thread-safe (one lock around its episodes:
-the episode settings memoize strategy results) and picklable.
+``load(path, log="decisions.jsonl")`` makes every break without a ``log`` of its
+own append to that file, so a :class:`~ctxsim.window.ContextWindow` running the
+policy logs each compaction it asks for.
+
+This module and everything it imports need neither torch, stable-baselines3,
+gymnasium, pandas nor matplotlib: ``tests/test_numpy_only.py`` runs a policy with
+them unimportable (``import ctxsim`` registers the environments only when gymnasium
+can be imported). The package's install still pulls them, for training. A policy
+is thread-safe (one lock around its episodes: the episode settings memoize
+strategy results) and picklable.
 """
 
 from __future__ import annotations
