@@ -119,7 +119,8 @@ def test_evaluate_log_appends_by_default_and_truncates_with_overwrite(tmp_path, 
     assert main(args) == 0
     once = read_transitions(log)
     assert once and main(args) == 0
-    assert read_transitions(log) == once + once  # appended, never truncated
+    shift = max(r["episode"] for r in once) + 1  # appended, never truncated; episodes numbered on
+    assert read_transitions(log) == once + [{**r, "episode": r["episode"] + shift} for r in once]
     assert main(args + ["--overwrite"]) == 0
     assert read_transitions(log) == once
     capsys.readouterr()

@@ -3,6 +3,7 @@ exit 5 (no test collected), which is reported and counts as a pass."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -16,12 +17,16 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="make is no
 
 def make_test(tmp_path: Path, pytest_exit: int) -> subprocess.CompletedProcess:
     """``make test`` with a stand-in pytest that exits ``pytest_exit`` (no install:
-    the stamp is an existing file)."""
+    the stamp is a file newer than pyproject.toml and constraints.txt)."""
     fake = tmp_path / "pytest"
     fake.write_text(f"#!/bin/sh\necho \"fake pytest $*\"\nexit {pytest_exit}\n")
     fake.chmod(0o755)
+    stamp = tmp_path / "installed"
+    stamp.touch()
+    newest = max((REPO / name).stat().st_mtime for name in ("pyproject.toml", "constraints.txt"))
+    os.utime(stamp, (newest + 60, newest + 60))
     return subprocess.run(
-        ["make", "-s", "-C", str(REPO), "test", f"BIN={tmp_path}", f"STAMP={REPO / 'Makefile'}"],
+        ["make", "-s", "-C", str(REPO), "test", f"BIN={tmp_path}", f"STAMP={stamp}"],
         capture_output=True, text=True, timeout=60,
     )
 
