@@ -302,6 +302,8 @@ def _summarize_log(path: str) -> int:
     console = _console()
     note = f", {log.unfinished} unfinished" if log.unfinished else ""
     console.print(f"{path}: {log.records} records, {len(log.episodes)} finished episodes{note}", soft_wrap=True)
+    if not log.episodes:  # nothing to rate: no table of zeros
+        return 0
 
     def rows(stats):
         return [[s.name, s.episodes, f"{s.success_rate:.0%}", f"{s.recovery_rate:.0%}", f"{s.mean_reward:+.3f}"] for s in stats]

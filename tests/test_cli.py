@@ -292,3 +292,11 @@ def test_command_line_errors_are_one_line_exit_2(capsys, argv, needle):
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith("ctxsim: error: ") and needle in err
 
+
+
+def test_from_log_of_an_empty_log_says_so_without_a_table_of_zeros(tmp_path, capsys):
+    log = tmp_path / "empty.jsonl"
+    log.write_bytes(b"")
+    assert main(["evaluate", "--from-log", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert "0 records, 0 finished episodes" in out and "mean reward" not in out
