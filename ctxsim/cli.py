@@ -67,10 +67,9 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from .atomic import atomic_write_text
+    from .errors import ConfigError
     from .scenarios import build_context, find_scenario
     from .serialize import dumps_state
-
-    from .errors import ConfigError
 
     if args.seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {args.seed}", key="seed")
@@ -118,7 +117,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def cmd_pool(args: argparse.Namespace) -> int:
     """Build (or find) the context pools of an env spec or of an experiment's splits."""
-    from .environments.spec import load_env_spec
+    from .environments.overflow import ContextOverflowEnv
+    from .environments.spec import env_class, load_env_spec
     from .errors import ConfigError
     from .train import prepare_pools
 
@@ -132,9 +132,6 @@ def cmd_pool(args: argparse.Namespace) -> int:
     else:
         spec = load_env_spec(args.env)
         env_id, configs, source = spec.id, [spec.config], spec.source or args.env
-    from .environments.overflow import ContextOverflowEnv
-    from .environments.spec import env_class
-
     if not issubclass(env_class(env_id), ContextOverflowEnv):
         raise ConfigError(f"{env_id} has no context pool: its conversations grow turn by turn", source=source, key="id")
     pooled = [{**config, "pool": True} for config in configs]
@@ -176,7 +173,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--policy and --out are required (or --from-log FILE.jsonl)", key="policy")
     from .atomic import atomic_write_text
     from .evaluate import MAX_SEEDS, evaluate, settings_from_env_spec, summarize
-    from .report import markdown_table, policy_table
+    from .report import policy_table
     from .scenarios import DEFAULT_SUITE, load_scenarios
 
     if not 1 <= args.seeds <= MAX_SEEDS:

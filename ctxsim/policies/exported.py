@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..episode import EpisodeSettings, OverflowEpisode, Step
-from ..errors import CtxsimError, LogFormatError, PolicyError, describe_value
+from ..errors import CtxsimError, PolicyError, describe_value
 from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, current_break, feature_names, observe
