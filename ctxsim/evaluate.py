@@ -238,13 +238,12 @@ def with_runs(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(run=runs)
 
 
-def score_tensor(group: pd.DataFrame, column: str, runs: Sequence[str] = ("run",)) -> np.ndarray:
+def score_tensor(group: pd.DataFrame, column: str) -> np.ndarray:
     """(seeds × runs × scenarios) array of one policy's ``column`` for
-    :func:`ctxsim.stats.stratified_bootstrap_ci`, which resamples the contexts and
-    the runs (of a folder of trained policies; one run otherwise) within each
-    scenario. ``runs``: the columns that name a run (paired differences have two)."""
-    table = with_runs(group).pivot(index="seed", columns=[*runs, "scenario"], values=column)
-    table = table.sort_index(axis=1, level=[*runs, "scenario"])  # run-major, scenarios sorted within a run
+    :func:`ctxsim.stats.stratified_bootstrap_ci`, which resamples the contexts within
+    each scenario and the runs (of a folder of trained policies; one run otherwise)."""
+    table = with_runs(group).pivot(index="seed", columns=["run", "scenario"], values=column)
+    table = table.sort_index(axis=1, level=["run", "scenario"])  # run-major, scenarios sorted within a run
     n_scenarios = table.columns.get_level_values("scenario").nunique()
     values = table.to_numpy(dtype=float)
     if np.isnan(values).any():
@@ -303,20 +302,20 @@ def reward_differences(df: pd.DataFrame, reference: str, *, reps: int = 2000, se
     """Per other policy: mean of ``reward(reference) − reward(other)`` over the same
     (scenario, seed) contexts, with its 95 % stratified bootstrap CI; ``beats`` is
     True when the whole interval is above zero. With several runs on a side (a
-    folder of trained policies), every pair of runs on a context is one difference."""
+    folder of trained policies), each side's mean is over its runs, and the bootstrap
+    resamples each side's runs on its own (:func:`ctxsim.stats.paired_difference_ci`)."""
     from .stats import paired_difference_ci
 
     df = with_runs(df)
     keys = ["scenario", "seed"]
-    ref = df[df.policy == reference][keys + ["run", "reward"]]
+    ref = df[df.policy == reference]
     rows = []
     for policy, group in df.groupby("policy", sort=False):
         if policy == reference:
             continue
-        pairs = ref.merge(group[keys + ["run", "reward"]], on=keys, suffixes=("", "_other"))
-        runs = ("run", "run_other")
-        mean, lo, hi = paired_difference_ci(score_tensor(pairs, "reward", runs), score_tensor(pairs, "reward_other", runs),
-                                            reps=reps, seed=seed)
+        common = ref[keys].drop_duplicates().merge(group[keys].drop_duplicates(), on=keys)
+        sides = [side.merge(common, on=keys) for side in (ref, group)]
+        mean, lo, hi = paired_difference_ci(*(score_tensor(side, "reward") for side in sides), reps=reps, seed=seed)
         rows.append({"policy": policy, "mean_difference": mean, "ci_low": lo, "ci_high": hi, "beats": lo > 0})
     return pd.DataFrame(rows, columns=["policy", "mean_difference", "ci_low", "ci_high", "beats"])
 

@@ -141,7 +141,7 @@ def _mean_ci(values: np.ndarray) -> tuple[float, float, float]:
 
 
 def fig_reward_by_scenario(results: pd.DataFrame):
-    """Mean reward per scenario (rows) per policy (markers), 95 % CI over seeds."""
+    """Mean reward per scenario (rows) per policy (markers), 95 % CI over seeds (and runs)."""
     fig = _figure(height=max(FIGSIZE[1], 0.42 * results["scenario"].nunique() + 1.5), width=9.0)
     ax = fig.add_subplot()
     scenarios = sorted(results["scenario"].unique())
@@ -151,10 +151,10 @@ def fig_reward_by_scenario(results: pd.DataFrame):
         group = results[results["policy"] == policy]
         ys, means, errs = [], [], [[], []]
         for j, scenario in enumerate(scenarios):
-            values = group.loc[group["scenario"] == scenario, "reward"].to_numpy(dtype=float)
-            if values.size == 0:
+            rows = group[group["scenario"] == scenario]
+            if rows.empty:
                 continue
-            mean, lo, hi = _mean_ci(values)
+            mean, lo, hi = _mean_ci(score_tensor(rows, "reward"))  # runs resampled as runs, not as more seeds
             ys.append(j - 0.4 + band * (i + 0.5))
             means.append(mean)
             errs[0].append(mean - lo)

@@ -3,10 +3,10 @@
 Scores are arranged as a (contexts × tasks) matrix — here seeds × scenarios — or,
 for a policy trained several times, a (contexts × runs × tasks) array. The IQM is
 the mean of the middle 50 % of all scores; its confidence interval comes from a
-stratified bootstrap that resamples *within* each task (so every scenario keeps its
-weight): the contexts, and independently the training runs (two levels, so five
-runs that act alike do not pass for five times as many contexts); percentile
-method.
+stratified bootstrap: the contexts are resampled *within* each task (so every
+scenario keeps its weight), and the training runs once per resample, the same runs
+for every task (a run is one policy on all scenarios; two levels, so five runs that
+act alike do not pass for five times as many contexts); percentile method.
 """
 
 from __future__ import annotations
@@ -37,35 +37,61 @@ def stratified_bootstrap_ci(
     seed: int = 0,
 ) -> tuple[float, float]:
     """Percentile CI of ``statistic`` over a (contexts × tasks) matrix, or a
-    (contexts × runs × tasks) array whose contexts and runs are resampled
-    independently within each task; ``statistic`` gets each resample as a
+    (contexts × runs × tasks) array: contexts resampled within each task, runs once
+    per resample for all tasks; ``statistic`` gets each resample as a
     (contexts·runs × tasks) matrix. One run draws exactly what a matrix does."""
-    scores = np.asarray(scores, dtype=float)
-    if scores.ndim == 1:
-        scores = scores[:, None]
-    if scores.ndim == 2:
-        scores = scores[:, None, :]
+    scores = _three_d(scores)
     contexts, runs, tasks = scores.shape
     rng = np.random.default_rng(seed)
-    task = np.arange(tasks)
-    stats = np.empty(reps)
     context_idx = rng.integers(0, contexts, size=(reps, contexts, tasks))
-    run_idx = rng.integers(0, runs, size=(reps, runs, tasks)) if runs > 1 else np.zeros((reps, 1, tasks), dtype=int)
-    for r in range(reps):
-        sample = scores[context_idx[r][:, None, :], run_idx[r][None, :, :], task]
-        stats[r] = statistic(sample.reshape(contexts * runs, tasks))
-    alpha = (1 - confidence) / 2
-    return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
+    run_idx = _run_draws(rng, runs, reps)
+    stats = np.array([statistic(_resample(scores, context_idx[r], run_idx[r]).reshape(contexts * runs, tasks))
+                      for r in range(reps)])
+    return _percentiles(stats, confidence)
 
 
 def paired_difference_ci(
     a: np.ndarray, b: np.ndarray, *, reps: int = 2000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float, float]:
-    """Mean of ``a − b`` (paired, contexts × tasks or contexts × runs × tasks) with
-    its stratified bootstrap CI."""
-    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    lo, hi = stratified_bootstrap_ci(diff, lambda m: float(np.mean(m)), reps=reps, confidence=confidence, seed=seed)
-    return float(np.mean(diff)), lo, hi
+    """Mean of ``a`` minus mean of ``b`` with its stratified bootstrap CI, for two
+    policies on the same contexts: (contexts × tasks) matrices, or (contexts × runs ×
+    tasks) arrays whose run counts may differ. Each resample draws the contexts once
+    for both sides (the pairing) and each side's runs on their own (two policies'
+    training runs are unrelated)."""
+    a, b = _three_d(a), _three_d(b)
+    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[2]:
+        raise ValueError(f"paired scores need the same contexts and tasks, got shapes {a.shape} and {b.shape}")
+    contexts, runs_a, tasks = a.shape
+    rng = np.random.default_rng(seed)
+    context_idx = rng.integers(0, contexts, size=(reps, contexts, tasks))
+    idx_a, idx_b = _run_draws(rng, runs_a, reps), _run_draws(rng, b.shape[1], reps)
+    stats = np.array([_resample(a, context_idx[r], idx_a[r]).mean() - _resample(b, context_idx[r], idx_b[r]).mean()
+                      for r in range(reps)])
+    lo, hi = _percentiles(stats, confidence)
+    return float(a.mean() - b.mean()), lo, hi
+
+
+def _three_d(scores: np.ndarray) -> np.ndarray:
+    """Scores as a (contexts × runs × tasks) array (a vector is one task, a matrix one run)."""
+    scores = np.asarray(scores, dtype=float)
+    if scores.ndim == 1:
+        scores = scores[:, None]
+    return scores[:, None, :] if scores.ndim == 2 else scores
+
+
+def _run_draws(rng: np.random.Generator, runs: int, reps: int) -> np.ndarray:
+    """(reps × runs) run indices, shared by every task of a resample (no draw for one run)."""
+    return rng.integers(0, runs, size=(reps, runs)) if runs > 1 else np.zeros((reps, 1), dtype=int)
+
+
+def _resample(scores: np.ndarray, contexts: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """scores[contexts[i, t], runs[j], t]: a (contexts × runs × tasks) resample."""
+    return scores[contexts[:, None, :], runs[None, :, None], np.arange(scores.shape[2])]
+
+
+def _percentiles(stats: np.ndarray, confidence: float) -> tuple[float, float]:
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(stats, alpha)), float(np.quantile(stats, 1 - alpha))
 
 
 def normalized_score(reward: np.ndarray, random_reward: np.ndarray, oracle_reward: np.ndarray) -> np.ndarray:

@@ -78,6 +78,33 @@ def test_bootstrap_over_training_runs_is_two_level():
     assert lo < single[0] and hi > single[1] and lo < np.mean(scores) < hi
 
 
+def test_a_run_is_drawn_once_for_every_task():
+    """A run is one policy on all scenarios: its effect is shared across tasks, so the
+    bootstrap must not average it away by drawing runs per task."""
+    offsets = np.array([-0.2, -0.1, 0.0, 0.1, 0.2])[None, :, None]
+    scores = np.zeros((10, 1, 8)) + offsets  # no context noise: all uncertainty is in the runs
+    lo, hi = stratified_bootstrap_ci(scores, np.mean, reps=2000)
+    run_means = np.random.default_rng(0).choice(offsets.ravel(), size=(20000, 5)).mean(axis=1)
+    expected = np.quantile(run_means, [0.025, 0.975])
+    assert (lo, hi) == pytest.approx(tuple(expected), abs=0.02)  # drawing per task would give about a third of the width
+
+
+def test_paired_differences_resample_each_sides_runs_on_their_own():
+    rng = np.random.default_rng(3)
+    contexts = rng.normal(1.0, 0.1, size=(10, 4))
+    b = contexts - 0.1
+    single = paired_difference_ci(contexts, b, reps=500)
+    assert single[0] == pytest.approx(0.1)
+    same_runs = paired_difference_ci(np.repeat(contexts[:, None, :], 5, axis=1), b[:, None, :], reps=500)
+    assert same_runs == pytest.approx(single)  # five runs that act alike are one run's evidence
+    spread = np.array([-0.1, -0.05, 0.0, 0.05, 0.1])[None, :, None]
+    both = paired_difference_ci(contexts[:, None, :] + spread, b[:, None, :] + spread[:, ::-1][:, :3], reps=500)
+    assert both[0] == pytest.approx(0.1 - 0.05)  # each side's mean over its own runs
+    assert both[2] - both[1] > 0.1 > single[2] - single[1]  # run-to-run spread on each side widens it
+    with pytest.raises(ValueError, match="same contexts"):
+        paired_difference_ci(contexts, b[:5])
+
+
 def test_normalized_score():
     out = normalized_score(np.array([0.5, 1.0, 0.0]), np.array([0.0, 0.0, 0.0]), np.array([1.0, 1.0, 0.0]))
     assert out.tolist() == [0.5, 1.0, 1.0]
