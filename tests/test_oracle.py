@@ -9,7 +9,7 @@ import pytest
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.policies import best_chain, get_policy, list_policies, run_episode, search
-from ctxsim.scenarios import build_context
+from ctxsim.scenarios import build_context, find_scenario
 
 SMALL = ("dedupe_tool_results", "remove_oldest", "summarize_old", "truncate", "fresh_start")
 
@@ -94,3 +94,22 @@ def test_a_fitting_context_needs_no_chain():
     result = search(state, EpisodeSettings(actions=SMALL))
     assert result.chain == () and result.nodes_expanded == 0
     assert result.reward == OverflowEpisode(state, EpisodeSettings(actions=SMALL)).reward
+
+
+def test_the_oracle_takes_list_and_dict_strategy_parameters_and_forgets_dead_settings():
+    import gc
+
+    from ctxsim.policies import oracle as oracle_module
+
+    settings = EpisodeSettings.from_mapping({"strategy_params": {
+        "hybrid": {"chain": ["summarize_old", "discard_low_rel"]},
+        "content_type_chunking": {"compress_ratios": {"code": 0.5, "text": 0.5, "log": 0.4, "plan_ref": 1.0, "other": 0.6}},
+    }})
+    state = build_context(find_scenario("code-heavy"), 0)
+    first = oracle_module.search(state, settings)
+    assert oracle_module.search(state, settings) is first and first.chain
+    key = id(settings)
+    assert key in oracle_module._RESULTS
+    del settings
+    gc.collect()
+    assert key not in oracle_module._RESULTS

@@ -17,9 +17,9 @@ and the normalized score share one search per context.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
-from weakref import WeakKeyDictionary
 
 from ..episode import EpisodeSettings, OverflowEpisode
 from ..errors import PolicyError
@@ -42,12 +42,23 @@ class OracleResult:
     leaves: int
 
 
-_RESULTS: WeakKeyDictionary[EpisodeSettings, dict[str, OracleResult]] = WeakKeyDictionary()
+#: id(settings) -> {state fingerprint: result}; an entry goes with its settings object.
+#: Keyed by identity: settings whose strategy parameters hold a list or a dict
+#: (``hybrid.chain``, ``compress_ratios``) cannot be hashed.
+_RESULTS: dict[int, dict[str, OracleResult]] = {}
+
+
+def _results_for(settings: EpisodeSettings) -> dict[str, OracleResult]:
+    cache = _RESULTS.get(id(settings))
+    if cache is None:
+        cache = _RESULTS[id(settings)] = {}
+        weakref.finalize(settings, _RESULTS.pop, id(settings), None)
+    return cache
 
 
 def search(state: ContextState, settings: EpisodeSettings) -> OracleResult:
     """Exhaustive search over the chains of valid actions on ``state`` (cached)."""
-    cache = _RESULTS.setdefault(settings, {})
+    cache = _results_for(settings)
     key = state.fingerprint
     if key not in cache:
         cache[key] = _search(state, settings)
