@@ -10,8 +10,11 @@ warning is logged.
 Message-level counts add the per-message framing of chat formats (seed 002's
 provider-aware budget). The constants are those of the OpenAI chat format for
 cl100k models: every message costs its content plus ``MESSAGE_OVERHEAD["openai"]``
-tokens (``<|im_start|>{role}\\n ... <|im_end|>\\n``), a ``name`` field one more, and
-every request ``REPLY_PRIMING["openai"]`` tokens for the assistant's reply header.
+tokens (``<|im_start|>``, ``<|im_sep|>``/newline, ``<|im_end|>``), a ``name`` field one
+more, and every request ``REPLY_PRIMING["openai"]`` tokens for the assistant's reply
+header. The role's own token is not counted: OpenAI's cookbook adds it (1 token for
+``system``, ``user``, ``assistant`` and ``tool``), so a count here is exact for the
+content and one token per message under the provider's.
 """
 
 from __future__ import annotations
