@@ -351,8 +351,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     compared, only_results, only_baseline = result.coverage
     console.print(
         f"baseline {args.baseline}: {compared} (policy, scenario) pairs compared"
-        + (f", {only_results} not in the baseline" if only_results else "")
-        + (f", {only_baseline} of the baseline not in this sweep" if only_baseline else ""), soft_wrap=True
+        + (f", {only_results} with no matching (seed, run) row in the baseline" if only_results else "")
+        + (f", {only_baseline} of the baseline with none in this sweep" if only_baseline else ""), soft_wrap=True
     )
     if result.regressions.empty:
         console.print("[green]no regression[/green]: every policy is within tolerance of the baseline", soft_wrap=True)

@@ -553,7 +553,12 @@ def compare(
 
 
 def coverage(results: pd.DataFrame, baseline: pd.DataFrame) -> tuple[int, int, int]:
-    """(compared, only in results, only in baseline) counts of (policy, scenario) pairs."""
+    """(compared, only in results, only in baseline) counts of (policy, scenario)
+    pairs, as :func:`compare` matches them: a pair is compared when at least one of its
+    (seed, run) rows is in both; a retrained policy whose runs have new names is not."""
+    results, baseline = with_runs(results), with_runs(baseline)
+    matched = results[SORT_KEYS].merge(baseline[SORT_KEYS], on=SORT_KEYS)
+    both = set(map(tuple, matched[["policy", "scenario"]].drop_duplicates().to_numpy()))
     mine = set(map(tuple, results[["policy", "scenario"]].drop_duplicates().to_numpy()))
     theirs = set(map(tuple, baseline[["policy", "scenario"]].drop_duplicates().to_numpy()))
-    return len(mine & theirs), len(mine - theirs), len(theirs - mine)
+    return len(both), len(mine - both), len(theirs - both)

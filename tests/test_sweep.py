@@ -222,3 +222,17 @@ def test_failed_sweep_leaves_no_out_folder(repo_root: Path, tmp_path: Path, caps
         assert err.count("\n") == 1 and f"{suite / 't.jsonl'}: line 3: bad JSON" in err, err
     assert not (tmp_path / "new").exists()
     assert [p.name for p in kept.iterdir()] == ["notes.md"]
+
+
+def test_coverage_counts_only_pairs_with_matching_rows():
+    from ctxsim.sweep import coverage
+
+    def rows(policy, runs, seeds=(0, 1)):
+        return [{"policy": policy, "run": run, "scenario": "chat-10k", "seed": s} for run in runs for s in seeds]
+
+    baseline = pd.DataFrame(rows("seed-chain", [""]) + rows("runs/x", ["runs/x/a__1"]))
+    retrained = pd.DataFrame(rows("seed-chain", [""]) + rows("runs/x", ["runs/x/a__2"]))  # new run names
+    assert coverage(retrained, baseline) == (1, 1, 1)
+    assert coverage(baseline, baseline) == (2, 0, 0)
+    other_seeds = pd.DataFrame(rows("seed-chain", [""], seeds=(5,)))
+    assert coverage(other_seeds, baseline) == (0, 1, 2)
