@@ -93,7 +93,7 @@ def test_policy_made_worse_fails_the_check(tiny: Path, capsys):
     assert set(regressions["policy"]) == {"only:summarize_old"}
     assert "facts_retained" in set(regressions["metric"])
     assert (regressions["delta"] < -regressions["tolerance"]).all()
-    assert "1 (policy, scenario) pairs compared, 5 of the baseline not in this sweep" in capsys.readouterr().out
+    assert "1 (policy, scenario) pairs compared, 5 of the baseline with none in this sweep" in capsys.readouterr().out
     # the same results pass once the tolerance allows the drop
     results = read_results(out)
     assert compare(results, read_results(tiny), Tolerances(reward=2, success_rate=1, facts_retained=1)).empty
