@@ -31,7 +31,11 @@ if it created it.
 Regression check (:func:`compare`): on the (policy, scenario, seed) rows present in
 both the results and the baseline, the mean reward, success rate and facts retained
 of each (policy, scenario) must not fall below the baseline's by more than the
-absolute tolerance of that metric.
+absolute tolerance of that metric. It compares point estimates on fixed contexts:
+for the deterministic policies (every baseline, peer and exported policy) any
+change beyond the tolerance is real; a policy trained again is another sample, and
+run-to-run noise alone can exceed a tolerance of 0.05 — compare retrained runs with
+``ctxsim evaluate --compare`` (paired bootstrap CI) instead.
 """
 
 from __future__ import annotations
