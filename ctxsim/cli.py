@@ -47,6 +47,7 @@ def _table(title: str, columns: list[str], rows: list[list[object]]):
 
 # ---- scenarios / generate ------------------------------------------------------------
 def cmd_scenarios_list(args: argparse.Namespace) -> int:
+    from .errors import ScenarioError
     from .scenarios import DEFAULT_SUITE, load_scenarios
 
     suite = Path(args.suite) if args.suite else DEFAULT_SUITE
@@ -57,6 +58,8 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
         else:
             limit = f"{sc.resolved_limit:,}" if sc.resolved_limit is not None else "its size"
         if sc.is_transcript:
+            if not sc.transcript_path.is_file():  # listed or not, the suite cannot build it
+                raise ScenarioError(f"transcript file not found: {sc.transcript_path}", source=sc.source, key="transcript")
             target = f"transcript {Path(sc.transcript).name}"
         else:
             target = "drawn per seed" if sc.is_family else f"{sc.resolved_target:,}"

@@ -300,3 +300,10 @@ def test_from_log_of_an_empty_log_says_so_without_a_table_of_zeros(tmp_path, cap
     assert main(["evaluate", "--from-log", str(log)]) == 0
     out = capsys.readouterr().out
     assert "0 records, 0 finished episodes" in out and "mean reward" not in out
+
+
+def test_scenarios_list_names_a_missing_transcript_file(tmp_path, capsys):
+    (tmp_path / "t.yaml").write_text("name: t\ntranscript: nope.jsonl\nlimit: 4000\n")
+    assert main(["scenarios", "list", "--suite", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "key 'transcript'" in err and "nope.jsonl" in err
