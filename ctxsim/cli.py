@@ -219,7 +219,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     atomic_write_text(args.out, df.to_csv(index=False))
     summary = summarize(df)
     console.print(_summary_table(summary, f"{len(scenarios)} scenarios x {args.seeds} seeds -> {args.out}"))
+    _few_seeds_note(args.seeds, console)
     return _comparisons(args, df, [policy_table(summary)], console)
+
+
+#: below this many seeds per scenario a bootstrap interval is too narrow to trust
+FEW_SEEDS = 5
+
+
+def _few_seeds_note(seeds: int, console) -> None:
+    if seeds < FEW_SEEDS:
+        console.print(f"[yellow]note:[/yellow] {seeds} seed(s) per scenario: the bootstrap resamples too few contexts "
+                      f"per scenario for its 95 % intervals to hold their coverage; use {FEW_SEEDS} or more to compare "
+                      "policies", soft_wrap=True)
 
 
 def _comparisons(args: argparse.Namespace, df, sections: list[str], console) -> int:
@@ -345,6 +357,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     units = len(sweep.scenarios) * len(sweep.seeds)
     if not args.quiet:
         console.print(_summary_table(result.summary, f"sweep {sweep.name}: {len(sweep.scenarios)} scenarios x {len(sweep.seeds)} seeds"))
+        _few_seeds_note(len(sweep.seeds), console)
     console.print(
         f"{result.episodes} episodes ({units} contexts) in {result.seconds:.1f} s = "
         f"{result.episodes / max(result.seconds, 1e-9):.1f} episodes/s -> {result.out}", soft_wrap=True

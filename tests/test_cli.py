@@ -307,3 +307,11 @@ def test_scenarios_list_names_a_missing_transcript_file(tmp_path, capsys):
     assert main(["scenarios", "list", "--suite", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "key 'transcript'" in err and "nope.jsonl" in err
+
+
+def test_evaluate_notes_when_too_few_seeds_make_intervals_unreliable(tmp_path, capsys):
+    argv = ["evaluate", "--policy", "seed-chain", "--scenarios", str(SCENARIO), "--out", str(tmp_path / "r.csv"), "--quiet"]
+    assert main(argv + ["--seeds", "2"]) == 0
+    assert "2 seed(s) per scenario" in capsys.readouterr().out
+    assert main(argv + ["--seeds", "5"]) == 0
+    assert "seed(s) per scenario" not in capsys.readouterr().out
