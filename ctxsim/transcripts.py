@@ -138,13 +138,21 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
         role, content, name = message.get("role"), message.get("content"), message.get("name")
         if role is None or content is None:
             missing = "role" if role is None else "content"
-            raise TranscriptError(f"line {number}: missing '{missing}'", source=path)
+            how = "is null" if missing in message else "is missing"
+            raise TranscriptError(f"line {number}: '{missing}' {how}", source=path)
         if not isinstance(role, str) or role not in ROLES:
             raise TranscriptError(f"line {number}: 'role' must be one of {list(ROLES)}, got {describe_value(role)}", source=path)
         if not isinstance(content, str):
             raise TranscriptError(f"line {number}: 'content' must be a string, got {describe_value(content)}", source=path)
         if not content.strip():
             raise TranscriptError(f"line {number}: 'content' is empty", source=path)
+        for key, text in (("content", content), ("name", name)):
+            if isinstance(text, str) and not text.isascii():
+                try:
+                    text.encode("utf-8")
+                except UnicodeEncodeError as exc:  # a lone surrogate (\ud800): valid JSON, not text
+                    raise TranscriptError(f"line {number}: '{key}' holds {text[exc.start]!r} at character {exc.start}, "
+                                          "half of a UTF-16 pair, not a character", source=path) from None
         if name is not None and not isinstance(name, str):
             raise TranscriptError(f"line {number}: 'name' must be a string, got {describe_value(name)}", source=path)
         messages.append((number, message))

@@ -182,6 +182,8 @@ BAD = [
     ("family range order", dump({"name": "f", "sample": {"overflow": {"min": 3, "max": 2}}}), "sample.overflow.min", "must not exceed max"),
     ("family range outside", dump({"name": "f", "sample": {"p1_ratio": {"min": 0, "max": 2}}}), "sample.p1_ratio", "within [0, 1]"),
     ("family unknown range", dump({"name": "f", "sample": {"colour": {"min": 0, "max": 1}}}), "sample.colour", "unknown key"),
+    ("family count range without a whole number", dump({"name": "f", "sample": {"facts": {"min": 2.2, "max": 2.8}}}),
+     "sample.facts", "the range holds none"),
     ("zero contexts", dump({**VALID, "contexts": 0}), "contexts", "greater than or equal to 1"),
     ("list item", dump({"scenarios": [VALID, {**VALID, "name": "b", "p1_ratio": "high"}]}), "scenarios[1].p1_ratio", "valid number"),
     ("empty list", dump({"scenarios": []}), "scenarios", "non-empty list"),

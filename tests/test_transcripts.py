@@ -150,8 +150,10 @@ def test_tool_without_call_line_uses_its_name(write_file):
 BAD = [
     ("bad json", '{"role": "user", "content": "hi"}\n{"role": "user", content}\n', "line 2: bad JSON"),
     ("not an object", '["user", "hi"]\n', "line 1: expected a JSON object"),
-    ("missing role", '{"content": "hi"}\n', "line 1: missing 'role'"),
-    ("missing content", '{"role": "user"}\n', "line 1: missing 'content'"),
+    ("missing role", '{"content": "hi"}\n', "line 1: 'role' is missing"),
+    ("missing content", '{"role": "user"}\n', "line 1: 'content' is missing"),
+    ("null content", '{"role": "assistant", "content": null, "tool_calls": []}\n', "line 1: 'content' is null"),
+    ("lone surrogate", '{"role": "user", "content": "a\\ud800b"}\n', "line 1: 'content' holds '\\ud800' at character 1"),
     ("content type", '{"role": "user", "content": "a"}\n\n{"role": "user", "content": 5}\n', "line 3: 'content' must be a string"),
     ("role type", '{"role": 1, "content": "hi"}\n', "line 1: 'role' must be one of"),
     ("unknown role", '{"role": "robot", "content": "hi"}\n', "line 1: 'role' must be one of"),
