@@ -210,6 +210,7 @@ class Step:
     done: bool
     reward: float
     latency_ms: float
+    ran: bool = True  # False: the action could not run here (a wasted step)
 
 
 class OverflowEpisode:
@@ -250,12 +251,14 @@ class OverflowEpisode:
         if self.done:
             raise RecoveryError("the episode is over; reset it")
         before = self.state
+        ran = True
         if isinstance(action, Strategy):
             sid = action.id
             result = action.apply(before, self.settings.context(before))
         else:
             sid = self.settings.actions[action] if isinstance(action, (int, np.integer)) else action
-            if self.settings.valid(sid, before):
+            ran = self.settings.valid(sid, before)
+            if ran:
                 result = self.settings.apply(sid, before)
             else:  # an unmasked learner picked an invalid action: a wasted step
                 result = self.settings.noop(sid, before)
@@ -271,7 +274,7 @@ class OverflowEpisode:
             forced = self.settings.recovery_mode
             self._force_recovery(forced)
         reward = self.reward if self.done else 0.0
-        return Step(sid, before, self.state, result, forced, self.done, reward, result.latency_ms)
+        return Step(sid, before, self.state, result, forced, self.done, reward, result.latency_ms, ran)
 
     def _force_recovery(self, mode: str) -> None:
         self.done = True

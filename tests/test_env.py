@@ -385,3 +385,16 @@ def test_ansi_render_shows_the_sidebar():
     text = env.render()
     assert "Tokens:" in text and "/ " in text and "█" in text
     assert ("P1: To Do List" in text) == any(u.priority == 1 for u in env.unwrapped.state.units)
+
+
+def test_valid_action_reports_what_ran_when_the_mask_falls_back():
+    """Every action excluded or inapplicable: the mask still allows one (never all
+    False), but stepping it runs nothing, and info says so."""
+    env = ContextOverflowEnv({**SMALL, "actions": ["dedupe_tool_results", "fresh_start"], "budget": {"excluded": ["fresh_start"]}})
+    env.reset(seed=0, options={"scenario": "mild-overflow"})
+    mask = env.action_masks()
+    assert mask.tolist() == [False, True]
+    tokens = env.unwrapped.state.total_tokens
+    _, reward, terminated, _, info = env.step(1)
+    assert info["valid_action"] is False and reward == 0.0 and not terminated
+    assert env.unwrapped.state.total_tokens == tokens  # nothing ran

@@ -208,7 +208,8 @@ class ContextOverflowEnv(ConfiguredEnv):
     action is valid unless excluded. The mask is never all False: when no action
     is valid, it allows the recovery actions (excluded or not), else every action,
     so that a masked learner can act — such a step runs nothing (a wasted step, as
-    an invalid action of an unmasked learner is) and counts toward ``max_steps``.
+    an invalid action of an unmasked learner is: ``info["valid_action"]`` False) and
+    counts toward ``max_steps``.
 
     ### Observation
 
@@ -430,11 +431,10 @@ class ContextOverflowEnv(ConfiguredEnv):
         if self.episode is None or self.episode.done:
             raise gym.error.ResetNeeded("call reset() before step()" if self.episode is None else "the episode is over; call reset()")
         index = discrete_action(action, len(self.actions))
-        valid = bool(self._view()[1][index])
         step = self.episode.step(index)
         self._last = step
         self._events = self._step_events(step)
-        info = self._info(step, valid)
+        info = self._info(step, step.ran)
         return self._observe(), float(step.reward), step.done, False, info
 
     def action_masks(self) -> np.ndarray:

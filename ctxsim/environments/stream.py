@@ -290,11 +290,10 @@ class ConversationStreamEnv(ConfiguredEnv):
         if self.session is None or self.session.done:
             raise gym.error.ResetNeeded("call reset() before step()")
         index = discrete_action(action, len(self.actions))
-        valid = bool(self.session.episode.action_mask()[index])
         finished = self.session.episode
         out = self.session.step(index)
         self._last = out
-        info = self._info(out, valid, finished)
+        info = self._info(out, out.step.ran, finished)
         return self._observe(), float(out.reward), out.done, False, info
 
     def action_masks(self) -> np.ndarray:
