@@ -222,6 +222,29 @@ def test_rehydration_cooldown_and_loops():
     assert not Rehydrator(RehydrationConfig(enabled=False), state.limit).inject(ask(5), state, log, 5)
 
 
+def test_a_loop_is_a_file_rehydrated_again_on_a_later_turn_whatever_artifact_holds_it():
+    from dataclasses import replace
+
+    log = {"r0": read("r0", 0, "src/x.py", 20), "r1": read("r1", 1, "src/y.py", 20),
+           "r2": read("r2", 2, "src/y.py", 20), "r3": read("r3", 3, "src/x.py", 20)}
+    base, _ = artifact_state((10,))
+    ask = lambda turn: [msg(f"q{turn}", turn, 5, content="Open src/x.py and src/y.py.")]  # noqa: E731
+
+    def loops(steps) -> int:
+        rehydrator = Rehydrator(RehydrationConfig(cooldown_turns=0), 5000)
+        for turn, artifacts in steps:
+            state = replace(base, artifacts=tuple(artifacts))
+            assert rehydrator.inject(ask(turn), state, log, turn)
+        return rehydrator.loops
+
+    xy = Artifact("art-00000000000a", prose(1, 60), ("r0", "r1"))
+    yx = Artifact("art-00000000000b", prose(2, 60), ("r2", "r3"))
+    x_alone, x_again = Artifact("art-00000000000c", prose(3, 60), ("r0",)), Artifact("art-00000000000d", prose(4, 60), ("r3",))
+    assert loops([(5, [xy]), (8, [yx])]) == 1  # the same files in another order
+    assert loops([(5, [x_alone]), (8, [yx])]) == 1  # x again, now beside y
+    assert loops([(5, [x_alone, x_again])]) == 0  # two artifacts of x on x's first turn
+
+
 def test_default_rehydration_budget_scales_seed_002_to_the_limit():
     assert RehydrationConfig().budget(100_000) == (8000, 4000)  # seed 002's RehydrationConfig at its 100k budget
     assert RehydrationConfig().budget(6000) == (480, 240)

@@ -106,7 +106,10 @@ def generated_conversation(scenario: Scenario, seed: int, turns: int) -> Convers
 
 def transcript_conversation(scenario: Scenario, turns: int, seed: int = 0) -> Conversation:
     """A transcript's units grouped by their ``turn`` (at most ``turns`` turns; no facts);
-    ``seed`` draws a transcript family's limit."""
+    ``seed`` draws a transcript family's limit. A transcript has no clock: its units'
+    timestamps are their line numbers, so its whole session falls within one hour of
+    simulated time and seed 001's over-hit trigger forces every third overflow into a
+    fresh start."""
     state = build_context(scenario, seed)
     grouped = [tuple(group) for _, group in groupby(state.units, key=lambda u: u.turn)]
     return Conversation(

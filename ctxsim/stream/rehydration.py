@@ -17,10 +17,10 @@ or the compacted context — under seed 002's limits:
 Defaults scale seed 002's ``RehydrationConfig`` to the context's limit: its 8,000-token
 total budget and 4,000 tokens per artifact are 8 % and 4 % of its 100,000-token
 ``max_input_tokens``. A *loop* (seed 002's oscillation: content externalized, pulled
-back, pushed out, pulled back …) is counted each time a subject — the targets of an
-artifact's units, or its unit ids when it has no target — is rehydrated again after
-its first rehydration, whether from the same artifact or from a new artifact of the
-same file.
+back, pushed out, pulled back …) is counted once for each rehydrated artifact one of
+whose subjects — the files its units target, or its unit ids when they target none —
+was first rehydrated on an earlier turn, whether from the same artifact or from
+another artifact holding that file (in any order, alone or with other files).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class Rehydrator:
         self._last: dict[str, int] = {}
         self._targets: dict[str, tuple[str, ...]] = {}
         self._patterns: dict[str, re.Pattern] = {}
-        self._rehydrated_subjects: set[tuple[str, ...]] = set()
+        self._first_rehydrated: dict[str, int] = {}  # subject (a file or a unit id) -> turn
         self.rehydrations = 0
         self.tokens = 0
         self.loops = 0
@@ -150,9 +150,10 @@ class Rehydrator:
             used += cost
             out.append(Rehydrated(artifact.id, unit, truncated))
             self._last[artifact.id] = turn
-            subject = self.targets(artifact, log) or artifact.source_ids
-            self.loops += subject in self._rehydrated_subjects
-            self._rehydrated_subjects.add(subject)
+            subjects = set(self.targets(artifact, log) or artifact.source_ids)
+            self.loops += any(self._first_rehydrated.get(s, turn) < turn for s in subjects)
+            for subject in subjects:
+                self._first_rehydrated.setdefault(subject, turn)
             self.truncated += truncated
         self.rehydrations += len(out)
         self.tokens += used
