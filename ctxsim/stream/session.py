@@ -242,7 +242,8 @@ class StreamSession:
         step = episode.step(action)
         self.record_step(step)
         if not episode.done:
-            return StreamStep(step, 0.0, self._terms(), False, False)
+            terms = self._terms()  # pays what is pending (nothing, as the session runs now), so the sum is the reward
+            return StreamStep(step, sum(terms.values()), terms, False, False)
         return self._resolved(episode, step)
 
     def resolve(self, finished: OverflowEpisode) -> StreamStep:
