@@ -104,7 +104,8 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .errors import ConfigError
-    from .train import MAX_SEED, load_experiment, train
+    from .train import load_experiment, train
+    from .validation import MAX_SEED
 
     experiment = load_experiment(args.experiment)
     for seed in args.seed or []:
@@ -178,11 +179,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .evaluate import MAX_SEEDS, evaluate, settings_from_env_spec, summarize
     from .report import policy_table
     from .scenarios import DEFAULT_SUITE, load_scenarios
+    from .validation import MAX_SEED
 
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise ConfigError(f"--seeds must be in 1..{MAX_SEEDS:,}, got {args.seeds}", key="seeds")
-    if not 0 <= args.first_seed <= 2**32 - args.seeds:
-        raise ConfigError(f"--first-seed must be in 0..{2**32 - args.seeds} (seeds end below 2**32), got {args.first_seed}",
+    last_first = MAX_SEED + 1 - args.seeds  # the seeds end at MAX_SEED at most
+    if not 0 <= args.first_seed <= last_first:
+        raise ConfigError(f"--first-seed must be in 0..{last_first} (seeds end below 2**32), got {args.first_seed}",
                           key="first-seed")
     if args.split and not args.experiment:
         raise ConfigError("--split needs --experiment FILE", key="split")

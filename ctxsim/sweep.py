@@ -61,7 +61,7 @@ from .evaluate import COLUMNS, MAX_SEEDS, settings_from_env_spec, transcript_not
 from .errors import ConfigError, describe_value
 from .parallel import default_workers, process_map
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
-from .validation import join_key, load_yaml, validate
+from .validation import MAX_SEED, join_key, load_yaml, validate
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = "envs/default.yaml"
@@ -141,7 +141,7 @@ class SweepConfig(BaseModel):
         if is_int(value):
             if not 1 <= value <= MAX_SEEDS:
                 raise ValueError(f"a seed count must be in 1..{MAX_SEEDS:,}")
-        elif not isinstance(value, list) or not value or not all(is_int(v) and 0 <= v < 2**32 for v in value):
+        elif not isinstance(value, list) or not value or not all(is_int(v) and 0 <= v <= MAX_SEED for v in value):
             raise ValueError("expected a seed count >= 1 or a non-empty list of integer seeds in 0..2**32-1")
         return value
 

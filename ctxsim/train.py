@@ -38,7 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import ConfigError, describe_value
-from .validation import KeyedValueError, load_yaml, validate
+from .validation import MAX_SEED, KeyedValueError, load_yaml, validate
 from .warmstart import ActionValues, WarmStart, action_values, fit
 
 #: VecNormalize file of a run (read by the SB3 policy adapter and by export)
@@ -52,10 +52,6 @@ NORMALIZATION_MIN_VAR = 0.01
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = ("PPO", "A2C", "DQN", "MaskablePPO")
-
-
-#: seeds go to numpy, which takes 0 .. 2**32 - 1
-MAX_SEED = 2**32 - 1
 
 
 class ExperimentConfig(BaseModel):

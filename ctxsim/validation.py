@@ -39,6 +39,10 @@ _TYPE_MESSAGES = {
 }
 
 
+#: the largest seed: seeds go to numpy, which takes 0 .. 2**32 - 1
+MAX_SEED = 2**32 - 1
+
+
 class KeyedValueError(ValueError):
     """A failed cross-field check that names the key (relative to the model) and value.
 
