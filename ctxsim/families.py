@@ -34,6 +34,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .validation import KeyedValueError
 
+#: the largest overflow (target / limit) of a scenario or a family: 20x the suite's
+#: largest (severe-overflow, 5x); a bigger ratio only makes generation take very long
+MAX_OVERFLOW = 100.0
 #: keys drawn as whole numbers
 COUNT_KEYS = frozenset(
     {"limit", "mix_types", "unit_tokens_min", "facts", "duplicates", "superseded_writes", "errors", "pinned", "prior_summaries"}
@@ -121,6 +124,8 @@ class SampleRanges(BaseModel):
             r = getattr(self, key)
             if r.min < lo or r.max > hi:
                 raise KeyedValueError(key, {"min": r.min, "max": r.max}, f"must lie within [{lo:g}, {hi:g}]")
+        if self.overflow.max > MAX_OVERFLOW:  # bounded like a scenario's ``overflow``
+            raise KeyedValueError("overflow.max", self.overflow.max, f"must be at most {MAX_OVERFLOW:g}")
         for key in sorted(COUNT_KEYS & set(type(self).model_fields)):
             r = getattr(self, key)
             if math.ceil(r.min) > math.floor(r.max):
