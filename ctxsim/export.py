@@ -289,7 +289,7 @@ def check_network(trained, policy, observations: list[np.ndarray], source: Path)
     worst = 0.0
     for obs in observations:
         ours = policy.scores(obs).astype(np.float64)
-        theirs = trained._scores(trained.normalization(obs) if trained.normalization is not None else obs).astype(np.float64)
+        theirs = trained.scores(obs).astype(np.float64)
         worst = max(worst, float(np.abs((ours - ours.mean()) - (theirs - theirs.mean())).max()))
     if worst > MAX_NETWORK_ERROR:
         raise PolicyError(f"the exported network differs from the trained model by {worst:.2g} on the held-out "

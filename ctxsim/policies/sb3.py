@@ -68,9 +68,14 @@ class SB3Policy(Policy):
         self.model, self.algo, self.trained_actions, self.name = model, algo, trained_actions, name
         self.normalization = normalization  # a policies.exported.Normalization, or None
 
-    def _scores(self, obs: np.ndarray) -> np.ndarray:
+    def scores(self, obs: np.ndarray) -> np.ndarray:
+        """The network's logits (PPO, A2C, MaskablePPO) or Q-values (DQN) for one raw
+        observation, standardized first when the run has statistics (as
+        :meth:`ctxsim.policies.exported.ExportedPolicy.scores`)."""
         import torch
 
+        if self.normalization is not None:
+            obs = self.normalization(obs)
         policy = self.model.policy
         tensor, _ = policy.obs_to_tensor(obs)
         with torch.no_grad():
@@ -92,9 +97,7 @@ class SB3Policy(Policy):
         expected = self.model.observation_space.shape
         if obs.shape != expected:
             raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {obs.shape}")
-        if self.normalization is not None:
-            obs = self.normalization(obs)
-        scores = np.where(episode.action_mask(), self._scores(obs).astype(np.float64), -np.inf)
+        scores = np.where(episode.action_mask(), self.scores(obs).astype(np.float64), -np.inf)
         return settings.actions[int(np.argmax(scores))]
 
 
