@@ -1,6 +1,8 @@
 """Atomic writes: a temporary file in the target folder, then a rename.
 
 A crash never leaves a half-written file: readers see the old file or the new one.
+Folders: :func:`atomic_directory` replaces one whole; :func:`output_folder` removes
+what a failed run created.
 """
 
 from __future__ import annotations
@@ -61,4 +63,19 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
             tmp.rename(path)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+@contextmanager
+def output_folder(out: Path) -> Iterator[Path]:
+    """``out``, created (with its parents) when missing; what this created is removed
+    again when the body fails, so a failed run leaves no folder behind (a folder that
+    existed before is kept)."""
+    created = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)  # the topmost one missing
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        yield out
+    except BaseException:
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
         raise

@@ -34,7 +34,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from .atomic import atomic_write_bytes, atomic_write_text
+from .atomic import atomic_write_bytes, atomic_write_text, output_folder
 from .errors import ConfigError
 from .evaluate import score_tensor
 from .stats import stratified_bootstrap_ci
@@ -382,7 +382,7 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
     import matplotlib
 
     from .evaluate import summarize
-    from .sweep import is_learned, output_folder, read_results
+    from .sweep import is_learned, read_results
 
     results_path = Path(results_path)
     results = read_results(results_path, REPORT_COLUMNS)

@@ -55,7 +55,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from .atomic import atomic_write_bytes, atomic_write_text
+from .atomic import atomic_write_bytes, atomic_write_text, output_folder
 from .episode import EpisodeSettings
 from .evaluate import COLUMNS, MAX_SEEDS, settings_from_env_spec, transcript_note, with_runs
 from .errors import ConfigError, describe_value
@@ -435,21 +435,6 @@ def run_sweep(
         else:
             (out / "regressions.csv").unlink(missing_ok=True)  # a previous run's check does not apply
         return SweepResult(out, results, summary, regressions, covered, seconds)
-
-
-@contextmanager
-def output_folder(out: Path) -> Iterator[Path]:
-    """``out``, created (with its parents) when missing; what this created is removed
-    again when the body fails, so a failed run leaves no folder behind (a folder that
-    existed before is kept)."""
-    created = next((p for p in reversed([out, *out.parents]) if not p.exists()), None)  # the topmost one missing
-    out.mkdir(parents=True, exist_ok=True)
-    try:
-        yield out
-    except BaseException:
-        if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
-        raise
 
 
 def results_csv(results: pd.DataFrame) -> str:
