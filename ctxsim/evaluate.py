@@ -7,8 +7,9 @@ and the exhaustive-search oracle on the same context::
 
     normalized_score = (R − R_random) / (R_oracle − R_random)
 
-``R_random`` is the mean reward of :data:`RANDOM_ROLLOUTS` seeded random rollouts and
-``R_oracle`` the oracle's best reward over the settings' actions; the score is 1
+``R_random`` is the random policy's expected reward, exact over every chain, and
+``R_oracle`` the oracle's best reward over the settings' actions (one search of the
+chain tree gives both: :mod:`ctxsim.policies.oracle`); the score is 1
 where the oracle gains nothing over random. The oracle scores 1; a peer system,
 which uses its own strategy outside the action set, may score above 1. Where the
 oracle gains little over random, the score amplifies small reward differences:
@@ -36,13 +37,10 @@ import pandas as pd
 from .episode import EpisodeSettings, OverflowEpisode, Step
 from .model import ContextState
 from .policies import get_policy, run_episode, search, trained_policies_in
-from .policies.baselines import RandomPolicy
 from .policies.peers import peer_available
 from .scenarios import Scenario, build_context
 from .stats import iqm, normalized_score, stratified_bootstrap_ci
 
-#: random rollouts per context whose mean reward is R_random
-RANDOM_ROLLOUTS = 8
 #: most seeds per scenario one evaluation or sweep runs
 MAX_SEEDS = 100_000
 COLUMNS = (
@@ -52,20 +50,9 @@ COLUMNS = (
 )
 
 
-def episode_seed(scenario: str, seed: int, rollout: int = 0) -> int:
-    """The seed a policy's ``reset`` gets on one context (rollout 0: the evaluated
-    episode; 1..RANDOM_ROLLOUTS: the random baseline's rollouts)."""
-    return zlib.crc32(f"{scenario}/{seed}/{rollout}".encode())
-
-
-def random_reward(state: ContextState, settings: EpisodeSettings, scenario: str, seed: int) -> float:
-    """Mean reward of :data:`RANDOM_ROLLOUTS` seeded random rollouts on ``state``."""
-    policy = RandomPolicy()
-    rewards = [
-        run_episode(policy, state, settings, episode_seed(scenario, seed, k)).reward
-        for k in range(1, RANDOM_ROLLOUTS + 1)
-    ]
-    return float(np.mean(rewards))
+def episode_seed(scenario: str, seed: int) -> int:
+    """The seed a policy's ``reset`` gets on one context."""
+    return zlib.crc32(f"{scenario}/{seed}/0".encode())
 
 
 def _row(policy: str, scenario: str, seed: int, episode: OverflowEpisode) -> dict:
@@ -157,8 +144,8 @@ def evaluate(
             for si, scenario in enumerate(scenarios):
                 for ki, seed in enumerate(seeds):
                     state = build_context(scenario, seed)
-                    oracle = search(state, settings).reward
-                    baseline = random_reward(state, settings, scenario.name, seed)
+                    searched = search(state, settings)
+                    oracle, baseline = searched.reward, searched.random_reward
                     number = si * len(seeds) + ki
                     for pi, (name, members) in enumerate(loaded.items()):
                         for ri, (run, policy) in enumerate(members):

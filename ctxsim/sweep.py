@@ -16,7 +16,7 @@ A sweep file (``experiments/<name>.yaml``, :class:`SweepConfig`)::
 Paths (suite, env, policy paths) are taken as given, else relative to the sweep
 file, else to the repository. The work unit is one (scenario, seed):
 :func:`run_unit` calls :func:`ctxsim.evaluate.evaluate` on it for every policy, so
-the context, the oracle search and the random rollouts are computed once per unit.
+the context and the oracle search (best and random-policy rewards) are computed once per unit.
 Units run in-process (1 worker), in a process pool (``forkserver``/``spawn``) or as
 Ray tasks; every result is computed from explicit seeds, so ``results.csv`` has the
 same bytes whatever the backend or the number of workers.

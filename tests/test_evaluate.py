@@ -10,8 +10,8 @@ import pytest
 
 from ctxsim.cli import main
 from ctxsim.episode import EpisodeSettings
-from ctxsim.evaluate import COLUMNS, RANDOM_ROLLOUTS, episode_seed, evaluate, random_reward, summarize
-from ctxsim.policies import best_chain, get_policy, run_episode
+from ctxsim.evaluate import COLUMNS, episode_seed, evaluate, summarize
+from ctxsim.policies import best_chain, get_policy, run_episode, search
 from ctxsim.scenarios import build_context, load_scenarios
 from ctxsim.transitions import read_transitions
 
@@ -64,11 +64,8 @@ def test_rows_match_the_episodes(frame, scenarios):
     assert row.reward == episode.reward and row.chain == ">".join(episode.chain)
     assert row.coherence == episode.outcome.coherence and row.latency_ms == episode.latency_ms
     assert row.oracle_reward == best_chain(state, SETTINGS)[0]
-    rollouts = [
-        run_episode(get_policy("random"), state, SETTINGS, episode_seed(scenarios[0].name, 1, k)).reward
-        for k in range(1, RANDOM_ROLLOUTS + 1)
-    ]
-    assert row.random_reward == pytest.approx(np.mean(rollouts)) == random_reward(state, SETTINGS, scenarios[0].name, 1)
+    assert row.random_reward == search(state, SETTINGS).random_reward
+    assert (frame.random_reward < frame.oracle_reward).all()  # no shipped context makes every chain equal
 
 
 def test_normalized_scores(frame):

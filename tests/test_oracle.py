@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
@@ -49,6 +50,45 @@ def test_oracle_equals_brute_force(contexts, max_steps):
         assert replay.done and replay.reward == reward
         result = search(state, settings)
         assert 0 < result.leaves <= result.nodes_expanded <= sum(len(SMALL) ** k for k in range(1, max_steps + 1))
+
+
+def expected_random(episode: OverflowEpisode) -> float:
+    """The random policy's expected final reward, by recursion over fresh replays."""
+    if episode.done:
+        return episode.reward
+    actions = [sid for sid in episode.valid_actions() if sid != "error"]
+    total = 0.0
+    for sid in actions:
+        child = OverflowEpisode(episode.original, episode.settings)
+        for taken in (*episode.chain, sid):
+            child.step(taken)
+        total += expected_random(child)
+    return total / len(actions)
+
+
+@pytest.mark.parametrize("max_steps", [1, 2, 3])
+def test_random_reward_is_the_random_policys_exact_expectation(contexts, max_steps):
+    settings = EpisodeSettings(actions=SMALL, max_steps=max_steps)
+    for state in contexts:
+        result = search(state, settings)
+        assert result.random_reward == pytest.approx(expected_random(OverflowEpisode(state, settings)), abs=1e-12)
+        assert result.random_reward < result.reward
+
+
+def test_random_policy_rollouts_average_to_random_reward(contexts):
+    settings = EpisodeSettings(max_steps=2)
+    policy = get_policy("random")
+    for state in contexts:
+        rewards = [run_episode(policy, state, settings, seed).reward for seed in range(400)]
+        error = max(float(np.std(rewards)) / np.sqrt(len(rewards)), 1e-6)
+        assert abs(np.mean(rewards) - search(state, settings).random_reward) < 4 * error
+
+
+def test_random_reward_of_a_fitting_context_is_its_reward():
+    state = ContextState(units=(_unit(1),), limit=5000, min_limit=10)
+    settings = EpisodeSettings()
+    result = search(state, settings)
+    assert result.leaves == 1 and result.random_reward == result.reward == OverflowEpisode(state, settings).reward
 
 
 def test_oracle_is_the_max_of_every_policy_inside_the_action_set(contexts):

@@ -46,7 +46,9 @@ def _require(episode: OverflowEpisode, policy: str, ids: tuple[str, ...]) -> Non
 
 @register_policy("random")
 class RandomPolicy(Policy):
-    """Uniform over the valid actions, from a numpy Generator seeded in ``reset``."""
+    """Uniform over the valid actions (:func:`candidate_actions`, the oracle's
+    branches, so its expected reward is the oracle search's ``random_reward``), from
+    a numpy Generator seeded in ``reset``."""
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng(0)
@@ -55,7 +57,7 @@ class RandomPolicy(Policy):
         self._rng = np.random.default_rng(seed)
 
     def act(self, episode: OverflowEpisode) -> str:
-        valid = episode.valid_actions()
+        valid = candidate_actions(episode)
         return valid[int(self._rng.integers(len(valid)))]
 
 

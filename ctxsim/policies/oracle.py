@@ -9,9 +9,15 @@ once however many chains continue it (prefix memoization). Ties go to the chain
 that comes first in the settings' action order, so the result is deterministic.
 At most ``sum(|A|^k, k=1..max_steps)`` nodes: 258 for 6 actions and 3 steps.
 
+The same walk gives the random policy's expected reward exactly: a leaf's
+probability under :class:`~ctxsim.policies.baselines.RandomPolicy` is the product,
+along its chain, of one over the number of actions it could pick at each step, and
+``random_reward`` is the probability-weighted mean of the leaves' rewards. The
+evaluation normalizes between it and the best reward.
+
 Results are cached per settings value and context fingerprint (the search is a
-pure function of both), so the oracle policy, the evaluation's ``oracle_reward``
-and the normalized score share one search per context.
+pure function of both), so the oracle policy, the evaluation's ``oracle_reward``,
+``random_reward`` and the normalized score share one search per context.
 """
 
 from __future__ import annotations
@@ -32,12 +38,14 @@ from .registry import Policy, register_policy
 class OracleResult:
     """The best chain on one context and what finding it cost.
 
-    ``nodes_expanded``: actions applied during the search (tree nodes below the
-    root); ``leaves``: finished episodes scored.
+    ``random_reward``: the expected final reward of the uniform random policy
+    (exact, over every chain); ``nodes_expanded``: actions applied during the search
+    (tree nodes below the root); ``leaves``: finished episodes scored.
     """
 
     reward: float
     chain: tuple[str, ...]
+    random_reward: float
     nodes_expanded: int
     leaves: int
 
@@ -76,35 +84,44 @@ def chains(state: ContextState, settings: EpisodeSettings) -> Iterator[OverflowE
     episodes: depth first, children in action order (a node's finished children
     before the subtrees of its other ones). Only the untouched episode when ``state``
     already fits."""
+    for episode, _ in _leaves(state, settings):
+        yield episode
+
+
+def _leaves(state: ContextState, settings: EpisodeSettings) -> Iterator[tuple[OverflowEpisode, float]]:
+    """:func:`chains`, each finished episode with its probability under the uniform
+    random policy (the product of ``1 / len(candidate_actions)`` along its chain)."""
     root = OverflowEpisode(state, settings)
     if root.done:
-        yield root
+        yield root, 1.0
         return
-    stack = [root]
+    stack = [(root, 1.0)]
     while stack:
-        episode = stack.pop()
+        episode, probability = stack.pop()
+        actions = candidate_actions(episode)
         children = []
-        for sid in candidate_actions(episode):
+        for sid in actions:
             child = episode.copy()
             child.step(sid)
             if child.done:
-                yield child
+                yield child, probability / len(actions)
             else:
-                children.append(child)
+                children.append((child, probability / len(actions)))
         stack.extend(reversed(children))
 
 
 def _search(state: ContextState, settings: EpisodeSettings) -> OracleResult:
     order = {sid: i for i, sid in enumerate(settings.actions)}
     best_reward, best, best_key = -math.inf, (), ()
-    leaves, prefixes = 0, set()
-    for finished in chains(state, settings):
+    leaves, prefixes, expected = 0, set(), 0.0
+    for finished, probability in _leaves(state, settings):
         leaves += 1
+        expected += probability * finished.reward
         prefixes.update(finished.chain[:k] for k in range(1, len(finished.chain) + 1))
         key = tuple(order[sid] for sid in finished.chain)
         if finished.reward > best_reward or (finished.reward == best_reward and key < best_key):
             best_reward, best, best_key = finished.reward, finished.chain, key
-    return OracleResult(best_reward, best, len(prefixes), leaves)  # every node is a prefix of a leaf's chain
+    return OracleResult(best_reward, best, expected, len(prefixes), leaves)  # every node is a prefix of a leaf's chain
 
 
 @register_policy("oracle")
