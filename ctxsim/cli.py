@@ -522,6 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: options that name an output file or folder
 OUTPUT_OPTIONS = ("out", "log", "markdown")
+#: top-level modules of the optional extra ``train`` (pyproject.toml); the runtime install lacks them
+TRAIN_MODULES = ("gymnasium", "pandas", "stable_baselines3", "sb3_contrib", "torch", "matplotlib", "threadpoolctl",
+                 "tqdm", "tensorboard")
 #: the output options that name a file (elsewhere ``--out`` is a folder), per command
 FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",)}
 
@@ -565,6 +568,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (FileNotFoundError, FileExistsError, IsADirectoryError, PermissionError, NotADirectoryError) as exc:
         print(f"ctxsim: error: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in TRAIN_MODULES:
+            raise
+        print(f"ctxsim: error: 'ctxsim {args.command}' needs the optional extra 'train', which is not installed "
+              f"(no module {exc.name!r}): pip install 'ctxsim[train]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ctxsim: interrupted", file=sys.stderr)

@@ -1,19 +1,45 @@
-"""The exported policy runs where torch, SB3, gymnasium, pandas and matplotlib cannot be imported."""
+"""The runtime install: the exported policy runs where the optional extra ``train``
+(torch, SB3, gymnasium, pandas, matplotlib, ...) cannot be imported, and the CLI's
+training commands say which extra they need."""
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import textwrap
+import venv
+from pathlib import Path
 
 import pytest
 
+from ctxsim.cli import TRAIN_MODULES
 from ctxsim.policies import load
 from ctxsim.scenarios import build_context, find_scenario
 from ctxsim.transitions import read_transitions
 
-BLOCKED = ("torch", "stable_baselines3", "sb3_contrib", "gymnasium", "pandas", "matplotlib")
+tomllib = pytest.importorskip("tomllib")
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+#: import names of some distributions whose names differ
+IMPORT_NAMES = {"stable-baselines3": "stable_baselines3", "sb3-contrib": "sb3_contrib", "pyyaml": "yaml"}
+
+
+def _import_name(requirement: str) -> str:
+    distribution = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
+    return IMPORT_NAMES.get(distribution, distribution.replace("-", "_"))
+
+
+BLOCKED = tuple(_import_name(r) for r in PROJECT["optional-dependencies"]["train"])
+
+
+def test_the_cli_knows_the_train_extra_and_the_runtime_does_not_need_it():
+    assert set(TRAIN_MODULES) == set(BLOCKED)
+    assert {"torch", "stable_baselines3", "gymnasium", "pandas"} <= set(BLOCKED)
+    assert not set(BLOCKED) & {_import_name(r) for r in PROJECT["dependencies"]}
 SCENARIO, SEED = "tool-dupes", 1
 
 
@@ -61,3 +87,74 @@ def test_exported_policy_decides_and_breaks_with_numpy_alone(export_dir, tmp_pat
     assert (tuple(got["chain"]), got["reward"], got["success"], got["tokens"]) == (
         result.chain, result.reward, result.success, result.state.total_tokens)
     assert [r["action"] for r in read_transitions(log)] == got["chain"]
+
+
+def _without_train(code: str, *args: str) -> subprocess.CompletedProcess:
+    prelude = f"import sys\nfor name in {BLOCKED!r}:\n    sys.modules[name] = None\n"
+    return subprocess.run([sys.executable, "-c", prelude + code, *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT)
+
+
+@pytest.mark.parametrize("argv", [
+    ["train", "experiments/maskable_ppo_default.yaml"],
+    ["evaluate", "--policy", "random", "--names", "tool-dupes", "--seeds", "1", "--out", "OUT/e.csv"],
+    ["sweep", "experiments/regression.yaml", "--out", "OUT/sweep"],
+])
+def test_training_commands_without_the_train_extra_fail_in_one_line(argv, tmp_path):
+    argv = [a.replace("OUT", str(tmp_path)) for a in argv]
+    done = _without_train("from ctxsim.cli import main\nsys.exit(main(sys.argv[1:]))", *argv)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert f"'ctxsim {argv[0]}' needs the optional extra 'train'" in done.stderr and "pip install 'ctxsim[train]'" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_scenarios_list_needs_no_train_extra():
+    done = _without_train("from ctxsim.cli import main\nsys.exit(main(['scenarios', 'list']))")
+    assert done.returncode == 0, done.stderr
+    assert "tool-dupes" in done.stdout
+
+
+@pytest.mark.slow
+def test_a_runtime_only_install_runs_the_exported_policy(export_dir, tmp_path):
+    """pip installs the project without extras into a new venv: the deployed policy
+    breaks a context there (read from ``ctxsim generate``'s JSON form) and drives a
+    ContextWindow, and nothing of the extra ``train`` was installed."""
+    from ctxsim.serialize import dumps_state
+
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=True)
+    python = env_dir / "bin" / "python"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), str(ROOT)],
+                   check=True, timeout=900, env=env, cwd=tmp_path)
+    state = build_context(find_scenario(SCENARIO), SEED)
+    (tmp_path / "state.json").write_text(dumps_state(state))
+    code = textwrap.dedent(
+        f"""
+        import importlib.util, json, sys
+        from ctxsim.policies import load
+        from ctxsim.serialize import state_from_dict
+        from ctxsim.window import ContextItem, ContextWindow
+
+        policy = load(sys.argv[1])
+        with open(sys.argv[2]) as f:
+            result = policy.break_context(state_from_dict(json.load(f)), log=sys.argv[3])
+        window = ContextWindow(8000, policy=policy, task="fix the deploy cache")
+        window.add(ContextItem("You are a coding agent.", "system_prompt", pinned=True))
+        missing = [m for m in {BLOCKED!r} if importlib.util.find_spec(m) is None]
+        print(json.dumps({{"chain": list(result.chain), "success": result.success, "tokens": result.state.total_tokens,
+                           "missing": missing, "built": window.build()}}))
+        """
+    )
+    log = tmp_path / "decisions.jsonl"
+    done = subprocess.run([str(python), "-c", code, str(export_dir), str(tmp_path / "state.json"), str(log)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(got["missing"]) == sorted(BLOCKED)
+    expected = load(export_dir).break_context(state)
+    assert (tuple(got["chain"]), got["success"], got["tokens"]) == (expected.chain, expected.success,
+                                                                    expected.state.total_tokens)
+    assert [r["action"] for r in read_transitions(log)] == got["chain"]
+    assert "You are a coding agent." in got["built"]
