@@ -35,7 +35,6 @@ import numpy as np
 import pandas as pd
 
 from .episode import EpisodeSettings, OverflowEpisode, Step
-from .model import ContextState
 from .policies import get_policy, run_episode, search, trained_policies_in
 from .policies.peers import peer_available
 from .scenarios import Scenario, build_context

@@ -34,13 +34,13 @@ def _import_name(requirement: str) -> str:
 
 
 BLOCKED = tuple(_import_name(r) for r in PROJECT["optional-dependencies"]["train"])
+SCENARIO, SEED = "tool-dupes", 1
 
 
 def test_the_cli_knows_the_train_extra_and_the_runtime_does_not_need_it():
     assert set(TRAIN_MODULES) == set(BLOCKED)
     assert {"torch", "stable_baselines3", "gymnasium", "pandas"} <= set(BLOCKED)
     assert not set(BLOCKED) & {_import_name(r) for r in PROJECT["dependencies"]}
-SCENARIO, SEED = "tool-dupes", 1
 
 
 @pytest.fixture(scope="module")
