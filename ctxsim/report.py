@@ -94,7 +94,7 @@ def summary_markdown(
         f"# {title}\n",
         f"{results['policy'].nunique()} policies × {results['scenario'].nunique()} scenarios × "
         f"{results['seed'].nunique()} seeds = {len(results)} episodes. Normalized score = "
-        "(R − R_random) / (R_oracle − R_random): 0 = random, 1 = the exhaustive-search oracle; "
+        "(R − R_random) / (R_oracle − R_random): 0 = the random policy's expected reward, 1 = the exhaustive-search oracle; "
         "CIs are 95 % stratified bootstrap intervals over seeds × scenarios.\n",
         "## Policies\n",
         policy_table(summary),
@@ -426,7 +426,7 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
         "# ctxsim report\n",
         f"Results: `{results_path}` — {results['policy'].nunique()} policies × {results['scenario'].nunique()} "
         f"scenarios × {results['seed'].nunique()} seeds = {len(results)} episodes. Normalized score = "
-        "(R − R_random) / (R_oracle − R_random): 0 = random, 1 = the exhaustive-search oracle.\n",
+        "(R − R_random) / (R_oracle − R_random): 0 = the random policy's expected reward, 1 = the exhaustive-search oracle.\n",
         "## Summary\n",
         policy_table(summary),
         "## Figures\n",
