@@ -53,6 +53,7 @@ import gymnasium as gym
 import numpy as np
 
 from .atomic import atomic_write_text
+from .paths import EXPERIMENTS_DIR
 
 ENV_ID = "ctxsim/ContextOverflow-v0"
 BENCH_SCENARIO = "chat-10k"
@@ -513,7 +514,7 @@ def bench_oracle(bench: Bench) -> list[Row]:
                 ms(o.median), f"{ms(e.median)} (one seed-chain episode, same contexts, cold)", o.median / e.median)]
 
 
-REGRESSION_SWEEP = Path(__file__).resolve().parent.parent / "experiments" / "regression.yaml"
+REGRESSION_SWEEP = EXPERIMENTS_DIR / "regression.yaml"
 SWEEP_YAML = """name: bench
 description: the sweep benchmark's work (ctxsim.bench)
 policies: {policies}

@@ -36,11 +36,11 @@ from pydantic import (
 
 from .errors import ConfigError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD
+from .paths import DATA_DIR
 from .validation import KeyedValueError, load_yaml, validate
 
 logger = logging.getLogger(__name__)
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
 DEFAULT_CONFIG_PATH = DATA_DIR / "context_config.yaml"
 DEFAULT_MODELS_PATH = DATA_DIR / "models.yaml"
 

@@ -16,7 +16,9 @@ import argparse
 import time
 from pathlib import Path
 
-DEMO_EXPERIMENT = Path(__file__).resolve().parent.parent / "experiments" / "maskable_ppo_default.yaml"
+from .paths import ENVS_DIR, EXPERIMENTS_DIR
+
+DEMO_EXPERIMENT = EXPERIMENTS_DIR / "maskable_ppo_default.yaml"
 DEMO_BASELINES = ["seed-chain", "oracle", "random", "greedy"]
 #: folder (under --out) of the exported policy, and its label in the sweep
 LEARNED = "learned"
@@ -149,7 +151,7 @@ def run_demo(args: argparse.Namespace) -> int:
                 "description": "the demo: learned policy vs baselines, oracle and peers on every shipped scenario",
                 "policies": demo_policies(LEARNED),  # the export, next to this sweep file
                 "seeds": seeds,
-                "env": str(Path(__file__).resolve().parent.parent / "envs" / "default.yaml"),
+                "env": str(ENVS_DIR / "default.yaml"),
             },
             sort_keys=False,
         ),

@@ -58,11 +58,12 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model
 from .errors import ScenarioError, describe_value
 from .families import MAX_OVERFLOW, TRANSCRIPT_SAMPLE_KEYS, SampleRanges, draw_rng
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextState
+from .paths import DATA_DIR
 from .transcripts import load_transcript
 from .validation import KeyedValueError, join_key, load_yaml, validate
 
 #: the folder of scenarios shipped with ctxsim (one YAML file per scenario)
-DEFAULT_SUITE = Path(__file__).resolve().parent.parent / "data" / "scenarios"
+DEFAULT_SUITE = DATA_DIR / "scenarios"
 
 MixType = Literal["message", "code", "plan_ref", "log", "tool_result", "other"]
 MIX_TYPES: tuple[str, ...] = MixType.__args__  # type: ignore[attr-defined]

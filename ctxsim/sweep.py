@@ -58,12 +58,12 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 from .atomic import atomic_write_bytes, atomic_write_text, output_folder
 from .episode import EpisodeSettings
 from .evaluate import COLUMNS, MAX_SEEDS, settings_from_env_spec, transcript_note, with_runs
+from .paths import ROOT
 from .errors import ConfigError, describe_value
 from .parallel import default_workers, process_map
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
 from .validation import MAX_SEED, join_key, load_yaml, validate
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_ENV = "envs/default.yaml"
 #: the key of a results row ("run": a member of a folder of trained policies, else "")
 SORT_KEYS = ["policy", "scenario", "seed", "run"]
@@ -176,7 +176,7 @@ class Sweep:
 def resolve_path(ref: str, source: Path, key: str) -> Path:
     """A path named in a sweep or tune file: as given, next to that file, or in the repo
     (absolute); ConfigError naming ``source`` and ``key`` when none exists."""
-    for candidate in (Path(ref), source.parent / ref, REPO_ROOT / ref):
+    for candidate in (Path(ref), source.parent / ref, ROOT / ref):
         if candidate.exists():
             return candidate.resolve()
     raise ConfigError(f"file not found (got {describe_value(ref)})", source=source, key=key)

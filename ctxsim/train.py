@@ -38,6 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import ConfigError, describe_value
+from .paths import ROOT
 from .validation import MAX_SEED, KeyedValueError, load_yaml, validate
 from .warmstart import ActionValues, WarmStart, action_values, fit
 
@@ -50,7 +51,6 @@ NORMALIZATION_CLIP = 10.0
 #: up at most 10x, so an unseen value does not turn into a ±10-std input
 NORMALIZATION_MIN_VAR = 0.01
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 ALGORITHMS = ("PPO", "A2C", "DQN", "MaskablePPO")
 
 
@@ -108,7 +108,7 @@ def resolve_path(ref: str, experiment: ExperimentConfig) -> Path:
     candidates = [Path(ref)]
     if experiment.source:
         candidates.append(Path(experiment.source).parent / ref)
-    candidates.append(REPO_ROOT / ref)
+    candidates.append(ROOT / ref)
     for c in candidates:
         if c.exists():
             return c

@@ -17,7 +17,7 @@ import pytest
 
 from ctxsim.cli import TRAIN_MODULES
 from ctxsim.policies import load
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.scenarios import DEFAULT_SUITE, build_context, find_scenario, load_scenarios
 from ctxsim.transitions import read_transitions
 
 tomllib = pytest.importorskip("tomllib")
@@ -158,3 +158,9 @@ def test_a_runtime_only_install_runs_the_exported_policy(export_dir, tmp_path):
                                                                     expected.state.total_tokens)
     assert [r["action"] for r in read_transitions(log)] == got["chain"]
     assert "You are a coding agent." in got["built"]
+
+    # run from the checkout, the plain install finds the shipped scenario suite there
+    suite = "from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios; print(len(load_scenarios(DEFAULT_SUITE)))"
+    done = subprocess.run([str(python), "-c", suite], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) == len(load_scenarios(DEFAULT_SUITE))

@@ -10,7 +10,8 @@ import pytest
 from ctxsim.environments.overflow import ContextOverflowEnv
 from ctxsim.errors import ConfigError
 from ctxsim.policies.oracle import search
-from ctxsim.train import NORMALIZATION_MIN_VAR, REPO_ROOT, ExperimentConfig, load_experiment, train
+from ctxsim.paths import ROOT as REPO_ROOT
+from ctxsim.train import NORMALIZATION_MIN_VAR, ExperimentConfig, load_experiment, train
 from ctxsim.warmstart import WarmStart, action_values, fit, greedy_regret
 
 CONFIG = {"scenario_names": ["mild-overflow", "chat-10k"], "contexts_per_scenario": 2}

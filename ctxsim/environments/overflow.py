@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, Stri
 from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
 from ..errors import ConfigError, CtxsimError, ScenarioError, describe_value
 from ..latency import LatencyModel
+from ..paths import ROOT
 from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import current_break, observe
@@ -28,7 +29,6 @@ from ..validation import KeyedValueError
 from .base import ConfiguredEnv, discrete_action, reset_options
 
 ENV_ID = "ctxsim/ContextOverflow-v0"
-REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 #: random draws of (scenario, seed) tried before giving up on finding an overflow
 MAX_DRAWS = 1000
 
@@ -133,7 +133,7 @@ def _known_strategy(key: str, sid: str) -> None:
 def _resolve_path(path: str) -> Path:
     """A suite path as given, else relative to the repository root."""
     p = Path(path)
-    return p if p.exists() or p.is_absolute() else REPO_ROOT / p
+    return p if p.exists() or p.is_absolute() else ROOT / p
 
 
 # ---- process-level caches (module globals: never pickled with an env) -------------

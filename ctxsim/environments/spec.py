@@ -23,10 +23,10 @@ from gymnasium.envs.registration import load_env_creator
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ..errors import ConfigError
+from ..paths import ENVS_DIR
 from ..validation import load_yaml, validate
 from . import env_ids, register_envs
 
-ENVS_DIR = Path(__file__).resolve().parent.parent.parent / "envs"
 
 
 class _SpecFile(BaseModel):
