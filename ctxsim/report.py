@@ -400,27 +400,27 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
 
     with matplotlib.rc_context(RC):
         add("iqm.png", fig_iqm(summary), "Aggregate IQM of the normalized score",
-             "Interquartile mean over all (scenario, seed) runs; bars are 95 % stratified bootstrap CIs.")
+            "Interquartile mean over all (scenario, seed) runs; bars are 95 % stratified bootstrap CIs.")
         add("performance_profile.png", fig_performance_profile(results), "Performance profiles",
-             "Fraction of runs whose normalized score exceeds τ; a curve above another dominates it.")
+            "Fraction of runs whose normalized score exceeds τ; a curve above another dominates it.")
         add("reward_by_scenario.png", fig_reward_by_scenario(results), "Mean reward per scenario",
-             "Mean seed-001 reward of each policy on each scenario, 95 % bootstrap CI over seeds.")
+            "Mean seed-001 reward of each policy on each scenario, 95 % bootstrap CI over seeds.")
         add("pareto.png", fig_pareto(results), "Reduction against facts retained",
-             "Each point is a policy (means over all runs, 95 % CIs); the dashed line joins the non-dominated ones.")
+            "Each point is a policy (means over all runs, 95 % CIs); the dashed line joins the non-dominated ones.")
         if learned:
             slugs = ["".join(c if c.isalnum() or c in "-_" else "_" for c in Path(p).name) or "policy" for p in learned]
             for i, (policy, slug) in enumerate(zip(learned, slugs)):
                 slug = slug if slugs.count(slug) == 1 else f"{slug}_{i}"  # e.g. two runs' best_model.zip
                 add(f"strategy_usage_{slug}.png", fig_strategy_usage(results[results["policy"] == policy], f"`{policy}`"),
-                     f"Strategy usage of `{policy}`", "Share of each action among the policy's steps, per scenario.")
+                    f"Strategy usage of `{policy}`", "Share of each action among the policy's steps, per scenario.")
         else:
             label = f"all {results['policy'].nunique()} policies pooled"
             add("strategy_usage.png", fig_strategy_usage(results, label), "Strategy usage",
-                 "Share of each action among all steps of all policies, per scenario (no learned policy in the results).")
+                "Share of each action among all steps of all policies, per scenario (no learned policy in the results).")
         if run_dirs:
             add("learning_curves.png", fig_learning_curves(run_dirs), "Learning curves",
-                 "Held-out evaluation mean reward during training (± std over evaluation episodes), from "
-                 + ", ".join(f"`{r.name}`" for r in run_dirs) + ".")
+                "Held-out evaluation mean reward during training (± std over evaluation episodes), from "
+                + ", ".join(f"`{r.name}`" for r in run_dirs) + ".")
 
     parts = [
         "# ctxsim report\n",

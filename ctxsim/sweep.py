@@ -58,9 +58,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 from .atomic import atomic_write_bytes, atomic_write_text, output_folder
 from .episode import EpisodeSettings
 from .evaluate import COLUMNS, MAX_SEEDS, settings_from_env_spec, transcript_note, with_runs
-from .paths import ROOT
 from .errors import ConfigError, describe_value
 from .parallel import default_workers, process_map
+from .paths import ROOT
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
 from .validation import MAX_SEED, join_key, load_yaml, validate
 
@@ -142,7 +142,7 @@ class SweepConfig(BaseModel):
             if not 1 <= value <= MAX_SEEDS:
                 raise ValueError(f"a seed count must be in 1..{MAX_SEEDS:,}")
         elif not isinstance(value, list) or not value or not all(is_int(v) and 0 <= v <= MAX_SEED for v in value):
-            raise ValueError("expected a seed count >= 1 or a non-empty list of integer seeds in 0..2**32-1")
+            raise ValueError(f"expected a seed count >= 1 or a non-empty list of integer seeds in 0..{MAX_SEED}")
         return value
 
     @field_validator("policies", "seeds")
@@ -503,7 +503,7 @@ def read_results(path: str | Path, columns: Sequence[str] = tuple(METRICS.values
             raise bad(column, ok, "True or False")
         df[column] = values.astype(bool)
     df = with_runs(df)  # results written before the run column compare as run ""
-    repeated = df.duplicated(["policy", "run", "scenario", "seed"])
+    repeated = df.duplicated(SORT_KEYS)
     if repeated.any():
         row = int(np.flatnonzero(repeated.to_numpy())[0])
         first = int(np.flatnonzero((df[SORT_KEYS] == df[SORT_KEYS].iloc[row]).all(axis=1).to_numpy())[0])

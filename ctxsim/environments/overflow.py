@@ -15,10 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, Stri
 from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
 from ..errors import ConfigError, CtxsimError, ScenarioError, describe_value
 from ..latency import LatencyModel
-from ..paths import ROOT
 from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import current_break, observe
+from ..paths import ROOT
 from ..pool import Pool, ensure_pool, scenario_digest
 from ..relevance import LRUCache, list_embedders
 from ..reward import RewardWeights, reward_terms

@@ -28,7 +28,6 @@ from ..validation import load_yaml, validate
 from . import env_ids, register_envs
 
 
-
 class _SpecFile(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 

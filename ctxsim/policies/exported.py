@@ -25,7 +25,7 @@ policy logs each compaction it asks for.
 This module and everything it imports need neither torch, stable-baselines3,
 gymnasium, pandas nor matplotlib: ``tests/test_numpy_only.py`` runs a policy with
 them unimportable (``import ctxsim`` registers the environments only when gymnasium
-can be imported). The package's install still pulls them, for training. A policy
+can be imported); a plain install leaves them out (they are the extra ``train``). A policy
 is thread-safe (one lock around its episodes: the episode settings memoize
 strategy results) and picklable.
 """

@@ -81,8 +81,9 @@ class StreamRewardWeights(BaseModel):
     policy cannot earn by overflowing often — each seed reward is positive on
     success, even for a forced fresh start, and at most 1.5 with seed 001's default
     weights: 1 + 0.3 × reduction + 0.2 × P1 preserved, coherence delta ≤ 0);
-    ``probes``: × share of probes answered at the end (5.0: with the default five probes, each is worth a successful break's
-    base reward); ``cache``: × prompt-cache hit rate at the end.
+    ``probes``: × share of probes answered at the end (5.0: with the default five
+    probes, each is worth a successful break's base reward); ``cache``: ×
+    prompt-cache hit rate at the end.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)

@@ -210,8 +210,9 @@ class ContextWindow:
         """Add ``item``; returns it as stored (``added_at`` set).
 
         When the projected usage is above the threshold, compacts to ``threshold −
-        15`` % first (lower when the item would not fit beside that). Raises :class:`ContextWindowFull` when it still does not fit
-        (without compacting when not even the pinned items leave room), and
+        15`` % first (lower when the item would not fit beside that). Raises
+        :class:`ContextWindowFull` when it still does not fit (without compacting
+        when not even the pinned items leave room), and
         ContextError for a duplicate id or a full item count (``max_items``).
         """
         events: list[Event] = []
