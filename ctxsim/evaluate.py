@@ -11,14 +11,16 @@ and the exhaustive-search oracle on the same context::
 ``R_oracle`` the oracle's best reward over the settings' actions (one search of the
 chain tree gives both: :mod:`ctxsim.policies.oracle`); the score is 1
 where the oracle gains nothing over random. The oracle scores 1; a peer system,
-which uses its own strategy outside the action set, may score above 1. Where the
+which uses its own strategy outside the action set, may score above 1, and so may
+``only:<id>`` with a strategy outside the action set. Where the
 oracle gains little over random, the score amplifies small reward differences:
 aggregate it with the IQM, as :func:`summarize` does.
 
 :func:`summarize` aggregates per policy: the interquartile mean of the normalized
 score and the mean reward with 95 % stratified bootstrap confidence intervals over
-the (seeds × runs × scenarios) scores (:func:`score_tensor`; contexts and runs
-resampled within each scenario), and the mean outcome metrics.
+the (seeds × runs × scenarios) scores (:func:`score_tensor`; contexts resampled
+within each scenario, runs drawn once per resample for every scenario), and the
+mean outcome metrics.
 
 Each context is built once and shared by every policy; policies get deterministic
 seeds (:func:`episode_seed`), so the rows are identical from run to run.
@@ -246,6 +248,7 @@ def reward_by_scenario(df: pd.DataFrame) -> pd.DataFrame:
     table = table.reindex(index=scenarios, columns=list(dict.fromkeys(df["policy"])))
     if "oracle_reward" in df.columns:
         first = df.drop_duplicates(["scenario", "seed"])  # one oracle value per context
+        table = table.drop(columns="oracle", errors="ignore")  # an evaluated `oracle` policy: the same values
         table["oracle"] = first.groupby("scenario", sort=False)["oracle_reward"].mean().reindex(scenarios)
     table.columns.name = None
     return table

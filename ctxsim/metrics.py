@@ -5,7 +5,8 @@ Definitions (MISSION.md):
 * success — the final context fits the target (the limit unless given); the
   episode (:mod:`ctxsim.episode`) turns it off when a recovery was forced after
   ``max_steps``;
-* used_recovery — a recovery mode (fresh_start, truncate) was applied;
+* used_recovery — a recovery mode (fresh_start, truncate) was applied in this break
+  (the original's own history does not count);
 * coherence — embedding cosine similarity between the rendered final context and
   the rendered original, in [0, 1]; each context is embedded unit by unit and
   averaged with token weights (long contexts exceed embedder input sizes);
@@ -82,8 +83,10 @@ def retained(original: ContextState, final: ContextState, kind: str | None = Non
     return sum(f.value in text for f in facts) / len(facts)
 
 
-def used_recovery(final: ContextState) -> bool:
-    return any(step in RECOVERY_IDS for step in final.history)
+def used_recovery(original: ContextState, final: ContextState) -> bool:
+    """Whether this break applied a recovery mode: the steps ``final`` added to
+    ``original``'s history (a recovery from an earlier break does not count)."""
+    return any(step in RECOVERY_IDS for step in final.history[len(original.history):])
 
 
 def outcome(
@@ -99,7 +102,7 @@ def outcome(
     coh = coherence(original, final, embedder_id)
     return BreakingOutcome(
         success=final.total_tokens <= target,
-        used_recovery=used_recovery(final),
+        used_recovery=used_recovery(original, final),
         coherence=coh,
         coherence_delta=coh - 1.0,
         tokens_reduced=original.total_tokens - final.total_tokens,

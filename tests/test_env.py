@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pickle
 import warnings
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
@@ -255,6 +256,19 @@ def test_forced_recovery_after_max_steps_is_a_failure_that_used_recovery():
     assert latency == pytest.approx(-(outcome["time_ms"] / 1000) * 0.1 if outcome["time_ms"] > 500 else 0.0)
     assert reward == pytest.approx(max(-2.0, -1.7 + latency))
     assert any(e["code"] == "RECOVERY_TRIGGERED" for e in info["events"])
+
+
+def test_a_recovery_from_an_earlier_break_is_not_this_breaks():
+    env = make("ctxsim/ContextOverflow-v0", {})
+    env.reset(seed=0, options={"scenario": "tool-dupes", "context_seed": 0})
+    fresh = env.unwrapped.state
+    rewards = {}
+    for history in ((), ("fresh_start", "summarize_old")):
+        env.reset(options={"state": replace(fresh, history=history)})
+        *_, info = env.step(env.unwrapped.config["actions"].index("prioritize_recent"))
+        assert info["outcome"]["success"] is True and info["outcome"]["used_recovery"] is False
+        rewards[history] = info["rewards"]["recovery"]
+    assert set(rewards.values()) == {0.0}
 
 
 @pytest.mark.parametrize("mode,used_recovery", [("fresh_start", True), ("truncate", True), ("error", False)])

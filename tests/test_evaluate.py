@@ -147,6 +147,21 @@ def test_cli_markdown_without_compare_and_the_by_scenario_table(scenarios, tmp_p
     assert f"| tiny-chat | {table.loc['tiny-chat', 'only:truncate']:+.4f} |" in text
 
 
+def test_reward_by_scenario_puts_the_oracle_last_when_it_is_also_a_policy():
+    from ctxsim.evaluate import reward_by_scenario
+
+    rows = [
+        {"policy": policy, "scenario": scenario, "seed": seed, "reward": reward, "oracle_reward": 1.0 + seed}
+        for policy, offset in (("oracle", 0.0), ("greedy", -0.5))
+        for scenario in ("a", "b")
+        for seed in (0, 1)
+        for reward in [1.0 + seed + offset]
+    ]
+    table = reward_by_scenario(pd.DataFrame(rows))
+    assert list(table.columns) == ["greedy", "oracle"]
+    assert table["oracle"].tolist() == [1.5, 1.5] and table["greedy"].tolist() == [1.0, 1.0]
+
+
 def test_cli_unknown_policy_is_one_line(tmp_path, capsys):
     out = tmp_path / "eval.csv"
     code = main(["evaluate", "--policy", "random", "--policy", "nope", "--seeds", "1", "--out", str(out)])

@@ -1,4 +1,4 @@
-"""The exhaustive-search oracle: the best achievable reward on one context.
+"""The exhaustive-search oracle: the best reward the action set can reach on one context.
 
 Every chain of valid actions is tried, depth first, on copies of an
 :class:`~ctxsim.episode.OverflowEpisode` until each branch ends (the context fits,
