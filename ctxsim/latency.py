@@ -11,7 +11,8 @@ operation                   default cost
 ==========================  ======================================================
 LLM summary call            150 ms overhead + 60 ms / 1k input + 600 ms / 1k output
                             (2,000 tokens -> 300: 450 ms, inside seed 001's 500 ms)
-embedding (relevance)       1 ms per unit (hashed TF-IDF; MiniLM is ~16 ms/unit)
+embedding (relevance)       1 ms per unit (hashed TF-IDF); ``embed_ms_per_unit``
+                            ~16 for MiniLM
 token counting              0.5 ms per 1k tokens
 bookkeeping                 0.05 ms per unit touched
 artifact write              5 ms per artifact
