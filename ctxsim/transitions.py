@@ -16,6 +16,14 @@ included) is written with one ``write`` and flushed, so a crash can only tear th
 last line; :func:`read_transitions` skips a torn last line with a warning and
 :class:`TransitionWriter` cuts one off before appending. No gymnasium import here:
 the deployable policy's decision logs use :func:`state_summary` too.
+
+Several writers may share one log (agent processes deploying one policy): a
+writer cuts a torn tail and reads the last episode number under an exclusive lock
+of the file (``flock``; POSIX, a no-op elsewhere), and :meth:`TransitionWriter.episode`
+holds that lock while one episode is numbered and written, so episodes from
+different writers never share a number or interleave. Writers that number their
+episodes themselves from :attr:`TransitionWriter.first_episode` (evaluation, the
+env recorder) assume they are the log's only writer.
 """
 
 from __future__ import annotations
@@ -23,8 +31,15 @@ from __future__ import annotations
 import json
 import logging
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no file lock
+    fcntl = None
 
 import numpy as np
 
@@ -115,10 +130,39 @@ class TransitionWriter:
         self.full_text = full_text
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.first_episode = 0
-        if not overwrite:
-            _cut_torn_tail(self.path)
-            self.first_episode = _next_episode(self.path)
         self._fh = open(self.path, "wb" if overwrite else "ab")
+        if not overwrite:
+            try:
+                with self._locked():
+                    self.first_episode = self._tail_episode()
+            except BaseException:
+                self._fh.close()
+                raise
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold an exclusive lock of the log (other writers' locks wait for it)."""
+        if fcntl is None:
+            yield
+            return
+        fcntl.flock(self._fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fh.fileno(), fcntl.LOCK_UN)
+
+    def _tail_episode(self) -> int:
+        """Cut a torn last line; the next episode number (call under the lock)."""
+        _cut_torn_tail(self.path)
+        return _next_episode(self.path)
+
+    @contextmanager
+    def episode(self) -> Iterator[int]:
+        """The number of one episode to write now, under the log's lock: one more
+        than the last record's when the block starts, whatever other writers
+        appended since this writer opened the log."""
+        with self._locked():
+            yield self._tail_episode()
 
     def write(self, record: Mapping[str, Any]) -> None:
         """Write one record (any JSON-ready mapping) as one line, then flush."""

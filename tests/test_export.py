@@ -329,6 +329,34 @@ def test_break_context_runs_an_episode_and_logs_each_decision(exports, held_out,
     assert summary.overall.mean_reward == pytest.approx((result.reward + second.reward) / 2, abs=1e-6)
 
 
+def test_policies_sharing_a_log_never_share_or_interleave_an_episode(exports, held_out, tmp_path):
+    import threading
+
+    log = tmp_path / "shared.jsonl"
+    policies = [load(exports["MaskablePPO"].out, log=log) for _ in range(3)]
+    states = [state for _, _, state in held_out]
+    start = threading.Barrier(len(policies))
+    chains: list[tuple[str, ...]] = []
+
+    def work(policy):
+        start.wait()
+        for state in states:
+            chains.append(policy.break_context(state, target_tokens=state.total_tokens // 4).chain)
+
+    threads = [threading.Thread(target=work, args=(p,)) for p in policies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    records = read_transitions(log)
+    episodes = [r["episode"] for r in records]
+    assert episodes == sorted(episodes) and sorted(set(episodes)) == list(range(len(chains)))  # contiguous, numbered in order
+    logged = [tuple(r["action"] for r in records if r["episode"] == e) for e in range(len(chains))]
+    assert sorted(logged) == sorted(chains) and max(map(len, chains)) > 1
+    assert all([r["step"] for r in records if r["episode"] == e] == list(range(len(logged[e]))) for e in range(len(chains)))
+    assert summarize_log(log).unfinished == 0
+
+
 def test_decide_checks_its_arguments(exports, held_out):
     policy = load(exports["A2C"].out)
     _, _, state = held_out[0]

@@ -129,6 +129,21 @@ def test_codex_keeps_initial_context_and_recent_user_messages():
     assert [u.id for u in squeezed.units][:2] == ["m0", "m10"] and len(squeezed.units) < len(new.units)
 
 
+def test_codex_cuts_a_huge_last_user_message_when_nothing_else_is_left():
+    # the system prompt, the task, then the user pastes a log far over the limit (no reply yet)
+    units = [msg(0, "system", 30, pinned=True), msg(1, "user", 20), msg(2, "user", 3000)]
+    state = state_of(units, limit=2000)
+    peer = CodexCompaction()
+    assert peer.applicable(state, ctx(state))
+    new = peer.apply(state, ctx(state)).state
+    assert [u.id for u in new.units] == ["m0", "m1", "m2"] and new.units[:2] == state.units[:2]
+    assert new.units[2].token_count <= int(peer.params.user_message_share * state.limit) and new.fits(state.limit)
+    episode = run_episode(get_policy("peer:codex"), state, EpisodeSettings(), 0)
+    assert episode.chain == ("peer:codex",) and episode.outcome.success and not episode.outcome.used_recovery
+    within = state_of(units[:2] + [msg(2, "user", 20)], limit=10**6)  # fits, nothing to summarize or cut
+    assert not peer.applicable(within, ctx(within)) and peer.apply(within, ctx(within)).state.units == within.units
+
+
 def test_peer_policy_steps_once_then_falls_back():
     units = [msg(0, "system", 3000, pinned=True), msg(1, "user"), tool(2), msg(3, "assistant")]
     state = state_of(units, limit=state_of(units[:1], 10**6).total_tokens)  # pinned alone fills the limit

@@ -281,16 +281,17 @@ class ExportedPolicy(Policy):
     def _log(self, writer: TransitionWriter, episode: OverflowEpisode, steps: list[Step]) -> None:
         """Append the episode's decisions in the schema of :mod:`ctxsim.transitions`."""
         start = len(episode.original.history)
-        for index, step in enumerate(steps):
-            writer.write_step(
-                step,
-                episode=writer.first_episode,
-                index=index,
-                scenario=episode.original.scenario,
-                seed=episode.original.seed,
-                observe=lambda state: self.observation(state, len(state.history) - start),
-                outcome=episode.outcome.to_dict() if step.done else None,
-            )
+        with writer.episode() as number:
+            for index, step in enumerate(steps):
+                writer.write_step(
+                    step,
+                    episode=number,
+                    index=index,
+                    scenario=episode.original.scenario,
+                    seed=episode.original.seed,
+                    observe=lambda state: self.observation(state, len(state.history) - start),
+                    outcome=episode.outcome.to_dict() if step.done else None,
+                )
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

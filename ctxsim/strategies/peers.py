@@ -386,11 +386,9 @@ class CodexCompaction(PeerStrategy):
         first_user = next((u.id for u in state.units if u.role == "user" and not is_tool_result(u)), None)
         return {u.id for u in state.units if u.pinned or u.role == "system" or u.id == first_user}
 
-    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
-        initial = self._initial(state)
-        return any(u.id not in initial and not (u.role == "user" and not is_tool_result(u)) for u in state.units)
-
-    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+    def _plan(self, state: ContextState) -> tuple[set[str], dict[str, ContextUnit], list[ContextUnit]]:
+        """(initial ids, recent user messages by id — the last one possibly cut —,
+        the units to summarize)."""
         initial = self._initial(state)
         budget = int(self.params.user_message_share * state.limit)
         recent: dict[str, ContextUnit] = {}
@@ -406,20 +404,33 @@ class CodexCompaction(PeerStrategy):
                 recent[u.id] = u.with_content(cut)
             break
         rest = [u for u in state.units if u.id not in initial and u.id not in recent]
-        if not rest:
-            return unchanged(state, "nothing to summarize")
+        return initial, recent, rest
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        """Something to summarize, a recent user message to cut, or one to drop."""
+        _, recent, rest = self._plan(state)
+        over = ctx is None or not state.fits(ctx.target(state))
+        return bool(rest) or any(u is not state.unit(i) for i, u in recent.items()) or (over and bool(recent))
+
+    def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        initial, recent, rest = self._plan(state)
         kept = [u if u.id in initial else recent[u.id] for u in state.units if u.id in initial or u.id in recent]
-        body = body_budget(state, ctx, kept, CODEX_FRAME, self.params.summary_tokens)
-        text, _ = summary_of(state, rest, ctx, body)
-        cost = summary_cost(state, rest, text)
-        unit = framed_summary(rest, CODEX_FRAME + text, prefix="codex", role="user")
-        new = state.with_units(kept + [unit], applied=self.id)
+        cost = Cost(units_touched=len(recent))
+        units = kept
+        if rest:
+            body = body_budget(state, ctx, kept, CODEX_FRAME, self.params.summary_tokens)
+            text, _ = summary_of(state, rest, ctx, body)
+            cost += summary_cost(state, rest, text)
+            units = kept + [framed_summary(rest, CODEX_FRAME + text, prefix="codex", role="user")]
+        new = state.with_units(units, applied=self.id)
         target = ctx.target(state)
         droppable = [u for u in kept if u.id in recent]
         while new.total_tokens > target and droppable:
             gone = droppable.pop(0).id
             new = new.with_units([u for u in new.units if u.id != gone])
-        return Outcome(new, cost + Cost(units_touched=len(recent)))
+        if new.units == state.units:
+            return unchanged(state, "nothing to summarize, cut or drop")
+        return Outcome(new, cost)
 
 
 # ---- LangChain ----------------------------------------------------------------------
@@ -440,7 +451,8 @@ class LangChainTrim(PeerStrategy):
     AIMessage / ToolMessage by role, carrying their unit id, and the kept messages
     map back to the original units. LangChain has no pinning: pinned units are set
     aside, stay in place, and shrink ``max_tokens`` by their tokens. The result
-    always fits (unless the pinned units alone do not).
+    fits unless the pinned units, or with them a leading system message (which
+    ``include_system`` keeps whatever its size), do not fit alone.
 
     Cost: bookkeeping only (no LLM call).
     """
@@ -478,7 +490,7 @@ class LangChainTrim(PeerStrategy):
         )
         keep = {m.id for m in kept}
         if len(keep) == len(free):
-            return unchanged(state, "fits the target")
+            return unchanged(state, "trim_messages kept every message")
         units = [u for u in state.units if u.pinned or u.id in keep]
         return Outcome(state.with_units(units, applied=self.id), Cost(units_touched=len(free) - len(keep)))
 
