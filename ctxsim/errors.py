@@ -14,6 +14,7 @@ class CtxsimError(Exception):
     """Base class of every error ctxsim raises on purpose."""
 
     def __init__(self, message: str, *, source: str | Path | None = None, key: str | None = None):
+        self.message = message  # without the "source: key" prefix
         self.source = str(source) if source is not None else None
         self.key = key
         where = []

@@ -101,6 +101,14 @@ def load_policies(names: Sequence[str], note: Callable[[str], None]) -> dict[str
     return policies
 
 
+def check_policies(loaded: dict[str, tuple[tuple[str, Any], ...]], settings: EpisodeSettings) -> None:
+    """Raise PolicyError for the first loaded policy that cannot act under ``settings``
+    (before anything is evaluated or written)."""
+    for members in loaded.values():
+        for _, policy in members:
+            policy.check(settings)
+
+
 def transcript_note(scenarios: Sequence[Scenario], seeds: int) -> str | None:
     """What to tell when transcript scenarios that are not families (one context
     whatever the seed) are evaluated with several seeds; None otherwise."""
@@ -135,6 +143,7 @@ def evaluate(
     note = note or (lambda text: print(f"note: {text}", file=sys.stderr))
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     loaded = load_policies(policies, note)
+    check_policies(loaded, settings)
     repeated = transcript_note(scenarios, len(seeds))
     if repeated:
         note(repeated)

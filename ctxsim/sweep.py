@@ -57,8 +57,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from .atomic import atomic_write_bytes, atomic_write_text, output_folder
 from .episode import EpisodeSettings
-from .evaluate import COLUMNS, MAX_SEEDS, settings_from_env_spec, transcript_note, with_runs
-from .errors import ConfigError, describe_value
+from .evaluate import COLUMNS, MAX_SEEDS, check_policies, settings_from_env_spec, transcript_note, with_runs
+from .errors import ConfigError, PolicyError, describe_value
 from .parallel import default_workers, process_map
 from .paths import ROOT
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
@@ -239,6 +239,13 @@ def load_sweep(path: str | Path) -> Sweep:
     policies = {label: target for label, target in policies.items() if target in loaded}
     if not policies:
         raise ConfigError(f"no policy can run here ({'; '.join(notes)})", source=source, key="policies")
+    for i, label in enumerate(config.policies):
+        if label not in policies:  # skipped: its optional extra is missing
+            continue
+        try:
+            check_policies({label: loaded[policies[label]]}, settings)
+        except PolicyError as exc:
+            raise ConfigError(exc.message, source=source, key=join_key("policies", i)) from None
     repeated = transcript_note(scenarios, len(config.seed_list))
     if repeated:
         notes.append(repeated)

@@ -448,6 +448,23 @@ def test_cli_export_evaluate_and_from_log(tmp_path, capsys):
     with pytest.raises(LogFormatError, match="line 1: reward"):
         summarize_log(bad)
     assert main(["evaluate", "--from-log", str(log), "--policy", "random"]) == 2
+    capsys.readouterr()
+
+    # another action set: refused before anything is evaluated, the log and the CSV untouched
+    before, csv_before = log.read_bytes(), csv.read_bytes()
+    for policy in (run, out):
+        for extra in ([], ["--overwrite"]):
+            code = main(["evaluate", "--policy", "seed-chain", "--policy", str(policy), "--scenarios", scenarios,
+                         "--seeds", "1", "--out", str(csv), "--log", str(log), "--quiet", *extra])
+            err = capsys.readouterr().err
+            assert code == 2 and err.count("\n") == 1 and "key 'actions'" in err and "the episode has" in err
+            assert log.read_bytes() == before and csv.read_bytes() == csv_before
+    sweep = tmp_path / "mismatch.yaml"
+    sweep.write_text(yaml.safe_dump({"name": "mismatch", "policies": ["seed-chain", str(out)], "scenarios": {"names": [EVAL[0]]},
+                                     "seeds": 1}))
+    assert main(["sweep", str(sweep), "--out", str(tmp_path / "sweep"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "key 'policies[1]'" in err and not (tmp_path / "sweep").exists()
 
 
 # ---- the runtime window --------------------------------------------------------------------------------

@@ -236,13 +236,16 @@ class ExportedPolicy(Policy):
         return self.actions[int(np.argmax(np.where(valid, scores, -np.inf)))]
 
     # ---- the Policy protocol -------------------------------------------------------
-    def act(self, episode: OverflowEpisode) -> str:
-        if episode.settings.actions != self.actions:
+    def check(self, settings: EpisodeSettings) -> None:
+        if settings.actions != self.actions:
             raise PolicyError(
                 f"policy '{self.name}' was exported with the actions {list(self.actions)}, "
-                f"the episode has {list(episode.settings.actions)}",
+                f"the episode has {list(settings.actions)}",
                 key="actions",
             )
+
+    def act(self, episode: OverflowEpisode) -> str:
+        self.check(episode.settings)
         return self.decide(episode.state, mask=episode.action_mask(), steps_taken=episode.steps_taken)
 
     # ---- a whole break -------------------------------------------------------------

@@ -42,6 +42,11 @@ class Policy:
     def act(self, episode: OverflowEpisode) -> str | Strategy:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def check(self, settings: EpisodeSettings) -> None:
+        """Raise PolicyError when the policy cannot act under ``settings`` (a trained
+        policy's action set or observation differs); evaluations call it before
+        they write anything."""
+
     def __repr__(self) -> str:
         return f"<policy {self.name}>"
 

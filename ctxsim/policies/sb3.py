@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..episode import OverflowEpisode
+from ..episode import EpisodeSettings, OverflowEpisode
 from ..errors import PolicyError
 from .registry import Policy, register_loader
 
@@ -83,20 +83,26 @@ class SB3Policy(Policy):
                 return policy.q_net(tensor)[0].cpu().numpy()
             return policy.get_distribution(tensor).distribution.logits[0].cpu().numpy()
 
-    def act(self, episode: OverflowEpisode) -> str:
-        from ..observe import ObservationConfig, current_break, observe
+    def check(self, settings: EpisodeSettings) -> None:
+        from ..observe import ObservationConfig, feature_names
 
-        settings = episode.settings
         if self.trained_actions is not None and tuple(self.trained_actions) != settings.actions:
             raise PolicyError(
                 f"policy '{self.name}' was trained with the actions {list(self.trained_actions)}, "
                 f"the episode has {list(settings.actions)}",
                 key="actions",
             )
-        obs = observe(current_break(episode.state, episode.steps_taken), ObservationConfig.of(settings))
         expected = self.model.observation_space.shape
-        if obs.shape != expected:
-            raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {obs.shape}")
+        shape = (len(feature_names(ObservationConfig.of(settings))),)
+        if shape != expected:
+            raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {shape}")
+
+    def act(self, episode: OverflowEpisode) -> str:
+        from ..observe import ObservationConfig, current_break, observe
+
+        settings = episode.settings
+        self.check(settings)
+        obs = observe(current_break(episode.state, episode.steps_taken), ObservationConfig.of(settings))
         scores = np.where(episode.action_mask(), self.scores(obs).astype(np.float64), -np.inf)
         return settings.actions[int(np.argmax(scores))]
 
