@@ -28,6 +28,7 @@ seeds (:func:`episode_seed`), so the rows are identical from run to run.
 
 from __future__ import annotations
 
+import os
 import sys
 import zlib
 from pathlib import Path
@@ -149,6 +150,7 @@ def evaluate(
         note(repeated)
     transitions = None if log is None else _TransitionLog(log, settings, overwrite)
     rows: dict[tuple[int, int, int, int], dict] = {}
+    completed = False
     try:
         with _progress(progress, len(scenarios) * len(seeds)) as advance:
             for si, scenario in enumerate(scenarios):
@@ -167,9 +169,10 @@ def evaluate(
                             row["normalized_score"] = float(normalized_score(row["reward"], baseline, oracle))
                             rows[(pi, si, ki, ri)] = row
                     advance()
+        completed = True
     finally:
         if transitions is not None:
-            transitions.close()
+            transitions.close(keep=completed)
     return pd.DataFrame([rows[k] for k in sorted(rows)], columns=list(COLUMNS))
 
 
@@ -177,13 +180,22 @@ class _TransitionLog:
     """Writes the evaluated episodes' transitions to JSONL (:mod:`ctxsim.transitions`):
     ``run_id`` is ``evaluate:<policy>``, episodes are numbered by context in row
     order (on from an appended log's last), observations are
-    :func:`ctxsim.observe.observe` under the settings."""
+    :func:`ctxsim.observe.observe` under the settings.
+
+    All or nothing: an overwritten log is written beside the old one and replaces it
+    when the evaluation completes; an appended log is cut back to its size before
+    the evaluation (a torn tail aside), or removed if it is new, when the evaluation
+    fails or is interrupted."""
 
     def __init__(self, path: str | Path, settings: EpisodeSettings, overwrite: bool = False):
         from .observe import ObservationConfig
         from .transitions import TransitionWriter
 
-        self.writer = TransitionWriter(path, "evaluate", overwrite=overwrite)
+        self.path = Path(path)
+        self.temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp") if overwrite else None
+        self.created = not self.path.exists()
+        self.writer = TransitionWriter(self.temporary or self.path, "evaluate", overwrite=overwrite)
+        self.size = None if overwrite else self.writer.path.stat().st_size  # after a torn tail was cut
         self.config = ObservationConfig.of(settings)
 
     def recorder(self, policy: str, number: int, scenario: str, seed: int) -> Callable[[OverflowEpisode, Step], None]:
@@ -203,8 +215,18 @@ class _TransitionLog:
 
         return on_step
 
-    def close(self) -> None:
+    def close(self, keep: bool = True) -> None:
+        """Close the log; ``keep``: the evaluation completed (else undo its records)."""
         self.writer.close()
+        if self.temporary is not None:
+            if keep:
+                os.replace(self.temporary, self.path)
+            else:
+                self.temporary.unlink(missing_ok=True)
+        elif not keep and self.created:
+            self.path.unlink(missing_ok=True)
+        elif not keep:
+            os.truncate(self.path, self.size)
 
 
 class _progress:

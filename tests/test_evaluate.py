@@ -223,3 +223,34 @@ def test_an_appended_log_numbers_episodes_on_and_summarizes_each_once(tmp_path):
     assert len(summary.episodes) == 4 and summary.unfinished == 0
     assert all(e.chain == tuple(r["action"] for r in records if r["episode"] == n)
                for n, e in zip(numbers, summary.episodes))
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_failed_evaluation_leaves_the_log_as_it_was(scenarios, tmp_path, overwrite):
+    from ctxsim.errors import TranscriptError
+
+    gone = tmp_path / "gone.yaml"  # its transcript is missing: the second scenario fails after the first was logged
+    gone.write_text("name: gone\ntranscript: missing.jsonl\nlimit: 4000\n")
+    broken = [scenarios[0], *load_scenarios(gone)]
+    log = tmp_path / "log.jsonl"
+    evaluate(["greedy"], scenarios[:1], 1, SETTINGS, log=log)
+    before = log.read_bytes()
+    with pytest.raises(TranscriptError, match="missing.jsonl"):
+        evaluate(["greedy"], broken, 1, SETTINGS, log=log, overwrite=overwrite)
+    assert log.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == ["gone.yaml", "log.jsonl"]
+    new = tmp_path / "new.jsonl"
+    with pytest.raises(TranscriptError):
+        evaluate(["greedy"], broken, 1, SETTINGS, log=new, overwrite=overwrite)
+    assert not new.exists()
+    evaluate(["greedy"], scenarios, 1, SETTINGS, log=log, overwrite=overwrite)  # completed: kept
+    records = read_transitions(log)
+    assert {r["scenario"] for r in records} == {s.name for s in scenarios} and (overwrite or log.read_bytes().startswith(before))
+
+
+def test_a_policy_that_cannot_act_here_is_refused_before_the_log_opens(scenarios, tmp_path):
+    from ctxsim.errors import PolicyError
+
+    log = tmp_path / "log.jsonl"
+    with pytest.raises(PolicyError, match="seed-chain' needs the actions"):  # SETTINGS lack seed 001's chain
+        evaluate(["greedy", "seed-chain"], scenarios, 1, SETTINGS, log=log)
+    assert not log.exists()

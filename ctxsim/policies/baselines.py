@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..episode import SEED_CHAIN, OverflowEpisode
+from ..episode import SEED_CHAIN, EpisodeSettings, OverflowEpisode
 from ..errors import PolicyError
 from ..strategies import Strategy, list_strategies
 from .registry import Policy, register_family, register_policy
@@ -37,10 +37,10 @@ def fallback_action(episode: OverflowEpisode) -> str:
     return next((sid for sid in valid if settings.strategy(sid).recovery), valid[0])
 
 
-def _require(episode: OverflowEpisode, policy: str, ids: tuple[str, ...]) -> None:
-    missing = [sid for sid in ids if sid not in episode.settings.actions]
+def _require(settings: EpisodeSettings, policy: str, ids: tuple[str, ...]) -> None:
+    missing = [sid for sid in ids if sid not in settings.actions]
     if missing:
-        actions = list(episode.settings.actions)
+        actions = list(settings.actions)
         raise PolicyError(f"policy '{policy}' needs the actions {missing}; the episode has {actions}", key="actions")
 
 
@@ -82,8 +82,11 @@ class SeedChainPolicy(Policy):
     def reset(self, seed: int) -> None:
         self._next = 0
 
+    def check(self, settings: EpisodeSettings) -> None:
+        _require(settings, self.name, self.CHAIN)
+
     def act(self, episode: OverflowEpisode) -> str:
-        _require(episode, self.name, self.CHAIN)
+        self.check(episode.settings)
         valid = episode.valid_actions()
         while self._next < len(self.CHAIN):
             sid = self.CHAIN[self._next]
