@@ -406,7 +406,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
+    from .errors import ConfigError
 
+    if args.timesteps is not None and args.timesteps < 1:
+        raise ConfigError(f"--timesteps must be >= 1, got {args.timesteps}", key="timesteps")
     return run_demo(args)
 
 

@@ -130,7 +130,7 @@ def run_demo(args: argparse.Namespace) -> int:
     console.print(_suite_table(describe_suite()))
 
     experiment = load_experiment(DEMO_EXPERIMENT)
-    timesteps = args.timesteps or (4_000 if args.quick else experiment.timesteps)
+    timesteps = args.timesteps if args.timesteps is not None else (4_000 if args.quick else experiment.timesteps)
     console.print(f"[bold]1/4 train[/] {DEMO_EXPERIMENT} for {timesteps:,} steps")
     run_dir = train(experiment, timesteps=timesteps, out=out / "runs", progress=not args.quiet)
 

@@ -28,11 +28,12 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import shutil
 import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -267,7 +268,8 @@ def train(
             experiment.policy, train_env, seed=seed, verbose=0, device="cpu",
             tensorboard_log=str(run_dir / "tb"), **experiment.hyperparams,
         )
-    except (TypeError, ValueError, AssertionError) as exc:  # an unknown or bad hyperparameter or policy
+    except (TypeError, ValueError, AssertionError, RuntimeError, MemoryError) as exc:  # a bad hyperparameter or policy,
+        # or one the machine cannot hold (a replay buffer or network too large to allocate)
         train_env.close()
         eval_env.close()
         message = " ".join(str(exc).split()) or type(exc).__name__
@@ -275,36 +277,49 @@ def train(
     atomic_saves(model)  # best model and checkpoints included
     run_dir.mkdir(parents=True, exist_ok=False)  # only now: bad input leaves no run directory behind
     atomic_write_text(run_dir / "config.yaml", resolved)
-    if experiment.normalize_observations:  # what VecNormalize.save writes (it pickles itself without the envs), atomically
-        atomic_write_bytes(run_dir / VECNORMALIZE_FILE, pickle.dumps(train_env))
-    if experiment.warm_start is not None:
-        if experiment.normalize_observations:
-            states = replace(states, observations=train_env.normalize_obs(states.observations))
-        start = time.perf_counter()
-        stats = fit(model.policy, states, experiment.warm_start, seed)
-        stats["seconds"] = round(time.perf_counter() - start + states_seconds, 1)
-        atomic_write_text(run_dir / "warm_start.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
+    try:
+        if experiment.normalize_observations:  # what VecNormalize.save writes (it pickles itself without the envs), atomically
+            atomic_write_bytes(run_dir / VECNORMALIZE_FILE, pickle.dumps(train_env))
+        if experiment.warm_start is not None:
+            if experiment.normalize_observations:
+                states = replace(states, observations=train_env.normalize_obs(states.observations))
+            start = time.perf_counter()
+            stats = fit(model.policy, states, experiment.warm_start, seed)
+            stats["seconds"] = round(time.perf_counter() - start + states_seconds, 1)
+            atomic_write_text(run_dir / "warm_start.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
 
-    per_env = max(1, experiment.n_envs)
-    eval_cls = evaluation_callback(MaskableEvalCallback if masked else EvalCallback)
-    callbacks = CallbackList(
-        [
-            eval_cls(
-                eval_env, best_model_save_path=str(run_dir), log_path=str(run_dir),
-                eval_freq=max(1, experiment.eval_freq // per_env), n_eval_episodes=experiment.eval_episodes,
-                deterministic=True, verbose=0,
-            ),
-            CheckpointCallback(max(1, experiment.checkpoint_freq // per_env), str(run_dir / "checkpoints"), name_prefix="model"),
-        ]
-    )
-    with warnings.catch_warnings():
-        # SB3 warns when the eval env's VecEnv class differs from training's (DummyVecEnv
-        # for evaluation beside SubprocVecEnv for training): harmless, the spaces agree.
-        warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
-        model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
-    save_model(model, run_dir / "final_model.zip")
-    if not (run_dir / "best_model.zip").exists():
-        save_model(model, run_dir / "best_model.zip")
+        per_env = max(1, experiment.n_envs)
+        eval_cls = evaluation_callback(MaskableEvalCallback if masked else EvalCallback)
+        callbacks = CallbackList(
+            [
+                eval_cls(
+                    eval_env, best_model_save_path=str(run_dir), log_path=str(run_dir),
+                    eval_freq=max(1, experiment.eval_freq // per_env), n_eval_episodes=experiment.eval_episodes,
+                    deterministic=True, verbose=0,
+                ),
+                CheckpointCallback(max(1, experiment.checkpoint_freq // per_env), str(run_dir / "checkpoints"), name_prefix="model"),
+            ]
+        )
+        with warnings.catch_warnings():
+            # SB3 warns when the eval env's VecEnv class differs from training's (DummyVecEnv
+            # for evaluation beside SubprocVecEnv for training): harmless, the spaces agree.
+            warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
+            model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
+        save_model(model, run_dir / "final_model.zip")
+        if not (run_dir / "best_model.zip").exists():
+            save_model(model, run_dir / "best_model.zip")
+    except (ValueError, RuntimeError, FloatingPointError) as exc:
+        if not diverged(model):
+            raise
+        train_env.close()
+        eval_env.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__  # not the tensor dump
+        raise ConfigError(
+            f"training diverged after {model.num_timesteps:,} steps: the network's weights are no longer finite "
+            f"({message}); the run folder was removed",
+            source=experiment.source, key="hyperparams",
+        ) from None
     train_env.close()
     eval_env.close()
     return run_dir
@@ -312,6 +327,8 @@ def train(
 
 #: hyperparameters SB3 takes as counts but does not check (0 or less fails mid-training)
 POSITIVE_HYPERPARAMS = ("n_steps", "batch_size", "n_epochs", "buffer_size")
+#: widest hidden layer a policy network may ask for (a 2-layer net of this width holds ~270M weights)
+MAX_LAYER_WIDTH = 16_384
 
 
 def check_hyperparams(algo_cls, experiment: ExperimentConfig) -> None:
@@ -329,6 +346,15 @@ def check_hyperparams(algo_cls, experiment: ExperimentConfig) -> None:
     hints = {name: p.annotation for name, p in inspect.signature(algo_cls.__init__).parameters.items()
              if p.annotation is not inspect.Parameter.empty and not isinstance(p.annotation, str)}
     strict = ConfigDict(strict=True, arbitrary_types_allowed=True)
+    for path, value in _numbers(experiment.hyperparams, "hyperparams"):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"must be a finite number (got {value})", source=experiment.source, key=path)
+    layers = experiment.hyperparams.get("policy_kwargs", {})
+    layers = layers.get("net_arch") if isinstance(layers, dict) else None
+    for path, value in _numbers(layers if layers is not None else [], "hyperparams.policy_kwargs.net_arch"):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LAYER_WIDTH:
+            raise ConfigError(f"a layer width must be an integer in 1..{MAX_LAYER_WIDTH:,} (got {describe_value(value)})",
+                              source=experiment.source, key=path)
     for key, value in experiment.hyperparams.items():
         problem = None
         if key in POSITIVE_HYPERPARAMS and isinstance(value, int) and value < 1:
@@ -342,6 +368,25 @@ def check_hyperparams(algo_cls, experiment: ExperimentConfig) -> None:
                 continue
         if problem:
             raise ConfigError(f"{problem} (got {describe_value(value)})", source=experiment.source, key=f"hyperparams.{key}")
+
+
+def diverged(model) -> bool:
+    """Whether a model's network weights hold NaN or infinity (training diverged)."""
+    import torch
+
+    return any(not torch.isfinite(p).all() for p in model.policy.parameters())
+
+
+def _numbers(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every leaf under ``value``: mappings by key, lists by index."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _numbers(item, f"{path}[{i}]")
+    else:
+        yield path, value
 
 
 def _type_name(hint) -> str:

@@ -36,7 +36,7 @@ from .episode import OverflowEpisode
 class WarmStart(BaseModel):
     """The ``warm_start`` block of an experiment."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     epochs: int = Field(500, ge=1, description="full-batch Adam steps")
     learning_rate: float = Field(0.01, gt=0, description="Adam learning rate")
