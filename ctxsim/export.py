@@ -485,7 +485,11 @@ def summarize_log(path: str | Path) -> LogSummary:
     episodes = []
     for line, record in enumerate(records, start=1):
         action = _field(record, "action", (str,), path, line)
-        reward = float(_field(record, "reward", (int, float), path, line))
+        reward = _field(record, "reward", (int, float), path, line)
+        try:
+            reward = float(reward)
+        except OverflowError:  # an integer beyond any float
+            reward = math.inf
         if not math.isfinite(reward):
             raise LogFormatError(f"line {line}: reward is {reward}, expected a finite number", source=path)
         key = (str(record["run_id"]), _field(record, "episode", (int,), path, line))

@@ -34,6 +34,7 @@ from typing import Any
 
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
+from .validation import loads_json
 
 #: durability class per tool or command name (seed 002); other tools are "anchoring",
 #: seed 002's default
@@ -127,10 +128,10 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
         if not line.strip():
             continue
         try:
-            message = json.loads(line)
+            message = loads_json(line)
         except json.JSONDecodeError as exc:
             raise TranscriptError(f"line {number}: bad JSON ({exc.msg} at column {exc.colno})", source=path) from None
-        except (ValueError, RecursionError) as exc:  # an integer too long to convert, nesting too deep
+        except (ValueError, RecursionError) as exc:  # a key twice, an integer too long to convert, nesting too deep
             why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raise TranscriptError(f"line {number}: bad JSON ({why})", source=path) from None
         if not isinstance(message, dict):

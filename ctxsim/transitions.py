@@ -46,6 +46,7 @@ import numpy as np
 from .errors import LogFormatError
 from .metrics import retained
 from .model import ContextState
+from .validation import DuplicateKeyError, loads_json
 
 logger = logging.getLogger(__name__)
 
@@ -269,7 +270,7 @@ def _cut_torn_tail(path: Path) -> None:
         return
     with open(path, "rb+") as fh:
         offset, line = _last_line(fh)
-        if not line or (line.endswith(b"\n") and _parse(line[:-1]) is not None):
+        if not line or (line.endswith(b"\n") and _parse_line(line[:-1], path, "the last line") is not None):
             return
         logger.warning("%s: cutting off a torn last line (%d bytes) before appending", path, len(line))
         fh.truncate(offset)
@@ -283,7 +284,7 @@ def _next_episode(path: Path) -> int:
         _, line = _last_line(fh)
     if not line:
         return 0
-    record = _parse(line.rstrip(b"\n"))
+    record = _parse_line(line.rstrip(b"\n"), path, "the last line")
     episode = record.get("episode") if record is not None else None
     if isinstance(episode, bool) or not isinstance(episode, int):
         raise LogFormatError("the last line is not a transition record; refusing to append", source=path)
@@ -307,7 +308,7 @@ def read_transitions(path: str | Path) -> list[dict[str, Any]]:
     torn_tail = lines.pop()  # b"" when the file ends with a newline
     records: list[dict[str, Any]] = []
     for number, line in enumerate(lines, start=1):
-        record = _parse(line)
+        record = _parse_line(line, path, f"line {number}")
         if record is None:
             if number == len(lines) and not torn_tail:
                 logger.warning("%s: line %d is torn (not JSON); skipped", path, number)
@@ -321,11 +322,24 @@ def read_transitions(path: str | Path) -> list[dict[str, Any]]:
 
 
 def _parse(line: bytes) -> dict[str, Any] | None:
+    """The JSON object of one line; None when the line is not one (torn or foreign).
+    A key written twice raises DuplicateKeyError: the line is whole but ambiguous."""
     try:
-        record = json.loads(line.decode("utf-8"))
+        record = loads_json(line.decode("utf-8"))
+    except DuplicateKeyError:
+        raise
     except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nesting too deep
         return None
     return record if isinstance(record, dict) else None
+
+
+def _parse_line(line: bytes, path: Path, where: str) -> dict[str, Any] | None:
+    """:func:`_parse`, a key written twice reported as LogFormatError naming the line
+    (``where``: "line 7", "the last line")."""
+    try:
+        return _parse(line)
+    except DuplicateKeyError as exc:
+        raise LogFormatError(f"{where}: {exc}", source=path) from None
 
 
 def _check(record: dict[str, Any], path: Path, number: int) -> None:

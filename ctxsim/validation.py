@@ -14,6 +14,7 @@ to point the message at the nested key they concern instead of at the whole mode
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,6 +54,29 @@ class KeyedValueError(ValueError):
     def __init__(self, key: str, value: Any, message: str):
         self.key, self.value = key, value
         super().__init__(message)
+
+
+class DuplicateKeyError(ValueError):
+    """A JSON object that holds the same key twice (``json.loads`` would keep the last)."""
+
+    def __init__(self, key: str):
+        self.key = key
+        super().__init__(f"key {key!r} appears twice")
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise DuplicateKeyError(key)
+        obj[key] = value
+    return obj
+
+
+def loads_json(text: str | bytes) -> Any:
+    """``json.loads``, refusing an object with a key twice (DuplicateKeyError), as
+    :func:`load_yaml` does for YAML."""
+    return json.loads(text, object_pairs_hook=_unique_object)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -447,6 +447,9 @@ def test_cli_export_evaluate_and_from_log(tmp_path, capsys):
     bad.write_text(json.dumps({**record, "reward": "high"}) + "\n")
     with pytest.raises(LogFormatError, match="line 1: reward"):
         summarize_log(bad)
+    bad.write_text(json.dumps({**record, "reward": 10**400}) + "\n")
+    with pytest.raises(LogFormatError, match="line 1: reward is inf, expected a finite number"):
+        summarize_log(bad)
     assert main(["evaluate", "--from-log", str(log), "--policy", "random"]) == 2
     capsys.readouterr()
 

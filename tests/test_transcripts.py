@@ -160,6 +160,7 @@ BAD = [
     ("empty content", '{"role": "user", "content": "  "}\n', "line 1: 'content' is empty"),
     ("name type", '{"role": "tool", "content": "x", "name": 3}\n', "line 1: 'name' must be a string"),
     ("empty file", "\n\n", "empty transcript"),
+    ("key twice", '{"role": "user", "content": "x", "role": "system"}\n', "line 1: bad JSON (key 'role' appears twice)"),
 ]
 
 

@@ -196,6 +196,22 @@ def test_bad_line_in_the_middle_raises_with_file_and_line(tmp_path):
     assert str(path) in str(err.value) and "line 2" in str(err.value)
 
 
+def test_a_key_written_twice_is_refused_not_taken_for_a_torn_line(tmp_path):
+    path = tmp_path / "log.jsonl"
+    with TransitionWriter(path, "r") as writer:
+        write_episode(writer)
+    lines = path.read_bytes().split(b"\n")[:-1]
+    twice = lines[-1][:-1] + b',"reward":99}'  # the last record with its reward written again
+    for body in (lines[:-1] + [twice, lines[0]], lines[:-1] + [twice]):
+        path.write_bytes(b"\n".join(body) + b"\n")
+        with pytest.raises(LogFormatError, match=f"line {len(lines)}: key 'reward' appears twice"):
+            read_transitions(path)
+    before = path.read_bytes()
+    with pytest.raises(LogFormatError, match="the last line: key 'reward' appears twice"):
+        TransitionWriter(path, "r")
+    assert path.read_bytes() == before  # neither cut as torn nor appended to
+
+
 def test_missing_keys_and_unknown_schema_raise(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_text('{"schema_version": 1, "run_id": "r"}\n', encoding="utf-8")
