@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from .model import MAX_TOKENS
 from .validation import KeyedValueError
 
 #: the largest overflow (target / limit) of a scenario or a family: 20x the suite's
@@ -126,6 +127,8 @@ class SampleRanges(BaseModel):
                 raise KeyedValueError(key, {"min": r.min, "max": r.max}, f"must lie within [{lo:g}, {hi:g}]")
         if self.overflow.max > MAX_OVERFLOW:  # bounded like a scenario's ``overflow``
             raise KeyedValueError("overflow.max", self.overflow.max, f"must be at most {MAX_OVERFLOW:g}")
+        if self.limit.max > MAX_TOKENS:  # bounded like a scenario's ``limit``
+            raise KeyedValueError("limit.max", self.limit.max, f"must be at most {MAX_TOKENS:,} tokens")
         for key in sorted(COUNT_KEYS & set(type(self).model_fields)):
             r = getattr(self, key)
             if math.ceil(r.min) > math.floor(r.max):

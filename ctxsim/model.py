@@ -25,6 +25,11 @@ DURABILITIES = ("ephemeral", "anchoring", "replayable", "non_replayable")
 PRIORITIES = (1, 2, 3)
 FACT_KINDS = ("fact", "rule")
 DEFAULT_MIN_LIMIT = 3500
+#: the largest limit, and the largest generated context, ctxsim accepts (tokens): the
+#: largest context windows on offer are about this size
+MAX_TOKENS = 10_000_000
+#: the most distinct contexts (seeds) one scenario may give an environment
+MAX_CONTEXTS = 100_000
 DEFAULT_WARNING_THRESHOLD = 0.8
 
 

@@ -57,7 +57,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model
 
 from .errors import ScenarioError, describe_value
 from .families import MAX_OVERFLOW, TRANSCRIPT_SAMPLE_KEYS, SampleRanges, draw_rng
-from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextState
+from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, MAX_CONTEXTS, MAX_TOKENS, ContextState
 from .paths import DATA_DIR
 from .transcripts import load_transcript
 from .validation import KeyedValueError, join_key, load_yaml, validate
@@ -72,6 +72,7 @@ MIX_TOLERANCE = 1e-6
 Share = Annotated[float, Field(ge=0, le=1)]
 Count = Annotated[int, Field(ge=0)]
 Tokens = Annotated[int, Field(gt=0)]
+Limit = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 
 #: keys that only make sense for generated scenarios
 _GENERATED_KEYS = frozenset(
@@ -104,9 +105,9 @@ class Scenario(BaseModel):
 
     name: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
     description: StrictStr = ""
-    limit: Tokens | None = None
+    limit: Limit | None = None
     model: Annotated[StrictStr, Field(min_length=1)] | None = None
-    target_tokens: Tokens | None = None
+    target_tokens: Limit | None = None
     overflow: Annotated[float, Field(gt=0, le=MAX_OVERFLOW, description=f"target / limit; finite, at most {MAX_OVERFLOW:g}")] | None = None
     mix: dict[MixType, Share] | None = None
     p1_ratio: Share | None = None
@@ -118,12 +119,12 @@ class Scenario(BaseModel):
     misclassified: Annotated[float, Field(ge=0, lt=1)] = 0.0
     prior_summaries: Count = 0
     unit_tokens: UnitTokens | None = None
-    min_limit: Tokens = DEFAULT_MIN_LIMIT
+    min_limit: Limit = DEFAULT_MIN_LIMIT
     warning_threshold: Annotated[float, Field(gt=0, le=1)] = DEFAULT_WARNING_THRESHOLD
     task: Annotated[StrictStr, Field(min_length=1)] | None = None
     transcript: Annotated[StrictStr, Field(min_length=1)] | None = None
     sample: SampleRanges | None = None
-    contexts: Annotated[int, Field(ge=1)] | None = None
+    contexts: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)] | None = None
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -144,12 +145,17 @@ class Scenario(BaseModel):
             extra = sorted(self.model_fields_set & (_GENERATED_KEYS | {"limit", "model"}) - {"task"})
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "drawn by 'sample' in a scenario family; remove it")
+            limit, overflow = self.sample.limit.max, self.sample.overflow.max
+            if limit * overflow > MAX_TOKENS:
+                raise KeyedValueError("sample.limit.max", limit, f"x sample.overflow.max {overflow:g} exceeds {MAX_TOKENS:,} tokens")
             return self
         if self.limit is None and self.model is None:
             raise KeyedValueError("limit", None, "exactly one of 'limit' or 'model' is required")
         if (self.target_tokens is None) == (self.overflow is None):
             value = None if self.target_tokens is None else (self.target_tokens, self.overflow)
             raise KeyedValueError("target_tokens", value, "exactly one of 'target_tokens' or 'overflow' is required")
+        if self.overflow is not None and self.limit is not None and self.limit * self.overflow > MAX_TOKENS:
+            raise KeyedValueError("overflow", self.overflow, f"x the limit {self.limit:,} exceeds {MAX_TOKENS:,} tokens")
         for key in ("mix", "p1_ratio"):
             if getattr(self, key) is None:
                 raise KeyedValueError(key, None, "required key is missing")
@@ -262,7 +268,11 @@ class Scenario(BaseModel):
             raise ScenarioError("a scenario family draws its target per seed (see draw)", source=self._source, key="sample")
         if self.target_tokens is not None:
             return self.target_tokens
-        return round(self.overflow * self.resolved_limit)
+        target = round(self.overflow * self.resolved_limit)
+        if target > MAX_TOKENS:  # a model's limit (the file checks an explicit one)
+            raise ScenarioError(f"overflow {self.overflow:g} x the limit of model {self.model!r} ({self.resolved_limit:,}) "
+                                f"exceeds {MAX_TOKENS:,} tokens", source=self._source, key="overflow")
+        return target
 
     @property
     def rule_count(self) -> int:

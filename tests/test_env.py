@@ -189,6 +189,7 @@ def test_default_config_holds_every_parameter():
         ({"budget": {"excluded": ["nope"]}}, "config.budget.excluded[0]"),
         ({"scenario_names": ["no-such-scenario"]}, "config.scenario_names[0]"),
         ({"embedder": "word2vec"}, "config.embedder"),
+        ({"contexts_per_scenario": 10**12}, "config.contexts_per_scenario"),
     ],
 )
 def test_bad_config_raises_config_error_naming_the_key(override, key):

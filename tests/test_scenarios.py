@@ -185,9 +185,26 @@ BAD = [
     ("family count range without a whole number", dump({"name": "f", "sample": {"facts": {"min": 2.2, "max": 2.8}}}),
      "sample.facts", "the range holds none"),
     ("zero contexts", dump({**VALID, "contexts": 0}), "contexts", "greater than or equal to 1"),
+    ("contexts beyond the bound", dump({**VALID, "contexts": 10**12}), "contexts", "less than or equal to 100000"),
+    ("limit beyond any window", dump({**VALID, "limit": 2_000_000_000}), "limit", "less than or equal to 10000000"),
+    ("target beyond any window", dump({**{k: v for k, v in VALID.items() if k != "overflow"}, "target_tokens": 10**23}),
+     "target_tokens", "less than or equal to 10000000"),
+    ("overflow x limit beyond the bound", dump({**VALID, "limit": 5_000_000, "overflow": 3}), "overflow",
+     "x the limit 5,000,000 exceeds 10,000,000 tokens"),
+    ("family limit beyond the bound", dump({"name": "f", "sample": {"limit": {"min": 4000, "max": 1e12}}}),
+     "sample.limit.max", "at most 10,000,000 tokens"),
+    ("family limit x overflow beyond the bound", dump({"name": "f", "sample": {"limit": {"min": 4000, "max": 4e6}}}),
+     "sample.limit.max", "x sample.overflow.max 3 exceeds 10,000,000 tokens"),
     ("list item", dump({"scenarios": [VALID, {**VALID, "name": "b", "p1_ratio": "high"}]}), "scenarios[1].p1_ratio", "valid number"),
     ("empty list", dump({"scenarios": []}), "scenarios", "non-empty list"),
 ]
+
+
+def test_a_models_limit_times_the_overflow_is_bounded_too(write_file):
+    path = write_file("big.yaml", dump({**{k: v for k, v in VALID.items() if k != "limit"}, "model": "gemini-3-pro", "overflow": 20}))
+    scenario = load_scenarios(path)[0]
+    with pytest.raises(ScenarioError, match=r"key 'overflow': overflow 20 x the limit of model 'gemini-3-pro' \(1,000,000\) exceeds"):
+        scenario.resolved_target
 
 
 @pytest.mark.parametrize("text,key,reason", [case[1:] for case in BAD], ids=[case[0] for case in BAD])

@@ -16,7 +16,7 @@ from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, s
 from ..errors import ConfigError, CtxsimError, ScenarioError, describe_value
 from ..latency import LatencyModel
 from ..metrics import BreakingOutcome
-from ..model import ContextState
+from ..model import MAX_CONTEXTS, ContextState
 from ..observe import current_break, observe
 from ..paths import ROOT
 from ..pool import Pool, ensure_pool, scenario_digest
@@ -53,7 +53,7 @@ class OverflowConfig(BaseModel):
     actions: Annotated[_Ids, Field(min_length=1)]
     scenarios: StrictStr | Annotated[list[StrictStr], Field(min_length=1)]
     scenario_names: list[StrictStr] | None
-    contexts_per_scenario: Annotated[int, Field(ge=1)]
+    contexts_per_scenario: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)]
     max_steps: Annotated[int, Field(ge=1)]
     target: Literal["limit", "warning"]
     recovery_mode: Literal["fresh_start", "truncate", "error"]

@@ -11,7 +11,7 @@ from pydantic import Field, model_validator
 
 from ..episode import settings_subset
 from ..errors import ConfigError, ScenarioError, describe_value
-from ..model import ContextState
+from ..model import MAX_TOKENS, ContextState
 from ..observe import observe
 from ..relevance import LRUCache
 from ..scenarios import Scenario
@@ -46,7 +46,7 @@ class StreamConfig(OverflowConfig):
     target: Literal["warning"]
     pool: Literal[False]  # conversations grow turn by turn: nothing to precompute
     turns: Annotated[int, Field(ge=2, le=10_000)]
-    limit: Annotated[int, Field(gt=0)] | None
+    limit: Annotated[int, Field(gt=0, le=MAX_TOKENS)] | None
     probes: ProbeConfig
     rehydration: RehydrationConfig
     recovery_triggers: RecoveryTriggers
