@@ -73,9 +73,10 @@ def cmd_generate(args: argparse.Namespace) -> int:
     from .errors import ConfigError
     from .scenarios import build_context, find_scenario
     from .serialize import dumps_state
+    from .validation import MAX_SEED
 
-    if args.seed < 0:
-        raise ConfigError(f"--seed must be >= 0, got {args.seed}", key="seed")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ConfigError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}", key="seed")
     scenario = find_scenario(args.scenario, args.suite)
     state = build_context(scenario, args.seed)
     text = dumps_state(state)

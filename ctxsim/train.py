@@ -200,6 +200,17 @@ def prepare_pools(
     return pools
 
 
+def algorithm_class(algo: str):
+    """The SB3 / sb3-contrib class of an experiment's ``algo``."""
+    if algo == "MaskablePPO":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO
+    import stable_baselines3 as sb3
+
+    return getattr(sb3, algo)
+
+
 def train(
     experiment: ExperimentConfig,
     *,
@@ -210,9 +221,7 @@ def train(
 ) -> Path:
     """Train one experiment; returns the run directory."""
     import numpy as np
-    import stable_baselines3 as sb3
     import torch
-    from sb3_contrib import MaskablePPO
     from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
     from stable_baselines3.common.utils import set_random_seed
@@ -231,7 +240,7 @@ def train(
         if not issubclass(env_class(env_id), ContextOverflowEnv):
             key = "warm_start" if experiment.warm_start is not None else "normalize_observations"
             raise ConfigError(f"{key} needs a ContextOverflow env, not {env_id}", source=experiment.source, key=key)
-    algo_cls = MaskablePPO if experiment.algo == "MaskablePPO" else getattr(sb3, experiment.algo)
+    algo_cls = algorithm_class(experiment.algo)
     check_hyperparams(algo_cls, experiment)
     run_dir = Path(out) / run_name(env_id, experiment, seed)
     resolved = yaml.safe_dump(  # before the algorithm sees (and SB3 may extend) the hyperparams
@@ -327,6 +336,12 @@ def train(
 
 #: hyperparameters SB3 takes as counts but does not check (0 or less fails mid-training)
 POSITIVE_HYPERPARAMS = ("n_steps", "batch_size", "n_epochs", "buffer_size")
+#: numeric hyperparameters SB3 does not range-check: (lowest, highest) allowed, inclusive
+HYPERPARAM_RANGES: dict[str, tuple[float, float]] = {
+    "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "tau": (0.0, 1.0), "exploration_fraction": (0.0, 1.0),
+    "exploration_initial_eps": (0.0, 1.0), "exploration_final_eps": (0.0, 1.0),
+    "ent_coef": (0.0, math.inf), "vf_coef": (0.0, math.inf), "max_grad_norm": (0.0, math.inf), "clip_range": (0.0, math.inf),
+}
 #: widest hidden layer a policy network may ask for (a 2-layer net of this width holds ~270M weights)
 MAX_LAYER_WIDTH = 16_384
 
@@ -359,6 +374,11 @@ def check_hyperparams(algo_cls, experiment: ExperimentConfig) -> None:
         problem = None
         if key in POSITIVE_HYPERPARAMS and isinstance(value, int) and value < 1:
             problem = "must be >= 1"
+        elif key in HYPERPARAM_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+            HYPERPARAM_RANGES[key][0] <= value <= HYPERPARAM_RANGES[key][1]
+        ):
+            low, high = HYPERPARAM_RANGES[key]
+            problem = f"must be in [{low:g}, {high:g}]" if math.isfinite(high) else f"must be >= {low:g}"
         elif key in hints:
             try:
                 TypeAdapter(hints[key], config=strict).validate_python(value)

@@ -123,12 +123,29 @@ def load_tune(path: str | Path) -> TuneSpec:
             raise ConfigError(f"'{key}' cannot be overridden here (use param_space for hyperparameters)",
                               source=source, key=f"overrides.{key}")
     experiment = validate(ExperimentConfig, {**base.model_dump(), **config.overrides}, source, ConfigError, "overrides")
+    _check_space(config, experiment, source)
     if experiment.eval_freq > config.timesteps:
         raise ConfigError(
             f"eval_freq {experiment.eval_freq} exceeds timesteps {config.timesteps}: no evaluation would run",
             source=source, key="overrides.eval_freq",
         )
     return TuneSpec(config, source, experiment)
+
+
+def _check_space(config: TuneConfig, experiment: ExperimentConfig, source: Path) -> None:
+    """Check every dimension's extreme values as hyperparameters of the experiment's
+    algorithm (:func:`ctxsim.train.check_hyperparams`) before any trial starts."""
+    from .train import algorithm_class, check_hyperparams
+
+    algo_cls = algorithm_class(experiment.algo)
+    for name, spec in config.param_space.items():
+        values = spec.choice or spec.uniform or spec.loguniform or [spec.randint[0], spec.randint[1] - 1]
+        for value in values:
+            trial = experiment.model_copy(update={"hyperparams": {**experiment.hyperparams, name: value}})
+            try:
+                check_hyperparams(algo_cls, trial)
+            except ConfigError as exc:
+                raise ConfigError(exc.message, source=source, key=f"param_space.{name}") from None
 
 
 def eval_rewards(run_dir: Path) -> tuple[float, float]:

@@ -91,6 +91,10 @@ ray: {{num_cpus: 2}}
         ("param_space: {}\n", "key 'param_space'"),
         ("param_space: {gamma: {choice: [1.0]}}\noverrides: {eval_freq: 5000}\n", "key 'overrides.eval_freq'"),
         ("param_space: {gamma: {choice: [1.0]}}\noverrides: {algo: SAC}\n", "key 'overrides.algo'"),
+        ("param_space: {gamma: {uniform: [0.9, 1.5]}}\n", "key 'param_space.gamma': must be in [0, 1] (got 1.5)"),
+        ("param_space: {n_steps: {choice: [0, 512]}}\n", "key 'param_space.n_steps': must be >= 1 (got 0)"),
+        ("param_space: {learning_rate: {choice: [fast]}}\n", "key 'param_space.learning_rate': MaskablePPO expects"),
+        ("param_space: {batch_size: {randint: [-4, 64]}}\n", "key 'param_space.batch_size': must be >= 1 (got -4)"),
     ],
 )
 def test_bad_tune_file_is_one_line(tmp_path: Path, capsys, text: str, needle: str):
