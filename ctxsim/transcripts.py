@@ -3,12 +3,18 @@
 One message per line: ``{"role": "system"|"user"|"assistant"|"tool", "content": str,
 "name": str?}``; other keys are ignored. An assistant's tool calls are appended to its
 content as ``[tool_call] NAME ARGS_JSON`` lines (see data/transcripts/SOURCES.md).
+OpenAI's Chat Completions form is read too: ``content`` as a list of text parts
+(``{"type": "text", "text": ...}``; other part types are refused), an assistant's
+``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments"}}]``,
+``content`` then may be null), which become those ``[tool_call]`` lines (what the
+context holds and counts), and a tool message's ``tool_call_id``, which picks its call.
 
 Unit types are inferred:
 
 - a ``tool`` message is a ``tool_result`` whose :class:`~ctxsim.model.ToolEnvelope`
-  takes the tool name and arguments from the matching ``[tool_call]`` line of the
-  preceding assistant message (else from the message's ``name``);
+  takes the tool name and arguments from the matching call of the preceding
+  assistant message (by ``tool_call_id``, else the next ``[tool_call]`` line in
+  order; else from the message's ``name``);
 - a ``user`` message that answers an assistant message ending in a fenced command
   (SWE-agent's action/observation format without function calling) is also a
   ``tool_result`` of that command; its role stays ``user``;
@@ -136,6 +142,7 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
             raise TranscriptError(f"line {number}: bad JSON ({why})", source=path) from None
         if not isinstance(message, dict):
             raise TranscriptError(f"line {number}: expected a JSON object, got {describe_value(message)}", source=path)
+        message = _chat_completions(message, number, path)
         role, content, name = message.get("role"), message.get("content"), message.get("name")
         if role is None or content is None:
             missing = "role" if role is None else "content"
@@ -162,9 +169,49 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return messages
 
 
+def _chat_completions(message: dict[str, Any], number: int, path: Path) -> dict[str, Any]:
+    """``message`` with OpenAI's Chat Completions forms folded into the JSONL form:
+    text parts joined into ``content``; ``tool_calls`` appended as ``[tool_call]``
+    lines and kept, with their ids, under ``_calls``."""
+    content, calls = message.get("content"), message.get("tool_calls")
+    if content is None and calls is None:
+        return message
+    out = dict(message)
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind != "text" or not isinstance(part.get("text"), str):
+                what = f"type {kind!r}" if kind is not None else describe_value(part)
+                raise TranscriptError(f"line {number}: content part {i} is {what}; only text parts are read", source=path)
+            texts.append(part["text"])
+        out["content"] = content = "\n".join(texts)
+    if calls is None:
+        return out
+    if message.get("role") != "assistant":
+        raise TranscriptError(f"line {number}: 'tool_calls' on a {message.get('role')!r} message (assistant only)", source=path)
+    if not isinstance(calls, list):
+        raise TranscriptError(f"line {number}: 'tool_calls' must be a list, got {describe_value(calls)}", source=path)
+    parsed = []
+    for i, call in enumerate(calls):
+        function = call.get("function") if isinstance(call, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        arguments = function.get("arguments", "") if isinstance(function, dict) else None
+        call_id = call.get("id") if isinstance(call, dict) else None
+        if not isinstance(name, str) or not name or not isinstance(arguments, str) or not isinstance(call_id, (str, type(None))):
+            raise TranscriptError(f"line {number}: tool_calls[{i}] needs function.name and function.arguments as strings "
+                                  f"(got {describe_value(call)})", source=path)
+        parsed.append((call_id, name, arguments))
+    lines = [f"[tool_call] {name} {arguments}".rstrip() for _, name, arguments in parsed]
+    if lines or content is not None:  # null content and no calls stays null: refused below
+        out["content"] = "\n".join(([content] if content else []) + lines)
+    out["_calls"] = parsed
+    return out
+
+
 def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
     units: list[ContextUnit] = []
-    calls: list[tuple[str, str]] = []  # pending (tool name, arguments) of the last assistant message
+    calls: list[tuple[str | None, str, str]] = []  # pending (call id, tool name, arguments) of the last assistant message
     command: str | None = None  # fenced command of the last assistant message (no function calling)
     task_seen = False
     turn = 0
@@ -174,10 +221,12 @@ def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
         priority = 2
         if role == "assistant":
             turn += 1
-            calls = [(m[1], m[2]) for m in _TOOL_CALL.finditer(content)]
+            calls = list(message.get("_calls") or [(None, m[1], m[2]) for m in _TOOL_CALL.finditer(content)])
             command = None if calls else _final_command(content)
         elif role == "tool":
-            name, arguments = calls.pop(0) if calls else (message.get("name") or "tool", "")
+            wanted = message.get("tool_call_id")
+            match = next((i for i, call in enumerate(calls) if wanted is not None and call[0] == wanted), 0)
+            _, name, arguments = calls.pop(match) if calls else (None, message.get("name") or "tool", "")
             tool = _envelope(name, _arguments(arguments), content, number)
         elif role == "user" and command is not None:
             tool = _envelope(*_command_call(command), content, number)

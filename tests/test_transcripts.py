@@ -131,6 +131,39 @@ def test_code_and_log_inference(write_file):
     assert run.tool_name == "python" and json.loads(run.arguments) == {"command": "python f.py"}
 
 
+def test_chat_completions_form_loads_as_the_tool_call_lines_do(write_file, repo_root, transcripts):
+    """The shipped function-calling session rewritten in OpenAI's native form (tool_calls
+    with ids, tool_call_id, text parts, the tool results of each call answered in
+    reverse order) is the same context."""
+    native, pending = [], []
+    for number, line in enumerate((repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl").read_text().splitlines()):
+        message = json.loads(line)
+        if message["role"] == "assistant":
+            text, *calls = message["content"].split("\n[tool_call] ")
+            pending = [f"call_{number}_{i}" for i in range(len(calls))]
+            message = {"role": "assistant", "content": [{"type": "text", "text": text}], "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": call.split(" ", 1)[0], "arguments": call.split(" ", 1)[1]}}
+                for cid, call in zip(pending, calls)]}
+        elif message["role"] == "tool":
+            message = {**message, "tool_call_id": pending.pop(0)}
+        native.append(message)
+    state = load_transcript(write_file("native.jsonl", lines(*native)), name="swe-marshmallow-1867-fc")
+    assert state == transcripts["swe-marshmallow-1867-fc.jsonl"]
+
+    # two calls answered out of order: tool_call_id picks each result's call; content may be null
+    path = write_file("two.jsonl", lines(
+        {"role": "user", "content": "read both"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}},
+            {"id": "b", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}}]},
+        {"role": "tool", "tool_call_id": "b", "content": "a.py b.py"},
+        {"role": "tool", "tool_call_id": "a", "content": "print('a')"},
+    ))
+    units = load_transcript(path).units
+    assert units[1].content == '[tool_call] read_file {"path": "a.py"}\n[tool_call] bash {"command": "ls"}'
+    assert [(u.tool.tool_name, u.tool.target) for u in units[2:]] == [("bash", None), ("read_file", "a.py")]
+
+
 def test_tool_without_call_line_uses_its_name(write_file):
     path = write_file(
         "t.jsonl",
@@ -160,6 +193,11 @@ BAD = [
     ("empty content", '{"role": "user", "content": "  "}\n', "line 1: 'content' is empty"),
     ("name type", '{"role": "tool", "content": "x", "name": 3}\n', "line 1: 'name' must be a string"),
     ("empty file", "\n\n", "empty transcript"),
+    ("image part", '{"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {}}]}\n',
+     "line 1: content part 1 is type 'image_url'; only text parts are read"),
+    ("tool_calls on a user message", '{"role": "user", "content": "x", "tool_calls": []}\n', "'tool_calls' on a 'user' message"),
+    ("tool call without a name", '{"role": "assistant", "content": null, "tool_calls": [{"id": "a", "function": {"arguments": "{}"}}]}\n',
+     "line 1: tool_calls[0] needs function.name"),
     ("key twice", '{"role": "user", "content": "x", "role": "system"}\n', "line 1: bad JSON (key 'role' appears twice)"),
 ]
 
