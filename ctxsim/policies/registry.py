@@ -6,7 +6,10 @@ A policy chooses the next action of an :class:`~ctxsim.episode.OverflowEpisode`:
 * ``reset(seed)`` — called once at the start of every episode with a deterministic
   seed (all of a policy's randomness comes from it);
 * ``act(episode)`` — an action id among ``episode.valid_actions()``, or a
-  :class:`~ctxsim.strategies.Strategy` object of the policy's own (peers).
+  :class:`~ctxsim.strategies.Strategy` object of the policy's own (peers);
+* ``check(settings)`` — raise PolicyError when the policy cannot act under these
+  episode settings (a trained policy's other action set); evaluations call it
+  before they run or write anything. The default accepts any settings.
 
 Names are fixed names (``random``, ``seed-chain``, ``greedy``, ``oracle``), members of
 a family (``only:<strategy id>``, ``peer:<system>``), or the path of a policy
