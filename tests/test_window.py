@@ -322,12 +322,19 @@ def test_build_never_exceeds_the_budget(sizes, reserve, seed):
         except ContextWindowFull:
             pass
     before = {i.id for i in window.items()}
-    built = window.build_structured(BuildOptions(reserve_for_response=reserve, max_history_items=rng.randint(0, 12)))
+    options = BuildOptions(reserve_for_response=reserve, max_history_items=rng.randint(0, 12))
     budget = 1000 - reserve
+    try:
+        built = window.build_structured(options)
+    except ContextError as err:  # only when the pinned items alone are over the budget
+        pinned = options.section_separator.join(options.render(i) for i in window.items() if i.pinned)
+        assert "pinned item(s) need" in str(err) and count_messages([{"role": "system", "content": pinned}]) > budget
+        return
     assert count_tokens(built.content) <= built.total_tokens <= budget
     assert built.total_tokens == (count_messages([{"role": "system", "content": built.content}]) if built.content else 0)
-    assert set(built.included_ids) | set(built.excluded_ids) == before
+    assert set(built.included_ids) | set(built.excluded_ids) == before | {i.id for i in window.items()}
     assert not set(built.included_ids) & set(built.excluded_ids)
+    assert {i.id for i in window.items() if i.pinned} <= set(built.included_ids)  # pinned items are never left out
 
 
 def test_build_renders_roles_order_and_pinned_first():
@@ -539,3 +546,45 @@ def test_single_threaded_runs_are_deterministic():
         return seen, window.items()
 
     assert run() == run()
+
+
+def _filled(strategy: str, max_tokens: int) -> ContextWindow:
+    window = ContextWindow(max_tokens, default_strategy=strategy, compaction_threshold=100.0)
+    k = 0
+    while window.current_tokens <= max_tokens * 0.9:
+        window.add(ContextItem(f"msg {k}: the deploy cache failed at step {k} with a parser error", "user_message", id=f"u{k}"))
+        k += 1
+    return window
+
+
+def test_a_build_with_a_large_reserve_compacts_to_its_budget_and_keeps_the_newest_turns():
+    window = _filled("remove_oldest", 2000)  # the default reserve (1000) leaves a budget under seed 000's 70 %
+    newest = [i.id for i in window.items()][-5:]
+    built = window.build_structured(BuildOptions(max_history_items=500))
+    assert built.was_compacted and built.total_tokens <= 1000
+    assert set(newest) <= set(built.included_ids)  # the compaction removed the oldest; the build cut nothing newer
+    assert not set(built.excluded_ids) & {i.id for i in window.items()}
+
+
+def test_excluded_ids_name_items_the_builds_own_compaction_made():
+    window = _filled("summarize", 3000)
+    before = {i.id for i in window.items()}
+    built = window.build_structured(BuildOptions(reserve_for_response=500, include_relevant_memory=False, max_history_items=500))
+    made = {i.id for i in window.items()} - before
+    assert built.was_compacted and made and made <= set(built.excluded_ids)  # a summary the options filter out
+    assert set(built.included_ids) | set(built.excluded_ids) == before | made
+
+
+def test_pinned_items_over_the_build_budget_are_an_error_not_left_out():
+    window = ContextWindow(2000)
+    window.add(ContextItem("rule " * 1000, "system_prompt", id="sys", pinned=True))
+    window.add(ContextItem("hello", "user_message", id="u"))
+    with pytest.raises(ContextError, match="pinned item\\(s\\) need .* over the build budget of 1000"):
+        window.build_structured()
+    assert "sys" in window.build_structured(BuildOptions(reserve_for_response=0)).included_ids
+
+
+@pytest.mark.parametrize("key", ["include_ids", "exclude_ids"])
+def test_build_options_refuse_one_id_given_as_a_string(key):
+    with pytest.raises(ContextError, match=f"BuildOptions.{key} takes a collection of ids"):
+        BuildOptions(**{key: "h1"})

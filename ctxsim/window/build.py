@@ -76,6 +76,9 @@ class BuildOptions:
                 f"BuildOptions.message_format must contain '{{content}}', got {describe_value(self.message_format)}",
                 key="message_format",
             )
+        for name in ("include_ids", "exclude_ids"):
+            if isinstance(getattr(self, name), str):  # frozenset("h1") would be {"h", "1"}
+                raise ContextError(f"BuildOptions.{name} takes a collection of ids, got the string {getattr(self, name)!r}", key=name)
         if self.include_ids is not None:
             object.__setattr__(self, "include_ids", frozenset(self.include_ids))
         object.__setattr__(self, "exclude_ids", frozenset(self.exclude_ids))
@@ -131,7 +134,8 @@ def compose(
 
     Greedy estimate from per-piece counts, then an exact count of the joined string;
     while that is over ``budget`` the last-collected item is dropped (BPE counts of
-    a concatenation may differ from the sum of the parts).
+    a concatenation may differ from the sum of the parts). Pinned items the options
+    admit always go in: ContextError when they alone exceed ``budget``.
     """
     candidates = [i for i in items if options.admits(i)]
     capped = _history_cap(candidates, options.max_history_items)
@@ -145,10 +149,24 @@ def compose(
         if used + cost <= budget:
             chosen.append(item)
             used += cost
+        elif item.pinned:
+            _pinned_over(collection, options, budget, chat_format)
     while True:
         ids = {i.id for i in chosen}
         included = [i for i in candidates if i.id in ids]
         content = options.section_separator.join(options.render(i) for i in included)
         if not chosen or request_tokens(content, chat_format) <= budget:
             return content, tuple(i.id for i in included)
-        chosen.pop()
+        if chosen.pop().pinned:
+            _pinned_over(collection, options, budget, chat_format)
+
+
+def _pinned_over(collection: Sequence[ContextItem], options: BuildOptions, budget: int, chat_format: str) -> None:
+    """Raise: the pinned items do not fit ``budget`` (they are never left out silently)."""
+    pinned = [i for i in collection if i.pinned]
+    need = request_tokens(options.section_separator.join(options.render(i) for i in pinned), chat_format)
+    raise ContextError(
+        f"the {len(pinned)} pinned item(s) need {need} tokens, over the build budget of {budget} "
+        "(max_tokens - reserve_for_response): lower reserve_for_response or unpin items",
+        key="reserve_for_response",
+    )

@@ -339,8 +339,9 @@ class ContextWindow:
     def build_structured(self, options: BuildOptions | None = None) -> BuiltContext:
         """Compose the context within ``max_tokens - reserve_for_response`` tokens.
 
-        When the window is over that budget it compacts first (to 70 %, seed 000)
-        with the policy/chain/default strategy. See :mod:`.build` for the rules.
+        When the window is over that budget it compacts first (to 70 %, seed 000, or
+        to the budget when that is lower) with the policy/chain/default strategy. See
+        :mod:`.build` for the rules.
         """
         options = options or BuildOptions()
         budget = self.max_tokens - options.reserve_for_response
@@ -355,15 +356,17 @@ class ContextWindow:
                 before_ids = [i.id for i in ordered(self._items.values())]
                 proposal = None
                 if self.current_tokens > budget:
-                    proposal = self._compact_locked(None, BUILD_TARGET_PERCENT, "build", events)
+                    target = min(BUILD_TARGET_PERCENT, 100.0 * budget / self.max_tokens)
+                    proposal = self._compact_locked(None, target, "build", events)
                 items = self.items()
             content, included = compose(items, options, budget, self.message_format)
             kept = set(included)
+            window_ids = list(dict.fromkeys(before_ids + [i.id for i in items]))  # the compaction's new items too
             built = BuiltContext(
                 content=content,
                 total_tokens=request_tokens(content, self.message_format),
                 included_ids=included,
-                excluded_ids=tuple(i for i in before_ids if i not in kept),
+                excluded_ids=tuple(i for i in window_ids if i not in kept),
                 was_compacted=bool(proposal and proposal.changed),
                 tokens_freed=proposal.tokens_freed if proposal and proposal.changed else 0,
             )
