@@ -366,6 +366,37 @@ def test_minify_code_other_languages_and_fences():
     assert minify_code(fragment) == "    def method(self, x):\n        return x // 2"
 
 
+def test_minify_code_never_loses_text_that_only_looks_like_a_comment():
+    shell = "cp src/*.py build/\nrm -rf tmp\necho done\n"  # an unclosed /* is not a comment
+    assert minify_code(shell) == shell.rstrip("\n")
+    assert minify_code("GET /api/v1/* returned 404\nretrying\n") == "GET /api/v1/* returned 404\nretrying"
+    css = "```css\nbody { background: url(//cdn.example.com/hero.png); color: red; } /* theme */\n```"
+    assert minify_code(css) == "```css\nbody { background: url(//cdn.example.com/hero.png); color: red; }\n```"
+    prose = "Step one: copy the files.\n\n\nStep two: run it.   \n"  # no comment syntax at all
+    assert minify_code(prose) == "Step one: copy the files.\nStep two: run it."
+    # bare \r line breaks (old Mac files): tokenize splits on them, so must the minifier
+    assert minify_code("import os\r# load settings\rdef load(path):\r    return path\r") == (
+        "import os\ndef load(path):\n    return path")
+    deep = "x = " + "-" * 3000 + "1"  # deep enough to exhaust the parser: returned as it was
+    assert minify_code(deep) == deep
+    code = unit(0, type="code", content="QUERY = (" + " +\n".join(f'"a{i}"' for i in range(3000)) + ")\n")
+    state = state_of([code, unit(1, content=prose)], limit=100)
+    strategy = get_strategy("content_type_chunking")
+    assert strategy.applicable(state) is not None  # no RecursionError
+    strategy.apply(state)
+
+
+def test_text_without_spaces_is_still_compressed_so_applicable_means_a_change():
+    import base64
+
+    blob = base64.b64encode(bytes(range(256)) * 4).decode()  # ~990 tokens, not one space
+    state = state_of([unit(0, content=blob, type="other"), unit(1, content=prose(1, 40))], limit=400)
+    strategy = get_strategy("content_type_chunking")
+    assert strategy.applicable(state)
+    new = strategy.apply(state).state
+    assert new.unit("u0").token_count <= 0.6 * state.unit("u0").token_count and blob.startswith(new.unit("u0").content)
+
+
 def test_collapse_repeats_and_compress_log_keep_errors():
     lines = [f"09:00:{i:02d} INFO polling the job queue" for i in range(12)]
     assert collapse_repeats(lines + ["ERROR boom"]) == ["09:00:00 INFO polling the job queue [×12]", "ERROR boom"]

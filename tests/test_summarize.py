@@ -280,6 +280,15 @@ def test_summarize_text_fills_95_percent_of_the_budget_with_verbatim_sentences(s
     assert assembled_from(result.text, split_sentences(text))
 
 
+def test_text_with_no_sentence_within_the_budget_is_cut_to_it():
+    blob = "x" * 5000  # one 'sentence' far over the budget, no word boundary either
+    result = ExtractiveSummarizer().summarize_text(blob, 40)
+    assert 0 < result.token_count <= 40 and blob.startswith(result.text)
+    words = "alpha beta gamma delta " * 300  # no sentence end: cut at a word boundary
+    cut = ExtractiveSummarizer().summarize_text(words, 30).text
+    assert 0 < count_tokens(cut) <= 30 and words.startswith(cut) and not cut.endswith(" ")
+
+
 def test_summarize_text_keeps_sentence_order():
     sentences = [f"Sentence number {i} talks about billing item {i}." for i in range(40)]
     out = ExtractiveSummarizer().summarize_text(" ".join(sentences), 120).text

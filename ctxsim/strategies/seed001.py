@@ -64,9 +64,10 @@ _HASH_LANGS = frozenset(
     "python py python3 sh bash shell zsh ruby rb yaml yml toml perl r make makefile dockerfile".split()
 )
 _C_LANGS = frozenset(
-    "c cpp c++ h hpp java javascript js jsx ts tsx typescript go golang rust rs kotlin swift cs csharp scala php "
-    "css".split()
+    "c cpp c++ h hpp java javascript js jsx ts tsx typescript go golang rust rs kotlin swift cs csharp scala php".split()
 )
+#: languages whose only comments are ``/* */`` (``//`` starts a URL there: ``url(//cdn...)``)
+_BLOCK_LANGS = frozenset("css scss less".split())
 #: lines that look like a '#'-comment language (Python fragments, shell) vs C-like code
 _HASH_HINTS = re.compile(
     r"^\s*(?:def |class \w+[(:]|import \w|from [\w.]+ import |elif |except\b"
@@ -90,11 +91,16 @@ def minify_code(code: str, *, strip_docstrings: bool = True) -> str:
     * other ``#``-comment languages (shell, YAML, Python fragments): ``#`` comments
       that start a line or follow whitespace;
     * C-like languages (C, Java, JS, Go, Rust, ...): ``//`` and ``/* */`` comments
-      (``#`` is a preprocessor line there and stays).
+      (``#`` is a preprocessor line there and stays); CSS: ``/* */`` only; an
+      unclosed ``/*`` is not a comment;
+    * untagged text with no hint of either kind of comment: blank lines and
+      trailing spaces only.
 
     Markdown fences are minified block by block with their language tag; text
-    outside fences is left as it is. Never returns an empty string.
+    outside fences is left as it is. Line breaks are normalized to ``\n``. Never
+    returns an empty string.
     """
+    code = code.replace("\r\n", "\n").replace("\r", "\n")  # tokenize also breaks lines at a bare \r
     if _FENCED.search(code):
         out = _FENCED.sub(
             lambda m: m["open"] + _minify_block(m["body"], m["lang"].strip(), strip_docstrings) + "\n" + m["close"],
@@ -113,7 +119,9 @@ def _minify_block(code: str, language: str, strip_docstrings: bool) -> str:
             if out is not None:
                 return out
         return code
-    return _squeeze(*_scan(code, hash_comments=mode == "hash"))
+    if mode == "none":
+        return _squeeze(code.split("\n"), set(), set())
+    return _squeeze(*_scan(code, hash_comments=mode == "hash", line_comments=mode != "block"))
 
 
 def _parses(code: str) -> bool:
@@ -121,28 +129,34 @@ def _parses(code: str) -> bool:
         warnings.simplefilter("ignore", SyntaxWarning)  # prose parsed as Python warns ("invalid decimal literal")
         try:
             ast.parse(textwrap.dedent(code))
-        except (SyntaxError, ValueError):
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # deep nesting exhausts the parser
             return False
     return True
 
 
 def _language_mode(code: str, language: str) -> str:
-    """"python", "hash" (``#`` comments) or "c" (``//`` and ``/* */`` comments)."""
+    """"python", "hash" (``#`` comments), "c" (``//`` and ``/* */``), "block" (``/* */``)
+    or "none" (no comment syntax recognized)."""
     lang = language.lower()
     if lang in _C_LANGS:
         return "c"
+    if lang in _BLOCK_LANGS:
+        return "block"
     if (not lang or lang in _HASH_LANGS) and _parses(code):
         return "python"
     if lang in _HASH_LANGS:
         return "hash"
-    return "hash" if len(_HASH_HINTS.findall(code)) > len(_C_HINTS.findall(code)) else "c"
+    hash_hints, c_hints = len(_HASH_HINTS.findall(code)), len(_C_HINTS.findall(code))
+    if not hash_hints and not c_hints:
+        return "none"
+    return "hash" if hash_hints > c_hints else "c"
 
 
 def _minify_python(code: str, strip_docstrings: bool) -> str | None:
     """Python minified with tokenize, or None when the result would not parse."""
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError):
+    except (tokenize.TokenError, SyntaxError, RecursionError, MemoryError):
         return None
     lines = code.split("\n")
     cut: dict[int, int] = {}  # 0-based line -> column where a comment starts
@@ -184,8 +198,10 @@ def _minify_python(code: str, strip_docstrings: bool) -> str | None:
     return out if _parses(out) else None
 
 
-def _scan(code: str, *, hash_comments: bool) -> tuple[list[str], set[int], set[int]]:
-    """Lines of ``code`` with comments removed by a string-aware scanner.
+def _scan(code: str, *, hash_comments: bool, line_comments: bool = True) -> tuple[list[str], set[int], set[int]]:
+    """Lines of ``code`` with comments removed by a string-aware scanner: ``#``
+    comments with ``hash_comments``, else ``/* */`` ones and, with
+    ``line_comments``, ``//`` ones.
 
     Returns (lines, lines ending inside a string, lines starting inside a string).
     """
@@ -228,12 +244,11 @@ def _scan(code: str, *, hash_comments: bool) -> tuple[list[str], set[int], set[i
         elif hash_comments and c == "#" and (i == 0 or code[i - 1] in " \t\n"):
             j = code.find("\n", i)
             i = n if j < 0 else j
-        elif not hash_comments and code.startswith("//", i) and not (i and code[i - 1] == ":"):
+        elif not hash_comments and line_comments and code.startswith("//", i) and not (i and code[i - 1] == ":"):
             j = code.find("\n", i)
             i = n if j < 0 else j
-        elif not hash_comments and code.startswith("/*", i):
-            j = code.find("*/", i + 2)
-            end = n if j < 0 else j + 2
+        elif not hash_comments and code.startswith("/*", i) and code.find("*/", i + 2) >= 0:
+            end = code.find("*/", i + 2) + 2
             breaks = code.count("\n", i, end)
             if breaks:
                 for _ in range(breaks):

@@ -58,6 +58,7 @@ from .structured import (
     ToolOutcome,
     cache_key,
     cached,
+    cut_within,
     fit_candidates,
     fit_summary,
     parse_summary,
@@ -190,6 +191,8 @@ class ExtractiveSummarizer:
             fill_ratio=FILL_RATIO,
         )
         out = render(chosen or [])
+        if not out.strip():  # not even one sentence fits: the text's own opening, cut to the budget
+            out = cut_within(text, target_tokens)
         return SummaryResult(out, None, count_tokens(out), input_tokens)
 
     # ---- scoring and ranking ---------------------------------------------------

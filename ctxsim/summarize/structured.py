@@ -251,6 +251,23 @@ def prefix_within(text: str, max_tokens: int, cost: Callable[[str], int] = count
     return best
 
 
+def cut_within(text: str, max_tokens: int) -> str:
+    """The longest prefix of ``text`` within ``max_tokens`` tokens: at a word boundary
+    (:func:`prefix_within`), else — text with no word that fits, such as a base64
+    blob or a minified line — at a character."""
+    best = prefix_within(text, max_tokens)
+    if best or max_tokens <= 0:
+        return best
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count_tokens(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
+
+
 def fit_candidates(
     ranked: Sequence[Candidate],
     target_tokens: int,
