@@ -37,6 +37,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import math
 import os
 import pickle
 import sys
@@ -142,9 +143,22 @@ def source_digest() -> str:
 
 
 def scenario_digest(scenario: Scenario) -> str:
-    """Identity of a scenario's definition (source and every field)."""
-    blob = f"{scenario.source}\x00{scenario.model_dump_json()}"
-    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+    """Identity of a scenario's definition (source and every field) and of the data
+    it reads besides: a transcript file's bytes, the limit a ``model`` has in
+    data/models.yaml."""
+    parts = [str(scenario.source), scenario.model_dump_json()]
+    if scenario.is_transcript:
+        path = scenario.transcript_path
+        parts.append(_file_digest(str(path), path.stat().st_mtime_ns) if path.is_file() else "missing")
+    if scenario.model is not None:
+        parts.append(f"limit={scenario.resolved_limit}")
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:24]
+
+
+@lru_cache(maxsize=256)
+def _file_digest(path: str, mtime_ns: int) -> str:
+    """sha256 of a file's bytes (per version: ``mtime_ns`` is part of the key)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def pool_key(config: dict[str, Any], suite: list[Scenario]) -> str:
@@ -169,10 +183,23 @@ def pool_path(key: str) -> Path:
     return pool_dir() / f"pool-{key}.pkl"
 
 
+def max_pool_mb() -> float:
+    """``$CTXSIM_POOL_MAX_MB`` (default :data:`DEFAULT_MAX_MB`): ConfigError when it is
+    not a number of megabytes >= 0."""
+    text = os.environ.get("CTXSIM_POOL_MAX_MB") or str(DEFAULT_MAX_MB)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"CTXSIM_POOL_MAX_MB must be a number of megabytes >= 0, got {text!r}", key="CTXSIM_POOL_MAX_MB")
+    return value
+
+
 def prune(keep: Path) -> list[Path]:
     """Remove the least recently used pools (never ``keep``) until the folder is
     within ``$CTXSIM_POOL_MAX_MB``; returns the removed files."""
-    limit = float(os.environ.get("CTXSIM_POOL_MAX_MB") or DEFAULT_MAX_MB) * 1e6
+    limit = max_pool_mb() * 1e6
     files = sorted(keep.parent.glob("pool-*.pkl"), key=lambda p: p.stat().st_mtime)
     total = sum(p.stat().st_size for p in files)
     removed = []
@@ -273,6 +300,7 @@ def ensure_pool(
     process, else from disk, else built and written atomically."""
     key = pool_key(config, suite)
     path = pool_path(key)
+    max_pool_mb()  # a bad setting fails before a build, not after it
     with _LOCK:
         if not rebuild and key in _LOADED:
             return _LOADED[key], path, False

@@ -145,6 +145,8 @@ class Scenario(BaseModel):
             extra = sorted(self.model_fields_set & (_GENERATED_KEYS | {"limit", "model"}) - {"task"})
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "drawn by 'sample' in a scenario family; remove it")
+            if self.sample.limit.min < self.min_limit:  # a draw under the floor would be raised to it
+                raise KeyedValueError("sample.limit.min", self.sample.limit.min, f"below min_limit {self.min_limit}")
             limit, overflow = self.sample.limit.max, self.sample.overflow.max
             if limit * overflow > MAX_TOKENS:
                 raise KeyedValueError("sample.limit.max", limit, f"x sample.overflow.max {overflow:g} exceeds {MAX_TOKENS:,} tokens")
@@ -213,8 +215,7 @@ class Scenario(BaseModel):
         if self.is_transcript:
             return self._draw_transcript_limit(seed)
         keep = self.model_dump(include={"name", "description", "min_limit", "warning_threshold", "task"}, exclude_unset=True)
-        values = {**keep, **self.sample.draw(seed)}
-        values["limit"] = max(values["limit"], self.min_limit)
+        values = {**keep, **self.sample.draw(seed)}  # the validator keeps sample.limit at or over min_limit
         drawn = Scenario.model_validate(values)
         drawn._source = self._source
         return drawn

@@ -63,10 +63,12 @@ def test_a_family_scenario_builds_a_different_overflowing_context_per_seed():
 
 
 def test_a_family_keeps_its_own_floor_task_and_warning_threshold():
-    family = Scenario(name="fam", sample=SampleRanges(limit=Range(min=1000, max=1200)), min_limit=1500,
+    family = Scenario(name="fam", sample=SampleRanges(limit=Range(min=1500, max=2000)), min_limit=1500,
                       warning_threshold=0.7, task="Refactor the parser")
     drawn = family.draw(0)
-    assert drawn.limit == 1500 and drawn.min_limit == 1500
+    assert 1500 <= drawn.limit <= 2000 and drawn.min_limit == 1500
+    with pytest.raises(ValueError, match="below min_limit 1500"):  # draws under the floor: refused, not raised to it
+        Scenario(name="fam", sample=SampleRanges(limit=Range(min=1000, max=1200)), min_limit=1500)
     state = build_context(family, 0)
     assert state.task == "Refactor the parser" and state.warning_threshold == 0.7
 

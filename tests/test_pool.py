@@ -170,6 +170,45 @@ def test_the_pool_command_rejects_an_env_without_pools(pools, capsys):
     assert not pools.exists()
 
 
+def test_the_key_follows_the_data_a_scenario_reads(tmp_path, monkeypatch, repo_root):
+    import ctxsim.config as config
+    from ctxsim.pool import scenario_digest
+    from ctxsim.scenarios import find_scenario, load_scenarios
+
+    lines = (repo_root / "data" / "transcripts" / "ctf-crypto-katy.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "t.jsonl").write_text("".join(lines))
+    (tmp_path / "t.yaml").write_text("name: t\ntranscript: t.jsonl\nlimit: 4000\nmin_limit: 1000\n")
+    before = scenario_digest(load_scenarios(tmp_path / "t.yaml")[0])
+    (tmp_path / "t.jsonl").write_text("".join(lines[:-1]))  # the same scenario file, a shorter conversation
+    assert scenario_digest(load_scenarios(tmp_path / "t.yaml")[0]) != before
+
+    gpt4 = find_scenario("gpt4-6000")  # model: gpt4
+    before = scenario_digest(gpt4)
+    table = (repo_root / "data" / "models.yaml").read_text().replace("gpt4: 6000", "gpt4: 7000")
+    assert "gpt4: 7000" in table
+    (tmp_path / "models.yaml").write_text(table)
+    monkeypatch.setattr(config, "DEFAULT_MODELS_PATH", tmp_path / "models.yaml")
+    config._default_models.cache_clear()
+    try:
+        assert gpt4.resolved_limit == 7000 and scenario_digest(gpt4) != before
+    finally:
+        monkeypatch.undo()
+        config._default_models.cache_clear()
+
+
+@pytest.mark.parametrize("value", ["4GB", "-1", "nan"])
+def test_a_bad_pool_size_limit_is_one_line_before_any_build(pools, monkeypatch, capsys, write_file, value):
+    from ctxsim.cli import main
+
+    spec = write_file("small.yaml", "id: ctxsim/ContextOverflow-v0\nconfig:\n  scenario_names: [mild-overflow]\n"
+                      "  contexts_per_scenario: 1\n")
+    monkeypatch.setenv("CTXSIM_POOL_MAX_MB", value)
+    assert main(["pool", "--env", str(spec), "--workers", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "CTXSIM_POOL_MAX_MB must be a number of megabytes" in err
+    assert not list(pools.glob("pool-*.pkl")) if pools.exists() else True
+
+
 def test_least_recently_used_pools_go_beyond_the_size_limit(pools, monkeypatch):
     import os
 

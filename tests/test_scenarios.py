@@ -191,6 +191,8 @@ BAD = [
      "target_tokens", "less than or equal to 10000000"),
     ("overflow x limit beyond the bound", dump({**VALID, "limit": 5_000_000, "overflow": 3}), "overflow",
      "x the limit 5,000,000 exceeds 10,000,000 tokens"),
+    ("family limit under the floor", dump({"name": "f", "sample": {"limit": {"min": 3000, "max": 4000}}}),
+     "sample.limit.min", "below min_limit 3500"),
     ("family limit beyond the bound", dump({"name": "f", "sample": {"limit": {"min": 4000, "max": 1e12}}}),
      "sample.limit.max", "at most 10,000,000 tokens"),
     ("family limit x overflow beyond the bound", dump({"name": "f", "sample": {"limit": {"min": 4000, "max": 4e6}}}),
