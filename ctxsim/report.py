@@ -192,7 +192,7 @@ def fig_pareto(results: pd.DataFrame):
     if len(front) > 1:
         ax.plot([p[0] for p in front], [p[1] for p in front], color="0.4", lw=1, ls="--", zorder=0, label="Pareto front")
     ax.set_xlabel("tokens removed (% of the original context)")
-    ax.set_ylabel("planted facts and rules retained (%)")
+    ax.set_ylabel("planted facts retained (%)")
     ax.set_title("Reduction against facts retained per policy (means, 95 % CIs)")
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), frameon=False)
     return fig

@@ -212,7 +212,7 @@ def load_sweep(path: str | Path) -> Sweep:
             policies[label] = label
             continue
         try:
-            policies[label] = str(resolve_path(label, source, key))
+            target = str(resolve_path(label, source, key))
         except ConfigError:
             from .policies import list_policies
 
@@ -220,6 +220,10 @@ def load_sweep(path: str | Path) -> Sweep:
                 f"unknown policy {label!r}: neither a policy name ({', '.join(list_policies())}) nor an existing path",
                 source=source, key=key,
             ) from None
+        twin = next((other for other, path in policies.items() if path == target), None)
+        if twin is not None:
+            raise ConfigError(f"{label!r} is the same policy as {twin!r} ({target})", source=source, key=key)
+        policies[label] = target
     suite = resolve_path(config.scenarios.suite, source, "scenarios.suite") if config.scenarios.suite else DEFAULT_SUITE
     scenarios = load_scenarios(suite)
     if config.scenarios.names is not None:
