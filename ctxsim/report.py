@@ -382,7 +382,7 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
     import matplotlib
 
     from .evaluate import summarize
-    from .sweep import is_learned, read_results
+    from .sweep import is_learned, policy_paths, read_results
 
     results_path = Path(results_path)
     results = read_results(results_path, REPORT_COLUMNS)
@@ -390,8 +390,9 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
     results_dir = results_path if results_path.is_dir() else results_path.parent
     out = Path(out)
     summary = summarize(results)
+    paths = policy_paths(results_dir)  # a sweep's labels may be relative to its sweep file
     learned = [p for p in sorted(results["policy"].unique()) if is_learned(p)]
-    run_dirs = find_runs(results_dir, learned, runs)
+    run_dirs = find_runs(results_dir, [paths.get(p, p) for p in learned], runs)
 
     figures: list[tuple[str, bytes, str, str]] = []  # (file, PNG, heading, caption): all made before any is written
 

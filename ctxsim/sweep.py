@@ -167,6 +167,7 @@ class Sweep:
     settings: EpisodeSettings
     env_config: dict[str, Any]  # the full, validated env config
     notes: tuple[str, ...] = ()  # policies skipped because their optional extra is missing
+    suite: Path = DEFAULT_SUITE  # where the scenarios were loaded from
 
     @property
     def name(self) -> str:
@@ -253,7 +254,7 @@ def load_sweep(path: str | Path) -> Sweep:
     repeated = transcript_note(scenarios, len(config.seed_list))
     if repeated:
         notes.append(repeated)
-    return Sweep(config, source, policies, scenarios, config.seed_list, settings, env_config, tuple(notes))
+    return Sweep(config, source, policies, scenarios, config.seed_list, settings, env_config, tuple(notes), Path(suite))
 
 
 # ---- work units -------------------------------------------------------------------
@@ -454,17 +455,33 @@ def results_csv(results: pd.DataFrame) -> str:
 
 
 def resolved_yaml(sweep: Sweep) -> str:
-    """The sweep as run: policies, scenario names, seeds and the full env config."""
+    """The sweep as run: policies (with the folder each trained one was loaded from),
+    the suite and scenario names, seeds and the env config (its ``scenarios`` is the
+    suite's: a sweep loads its own)."""
     data = {
         "name": sweep.name,
         "description": sweep.config.description,
         "policies": list(sweep.policies),
+        "policy_paths": {label: target for label, target in sweep.policies.items() if target != label},
+        "suite": str(sweep.suite),
         "scenarios": [s.name for s in sweep.scenarios],
         "seeds": sweep.seeds,
-        "env_config": sweep.env_config,
+        "env_config": {**sweep.env_config, "scenarios": str(sweep.suite)},
         "tolerances": sweep.config.tolerances.model_dump(),
     }
     return yaml.safe_dump(data, sort_keys=False)
+
+
+def policy_paths(results_dir: str | Path) -> dict[str, str]:
+    """Label -> folder of the trained policies of a sweep's output folder (from its
+    ``sweep.yaml``; empty when there is none or it does not say)."""
+    path = Path(results_dir) / "sweep.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return {}
+    paths = data.get("policy_paths") if isinstance(data, dict) else None
+    return {str(k): str(v) for k, v in paths.items()} if isinstance(paths, dict) else {}
 
 
 # ---- regression check --------------------------------------------------------------

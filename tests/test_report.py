@@ -130,6 +130,30 @@ def test_report_errors_are_one_line(tmp_path: Path, sweep_dir: Path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_label_relative_to_the_sweep_file_finds_its_run_through_sweep_yaml(
+    sweep_dir: Path, tmp_path: Path, run_dir: Path, monkeypatch
+):
+    import shutil
+
+    import yaml
+
+    resolved = yaml.safe_load((sweep_dir / "sweep.yaml").read_text())
+    assert resolved["policy_paths"] == {} and resolved["suite"] == resolved["env_config"]["scenarios"]
+    copy = tmp_path / "sweep"
+    shutil.copytree(sweep_dir, copy)
+    label = f"runs/{run_dir.name}"  # as a sweep file beside a runs/ folder names it
+    results = pd.read_csv(copy / "results.csv")
+    results.loc[results["policy"] == "seed-chain", "policy"] = label
+    results.to_csv(copy / "results.csv", index=False)
+    (copy / "sweep.yaml").write_text(yaml.safe_dump({**resolved, "policy_paths": {label: str(run_dir)}}))
+    monkeypatch.chdir(tmp_path)  # runs/<name> does not exist here
+    assert main(["report", str(copy), "--out", str(tmp_path / "report")]) == 0
+    check_png(tmp_path / "report" / "learning_curves.png")
+    usage = [p.name for p in (tmp_path / "report").glob("strategy_usage*.png")]
+    assert usage == [f"strategy_usage_{run_dir.name}.png"]  # the label's own rows
+    check_png(tmp_path / "report" / usage[0])
+
+
 def test_a_folder_of_runs_gives_each_runs_learning_curve(tmp_path: Path, run_dir: Path):
     from ctxsim.report import find_runs
 
