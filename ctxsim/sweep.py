@@ -40,6 +40,7 @@ run-to-run noise alone can exceed a tolerance of 0.05 — compare retrained runs
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -282,6 +283,21 @@ def run_unit(unit: WorkUnit) -> tuple[pd.DataFrame, bytes]:
     return df, transitions
 
 
+def numbered(transitions: bytes, context: int) -> bytes:
+    """One unit's transition log with its episodes numbered by the sweep's context
+    number (each unit's log starts at 0), so (run_id, episode) names one episode in
+    the joined log."""
+    from .transitions import encode_record
+
+    if not context or not transitions:
+        return transitions
+    out = []
+    for line in transitions.splitlines():
+        record = json.loads(line)
+        out.append(encode_record({**record, "episode": record["episode"] + context}))
+    return b"".join(out)
+
+
 def _largest_first(units: list[WorkUnit]) -> list[int]:
     """Unit indices, the biggest contexts first (rough tokens), so no big one runs last."""
     def tokens(unit: WorkUnit) -> int:
@@ -439,7 +455,7 @@ def run_sweep(
 
         markdown = summary_markdown(results, summary, title=f"Sweep `{sweep.name}`", regressions=regressions)
         atomic_write_text(out / "results.csv", results_csv(results))
-        atomic_write_bytes(out / "transitions.jsonl", b"".join(t for _, t in parts))
+        atomic_write_bytes(out / "transitions.jsonl", b"".join(numbered(t, i) for i, (_, t) in enumerate(parts)))
         atomic_write_text(out / "sweep.yaml", resolved_yaml(sweep))
         atomic_write_text(out / "summary.md", markdown)
         if regressions is not None:

@@ -50,6 +50,9 @@ def test_outputs_are_complete_sorted_and_inside_out(tiny: Path):
     records = read_transitions(tiny / "transitions.jsonl")
     assert {r["scenario"] for r in records} == set(SCENARIOS)
     assert sum(r["terminated"] or r["truncated"] for r in records) >= len(df)  # every episode ends
+    ends = [(r["run_id"], r["episode"]) for r in records if r["terminated"]]
+    assert len(ends) == len(set(ends)) == len(df)  # one episode per row, each named once in the joined log
+    assert {r["seed"] for r in records if r["episode"] == ends[-1][1]} == {records[-1]["seed"]}
     summary = (tiny / "summary.md").read_text()
     for policy in POLICIES:
         assert f"| `{policy}` | 4 |" in summary
