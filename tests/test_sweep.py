@@ -149,12 +149,13 @@ def test_bad_sweep_file_is_one_line_exit_2(tmp_path: Path, capsys, text: str, ne
     assert not (tmp_path / "out").exists()
 
 
-def test_two_names_of_one_trained_policy_are_refused(tmp_path: Path, capsys, repo_root: Path):
-    learned = repo_root / "reports" / "demo" / "learned"
-    (tmp_path / "s.yaml").write_text(f"name: s\npolicies: [reports/demo/learned, {learned}]\nseeds: 1\n")
+def test_two_names_of_one_trained_policy_are_refused(tmp_path: Path, capsys):
+    learned = tmp_path / "runs" / "learned"  # refused before anything loads it
+    learned.mkdir(parents=True)
+    (tmp_path / "s.yaml").write_text(f"name: s\npolicies: [runs/learned, {learned}]\nseeds: 1\n")
     assert sweep(tmp_path / "s.yaml", "--out", tmp_path / "out") == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "key 'policies[1]'" in err and "same policy as 'reports/demo/learned'" in err
+    assert err.count("\n") == 1 and "key 'policies[1]'" in err and "same policy as 'runs/learned'" in err
     assert not (tmp_path / "out").exists()
 
 
