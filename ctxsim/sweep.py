@@ -422,6 +422,11 @@ def run_sweep(
         import_ray()  # fail before any work or output
     baseline_df = read_results(baseline) if baseline is not None else None
     out = Path(out) if out is not None else Path("reports") / "sweeps" / sweep.name
+    if out.exists() and not out.is_dir():
+        raise ConfigError("--out names a file, not a folder", source=out, key="out")
+    blocked = [name for name in OUTPUT_FILES if (out / name).is_dir()]
+    if blocked:  # checked before any work, so a run never stops halfway through writing its outputs
+        raise ConfigError(f"{blocked[0]} is a folder here; remove it or pick another --out", source=out, key="out")
     with output_folder(out):  # removed again if this run created it and fails
         scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=out))
         try:
@@ -463,6 +468,10 @@ def run_sweep(
         else:
             (out / "regressions.csv").unlink(missing_ok=True)  # a previous run's check does not apply
         return SweepResult(out, results, summary, regressions, covered, seconds)
+
+
+#: the files a sweep writes into its output folder
+OUTPUT_FILES = ("results.csv", "transitions.jsonl", "sweep.yaml", "summary.md", "regressions.csv")
 
 
 def results_csv(results: pd.DataFrame) -> str:

@@ -159,6 +159,20 @@ def test_two_names_of_one_trained_policy_are_refused(tmp_path: Path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_an_output_folder_that_cannot_take_every_file_is_refused_before_any_work(tiny: Path, tmp_path: Path, capsys):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(tiny, out)
+    (out / "summary.md").unlink()
+    (out / "summary.md").mkdir()  # a folder where the summary goes
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert sweep(tiny.parent / "tiny.yaml", "--out", out) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "summary.md is a folder here" in err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before  # nothing half-replaced
+
+
 def test_bad_baseline_is_one_line_exit_2(tmp_path: Path, capsys):
     (tmp_path / "s.yaml").write_text("name: s\npolicies: [random]\nseeds: 1\nscenarios: {names: [mild-overflow]}\n")
     (tmp_path / "base.csv").write_text("policy,scenario\nrandom,mild-overflow\n")
