@@ -10,8 +10,8 @@ A sweep file (``experiments/<name>.yaml``, :class:`SweepConfig`)::
     env_config: {max_steps: 3}                         # overrides of the spec's config
     tolerances: {reward: 0.05, success_rate: 0.05, facts_retained: 0.05}
     backend: local                                     # local | ray
-    workers: null                                      # default: the machine's cores
-    ray: {address: null, num_cpus: 2}
+    workers: null                                      # local processes (default: the machine's cores)
+    ray: {address: null, num_cpus: 2}                  # the Ray backend's CPUs (--workers overrides them)
 
 Paths (suite, env, policy paths) are taken as given, else relative to the sweep
 file, else to the repository. The work unit is one (scenario, seed):
