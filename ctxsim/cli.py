@@ -45,6 +45,16 @@ def _table(title: str, columns: list[str], rows: list[list[object]]):
     return table
 
 
+def _check_option(name: str, value: int | None, low: int, high: int | None = None) -> None:
+    """ConfigError when the integer option ``--name``, if given, is outside ``low..high``."""
+    from .errors import ConfigError
+
+    if value is None or (value >= low and (high is None or value <= high)):
+        return
+    bound = f">= {low}" if high is None else f"in {low}..{high}"
+    raise ConfigError(f"--{name} must be {bound}, got {value}", key=name)
+
+
 # ---- scenarios / generate ------------------------------------------------------------
 def cmd_scenarios_list(args: argparse.Namespace) -> int:
     from .errors import ScenarioError
@@ -70,13 +80,11 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from .atomic import atomic_write_text
-    from .errors import ConfigError
     from .scenarios import build_context, find_scenario
     from .serialize import dumps_state
     from .validation import MAX_SEED
 
-    if not 0 <= args.seed <= MAX_SEED:
-        raise ConfigError(f"--seed must be in 0..{MAX_SEED}, got {args.seed}", key="seed")
+    _check_option("seed", args.seed, 0, MAX_SEED)
     scenario = find_scenario(args.scenario, args.suite)
     state = build_context(scenario, args.seed)
     text = dumps_state(state)
@@ -104,16 +112,13 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .errors import ConfigError
     from .train import load_experiment, train
     from .validation import MAX_SEED
 
     experiment = load_experiment(args.experiment)
     for seed in args.seed or []:
-        if not 0 <= seed <= MAX_SEED:
-            raise ConfigError(f"--seed must be in 0..{MAX_SEED}, got {seed}", key="seed")
-    if args.timesteps is not None and args.timesteps < 1:
-        raise ConfigError(f"--timesteps must be >= 1, got {args.timesteps}", key="timesteps")
+        _check_option("seed", seed, 0, MAX_SEED)
+    _check_option("timesteps", args.timesteps, 1)
     for seed in dict.fromkeys(args.seed) if args.seed else [None]:
         run_dir = train(experiment, timesteps=args.timesteps, seed=seed, out=args.out, progress=not args.quiet)
         print(f"run directory: {run_dir}", flush=True)
@@ -127,8 +132,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
     from .errors import ConfigError
     from .train import prepare_pools
 
-    if args.workers is not None and args.workers < 1:
-        raise ConfigError(f"--workers must be >= 1, got {args.workers}", key="workers")
+    _check_option("workers", args.workers, 1)
     if args.experiment:
         from .train import env_configs, load_experiment
 
@@ -407,10 +411,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
-    from .errors import ConfigError
 
-    if args.timesteps is not None and args.timesteps < 1:
-        raise ConfigError(f"--timesteps must be >= 1, got {args.timesteps}", key="timesteps")
+    _check_option("timesteps", args.timesteps, 1)
     return run_demo(args)
 
 

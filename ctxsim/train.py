@@ -200,17 +200,6 @@ def prepare_pools(
     return pools
 
 
-def algorithm_class(algo: str):
-    """The SB3 / sb3-contrib class of an experiment's ``algo``."""
-    if algo == "MaskablePPO":
-        from sb3_contrib import MaskablePPO
-
-        return MaskablePPO
-    import stable_baselines3 as sb3
-
-    return getattr(sb3, algo)
-
-
 def train(
     experiment: ExperimentConfig,
     *,
@@ -228,6 +217,7 @@ def train(
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     from .atomic import atomic_write_bytes, atomic_write_text
+    from .policies.sb3 import algorithm_class
 
     seed = experiment.seed if seed is None else seed
     timesteps = experiment.timesteps if timesteps is None else timesteps

@@ -48,7 +48,9 @@ def run_config(run_dir: Path) -> dict[str, Any]:
     return data
 
 
-def _algorithm(name: str, source: Path):
+def algorithm_class(name: str, source: Path | None = None):
+    """The SB3 / sb3-contrib class of algorithm ``name`` (MaskablePPO, PPO, A2C or
+    DQN; PolicyError naming ``source`` otherwise), imported on first use."""
     if name == "MaskablePPO":
         from sb3_contrib import MaskablePPO
 
@@ -124,7 +126,7 @@ def load_sb3_policy(path: str | Path) -> SB3Policy:
     run_dir, model_file = (path, path / MODEL_FILE) if path.is_dir() else (path.parent, path)
     config = run_config(run_dir)
     algo = config["experiment"]["algo"]
-    cls = _algorithm(algo, run_dir / CONFIG_FILE)
+    cls = algorithm_class(algo, run_dir / CONFIG_FILE)
     try:
         model = cls.load(str(model_file), device="cpu")
     except Exception as exc:  # noqa: BLE001 - any damage to the user's zip (bad JSON, corrupt .pth, ...) is bad input

@@ -247,8 +247,8 @@ def _scan(code: str, *, hash_comments: bool, line_comments: bool = True) -> tupl
         elif not hash_comments and line_comments and code.startswith("//", i) and not (i and code[i - 1] == ":"):
             j = code.find("\n", i)
             i = n if j < 0 else j
-        elif not hash_comments and code.startswith("/*", i) and code.find("*/", i + 2) >= 0:
-            end = code.find("*/", i + 2) + 2
+        elif not hash_comments and code.startswith("/*", i) and (close := code.find("*/", i + 2)) >= 0:
+            end = close + 2
             breaks = code.count("\n", i, end)
             if breaks:
                 for _ in range(breaks):
