@@ -399,8 +399,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from .tune import load_tune, run_tune
 
-    result = run_tune(load_tune(args.tune), out=args.out, workers=args.workers, verbose=not args.quiet)
+    spec = load_tune(args.tune)
     console = _console()
+    for note in spec.notes:
+        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+    result = run_tune(spec, out=args.out, workers=args.workers, verbose=not args.quiet)
     columns = [c for c in result.table.columns if c != "run_dir"]
     rows = [[f"{v:.4g}" if isinstance(v, float) else v for v in row] for row in result.table[columns].itertuples(index=False)]
     title = f"Tune results (best first) -> {result.out / 'tune_results.md'}"

@@ -18,7 +18,10 @@ A tune file (``experiments/tune_<name>.yaml``, :class:`TuneConfig`)::
 
 Each trial calls :func:`ctxsim.train.train` with the sampled values merged into the
 experiment's ``hyperparams`` and reports the best (and the last) evaluation mean
-reward of the run's ``evaluations.npz``. The trials' run folders and Ray Tune's own
+reward of the run's ``evaluations.npz``: the scores of the experiment's selection
+split (its ``validation_scenarios``, which the shipped tune file names so that the
+held-out split stays unseen; without them the held-out scenarios, with a note that
+the best score is then optimistic). The trials' run folders and Ray Tune's own
 files go under the output folder (default ``reports/tune/<name>/``), with the result
 table ``tune_results.csv`` and ``tune_results.md`` (best trial first), written atomically.
 Ray is imported inside :func:`run_tune` only.
@@ -108,6 +111,22 @@ class TuneSpec:
     config: TuneConfig
     source: Path
     experiment: ExperimentConfig
+
+    @property
+    def selection(self) -> tuple[str, list[str]]:
+        """(split name, scenario names) the trials are scored on: the experiment's
+        validation scenarios, else its held-out ones."""
+        e = self.experiment
+        return ("validation", e.validation_scenarios) if e.validation_scenarios else ("held-out", e.eval_scenarios)
+
+    @property
+    def notes(self) -> list[str]:
+        """What the user should know before trusting the search's numbers."""
+        if self.experiment.validation_scenarios:
+            return []
+        return ["the trials are scored on the experiment's held-out scenarios: the best trial's score is chosen on "
+                "the test split and is optimistic; name validation_scenarios in the overrides to select on a split "
+                "of its own"]
 
 
 def load_tune(path: str | Path) -> TuneSpec:
@@ -235,11 +254,13 @@ def _markdown(spec: TuneSpec, table: pd.DataFrame, best: dict[str, Any], failed:
     from .report import markdown_table
 
     c = spec.config
+    split, names = spec.selection
     lines = [
         f"# Tune `{c.name}`\n",
         f"{spec.experiment.algo} from `{c.experiment}`, {len(table)} trials of {c.timesteps:,} timesteps "
         f"(seed {c.seed}){f', {failed} failed' if failed else ''}. Metric: the best evaluation mean reward "
-        "of each run's `evaluations.npz` (held-out scenarios).\n",
+        f"of each run's `evaluations.npz`, on the {split} scenarios ({', '.join(names)}).\n",
+        *(f"Note: {note}.\n" for note in spec.notes),
         "Best hyperparameters: " + ", ".join(f"`{k}={v}`" for k, v in best.items()) + "\n",
         markdown_table(list(table.columns), [[f"{v:.4g}" if isinstance(v, float) else v for v in row]
                                              for row in table.itertuples(index=False)]),

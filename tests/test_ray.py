@@ -57,7 +57,8 @@ ray: {{num_cpus: 2}}
 """
     )
     assert main(["tune", str(tmp_path / "tune.yaml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
-    assert "best: " in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "best: " in out and "note: the trials are scored on the experiment's held-out scenarios" in out
     table = pd.read_csv(tmp_path / "out" / "tune_results.csv")
     assert table["best_mean_reward"].is_monotonic_decreasing  # best first
     assert sorted(table["trial"]) == ["trial_00000", "trial_00001"]
@@ -68,6 +69,7 @@ ray: {{num_cpus: 2}}
         assert (tmp_path / "out" / run / "evaluations.npz").is_file()
     best = (tmp_path / "out" / "tune_results.md").read_text()
     assert "Best hyperparameters: `batch_size=32`, `learning_rate=" in best and "`n_steps=64`" in best
+    assert "on the held-out scenarios (mild-overflow)" in best and "Note: the trials are scored" in best
 
     # a trained run is a policy of a sweep (path relative to the sweep file) and of its report
     run = table["run_dir"][0]
@@ -104,3 +106,25 @@ def test_bad_tune_file_is_one_line(tmp_path: Path, capsys, text: str, needle: st
     err = capsys.readouterr().err
     assert err.startswith("ctxsim: error: ") and err.count("\n") == 1 and needle in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_tune_selects_on_a_split_of_its_own(repo_root: Path, tmp_path: Path):
+    """The shipped search scores its trials on validation scenarios taken out of
+    training, never on the held-out split; a tune file that leaves them out is told
+    its best score is chosen on the test split."""
+    from ctxsim.train import env_configs
+    from ctxsim.tune import load_tune
+
+    shipped = load_tune(repo_root / "experiments" / "tune_maskable_ppo.yaml")
+    split, names = shipped.selection
+    _, train_cfg, eval_cfg, selection_cfg = env_configs(shipped.experiment)
+    assert split == "validation" and selection_cfg["scenario_names"] == names and shipped.notes == []
+    assert not set(names) & set(eval_cfg["scenario_names"]) and not set(names) & set(train_cfg["scenario_names"])
+
+    (tmp_path / "t.yaml").write_text(
+        f"name: t\nexperiment: {repo_root / 'experiments' / 'maskable_ppo_default.yaml'}\ntimesteps: 8000\n"
+        "param_space: {ent_coef: {choice: [0.0]}}\n"
+    )
+    bare = load_tune(tmp_path / "t.yaml")
+    assert bare.selection == ("held-out", ["gpt4-6000", "fragmented", "tool-dupes", "transcript-marshmallow"])
+    assert len(bare.notes) == 1 and "held-out" in bare.notes[0] and "validation_scenarios" in bare.notes[0]
