@@ -47,6 +47,10 @@ TOOL_KEYS = ("duplicates", "superseded_writes", "errors")
 #: what a transcript family (``transcript`` + ``sample``) may draw: its limit, directly
 #: or as the transcript's size over an overflow ratio (the default: ``overflow``)
 TRANSCRIPT_SAMPLE_KEYS = ("overflow", "limit")
+#: a chat JSONL file given where scenarios are expected is read as this transcript
+#: family (the shipped data/families/transcripts.yaml uses the same values)
+TRANSCRIPT_FILE_SAMPLE = {"overflow": {"min": 1.1, "max": 2.5}}
+TRANSCRIPT_FILE_CONTEXTS = 32
 #: mixes a family draws from (seed 001's unit types)
 FAMILY_MIX_TYPES = ("message", "code", "plan_ref", "log", "tool_result", "other")
 

@@ -41,13 +41,17 @@ many severities of overflow.
 
 Every number must be finite; a family's sampled ``overflow`` is bounded like ``overflow``.
 
-A file holds one scenario mapping or a list of them under ``scenarios``. Every
-invalid file raises :class:`~ctxsim.errors.ScenarioError` naming the file, the key
+A file holds one scenario mapping or a list of them under ``scenarios``. A chat
+JSONL file (``*.jsonl``) given where scenarios are expected is one transcript family
+named after the file: the conversation at a limit drawn per seed, 1.1-2.5x overflow,
+32 contexts (:data:`~ctxsim.families.TRANSCRIPT_FILE_SAMPLE`), so an agent's own
+logs can be evaluated as they are. Every invalid file raises :class:`~ctxsim.errors.ScenarioError` naming the file, the key
 path and the value in one line.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
@@ -56,7 +60,14 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from .errors import ScenarioError, describe_value
-from .families import MAX_OVERFLOW, TRANSCRIPT_SAMPLE_KEYS, SampleRanges, draw_rng
+from .families import (
+    MAX_OVERFLOW,
+    TRANSCRIPT_FILE_CONTEXTS,
+    TRANSCRIPT_FILE_SAMPLE,
+    TRANSCRIPT_SAMPLE_KEYS,
+    SampleRanges,
+    draw_rng,
+)
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, MAX_CONTEXTS, MAX_TOKENS, ContextState
 from .paths import DATA_DIR
 from .transcripts import load_transcript
@@ -288,15 +299,16 @@ def _transcript_tokens(path: str, mtime_ns: int) -> int:
 
 
 def load_scenarios(path: str | Path) -> list[Scenario]:
-    """Scenarios of one YAML file, or of every ``*.yaml`` of a folder (sorted by file name).
+    """Scenarios of one YAML file or chat JSONL transcript, or of every ``*.yaml`` and
+    ``*.jsonl`` file of a folder (sorted by file name).
 
     Raises ScenarioError (file, key path, value; one line) for an unreadable,
     non-UTF-8 or malformed file, an invalid scenario, or a name used twice.
     """
     path = Path(path)
-    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    files = sorted([*path.glob("*.yaml"), *path.glob("*.jsonl")]) if path.is_dir() else [path]
     if path.is_dir() and not files:
-        raise ScenarioError("no *.yaml scenario files in this folder", source=path)
+        raise ScenarioError("no *.yaml scenario or *.jsonl transcript files in this folder", source=path)
     scenarios: list[Scenario] = []
     seen: dict[str, Path] = {}
     for file in files:
@@ -314,6 +326,8 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
 
 def _read_file(file: Path) -> list[tuple[str, Scenario]]:
     """(key prefix, scenario) pairs of one file."""
+    if file.suffix == ".jsonl":
+        return [("", transcript_file_scenario(file))]
     data = load_yaml(file, ScenarioError)
     if isinstance(data, dict) and "scenarios" in data:
         extra = sorted(set(data) - {"scenarios"})
@@ -341,11 +355,29 @@ def _read_file(file: Path) -> list[tuple[str, Scenario]]:
     return out
 
 
+def transcript_file_scenario(file: str | Path) -> Scenario:
+    """The transcript family of a chat JSONL file (see the module docstring): named
+    after the file (characters a scenario name cannot hold become ``-``)."""
+    file = Path(file)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", file.stem).strip("-.") or "transcript"
+    overflow = TRANSCRIPT_FILE_SAMPLE["overflow"]
+    scenario = Scenario.model_validate({
+        "name": name,
+        "description": f"The transcript {file.name} at a limit drawn per seed, "
+                       f"{overflow['min']:g}-{overflow['max']:g}x overflow.",
+        "transcript": str(file.resolve()),
+        "sample": TRANSCRIPT_FILE_SAMPLE,
+        "contexts": TRANSCRIPT_FILE_CONTEXTS,
+    })
+    scenario._source = file.resolve()
+    return scenario
+
+
 def find_scenario(name_or_file: str | Path, suite: str | Path | None = None) -> Scenario:
     """A scenario from a YAML file path (which must hold exactly one scenario), or
     by name from ``suite`` (a file or folder; default :data:`DEFAULT_SUITE`)."""
     candidate = Path(name_or_file)
-    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
+    if candidate.suffix in (".yaml", ".yml", ".jsonl") or candidate.is_file():
         scenarios = load_scenarios(candidate)
         if len(scenarios) != 1:
             names = ", ".join(s.name for s in scenarios)

@@ -11,7 +11,7 @@ import pytest
 from ctxsim.environments.overflow import ContextOverflowEnv
 from ctxsim.families import COUNT_KEYS, TOOL_KEYS, Range, SampleRanges
 from ctxsim.pool import build_pool
-from ctxsim.scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
+from ctxsim.scenarios import DEFAULT_SUITE, Scenario, build_context, find_scenario, load_scenarios
 from ctxsim.serialize import state_from_dict
 
 SHIPPED = DEFAULT_SUITE.parent / "families" / "sampled.yaml"
@@ -185,3 +185,61 @@ def test_a_transcript_family_with_a_missing_file_names_it(tmp_path):
     family = Scenario(name="gone", transcript=str(tmp_path / "nope.jsonl"), sample=SampleRanges())
     with pytest.raises(TranscriptError, match="nope.jsonl.*cannot read file"):
         build_context(family, 0)
+
+
+# ---- a chat JSONL file where scenarios are expected: a transcript family --------------
+
+def test_a_transcript_file_is_a_transcript_family_named_after_it(tmp_path):
+    import shutil
+
+    from ctxsim.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_SAMPLE
+
+    log = tmp_path / "my agent log (1).jsonl"
+    shutil.copy(MARSHMALLOW, log)
+    (scenario,) = load_scenarios(log)
+    assert scenario.name == "my-agent-log-1" and scenario.is_family and scenario.contexts == TRANSCRIPT_FILE_CONTEXTS
+    assert scenario.transcript_path == log.resolve()
+    low, high = TRANSCRIPT_FILE_SAMPLE["overflow"]["min"], TRANSCRIPT_FILE_SAMPLE["overflow"]["max"]
+    states = [build_context(scenario, seed) for seed in range(6)]
+    assert len({s.limit for s in states}) == 6
+    assert all(low - 1e-3 <= s.total_tokens / s.limit <= high + 1e-3 for s in states)
+    assert find_scenario(log).name == scenario.name
+
+
+def test_a_folder_gives_its_scenario_files_and_its_transcripts(tmp_path):
+    import shutil
+
+    shutil.copy(MARSHMALLOW, tmp_path / "b-session.jsonl")
+    shutil.copy(DEFAULT_SUITE / "mild-overflow.yaml", tmp_path / "a.yaml")
+    assert [s.name for s in load_scenarios(tmp_path)] == ["mild-overflow", "b-session"]
+
+
+def test_the_shipped_transcript_families_use_the_values_a_transcript_file_gets():
+    from ctxsim.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_SAMPLE
+
+    shipped = load_scenarios(DEFAULT_SUITE.parent / "families" / "transcripts.yaml")
+    for scenario in shipped:
+        assert scenario.sample.overflow.model_dump(include={"min", "max"}) == TRANSCRIPT_FILE_SAMPLE["overflow"]
+        assert scenario.contexts == TRANSCRIPT_FILE_CONTEXTS
+
+
+def test_evaluate_takes_a_transcript_file_and_names_a_bad_line(tmp_path, capsys):
+    import pandas as pd
+
+    from ctxsim.cli import main
+
+    out = tmp_path / "r.csv"
+    assert main(["evaluate", "--policy", "seed-chain", "--scenarios", str(MARSHMALLOW), "--seeds", "2",
+                 "--out", str(out), "--quiet"]) == 0
+    rows = pd.read_csv(out)
+    assert set(rows["scenario"]) == {"swe-marshmallow-1867-fc"} and rows["tokens_before"].nunique() == 1
+    assert rows["oracle_reward"].notna().all() and len(rows) == 2
+    capsys.readouterr()
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"role": "user", "content": "hi"}\n{"role": "assistant", "content": 3}\n')
+    assert main(["evaluate", "--policy", "seed-chain", "--scenarios", str(bad), "--seeds", "1",
+                 "--out", str(tmp_path / "bad.csv"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "bad.jsonl: line 2: 'content' must be a string" in err
+    assert not (tmp_path / "bad.csv").exists()
