@@ -386,6 +386,39 @@ def test_minify_code_never_loses_text_that_only_looks_like_a_comment():
     strategy.apply(state)
 
 
+@settings(max_examples=60, deadline=None)
+@given(code=python_code())
+def test_minified_python_fragment_keeps_floor_division_and_identifiers(code):
+    fragment = code + '\nsizes = {\n    "half": total // 2,'  # cut off mid-dict: does not parse
+    out = minify_code(fragment)
+    assert out.count("//") == fragment.count("//"), "Python's // is floor division, never a comment"
+    assert set(IDENTIFIER.findall(fragment)) <= set(IDENTIFIER.findall(out))
+
+
+def test_minify_code_keeps_floor_division_in_untagged_python_fragments():
+    # a cut-off fragment (does not parse) whose '{' and '//' once made it C: '// size' was deleted
+    cut = 'def page_count(total, size):\n    pages = total // size\n    return {\n        "last": total // size * size,\n'
+    assert minify_code(cut) == cut.rstrip("\n")
+    # real '#' comments and floor division: the comments go, the divisions stay
+    commented = (
+        "    # whole pages first\n    pages = len(items) // size\n    # then the rest\n    sizes = {\n"
+        '        "full": pages * size,  # all full pages\n        "rest": len(items) // size,\n'
+    )
+    assert minify_code(commented) == (
+        '    pages = len(items) // size\n    sizes = {\n        "full": pages * size,\n        "rest": len(items) // size,'
+    )
+
+
+def test_minify_code_strips_real_double_slash_comments_and_keeps_ambiguous_ones():
+    c = "int total = 0; // running sum\nfor (int i = 0; i < n; i++) {\n    // add the next value\n    total += values[i];\n}\n"
+    assert minify_code(c) == "int total = 0;\nfor (int i = 0; i < n; i++) {\n    total += values[i];\n}"
+    java = "```java\nint half = total // rounded down\n    / 2;\n```"  # tagged: every // is a comment
+    assert minify_code(java) == "```java\nint half = total\n    / 2;\n```"
+    # untagged, a '//' after an operand may be floor division: kept (deleting code is the worse error)
+    mixed = "let n = items.length; // count\nlet half = n // 2\nconst rest = {\n"
+    assert minify_code(mixed) == "let n = items.length;\nlet half = n // 2\nconst rest = {"
+
+
 def test_text_without_spaces_is_still_compressed_so_applicable_means_a_change():
     import base64
 

@@ -74,7 +74,8 @@ _HASH_HINTS = re.compile(
     r"|#(?!include|define|if|endif|pragma|else|undef)\s)",
     re.M,
 )
-_C_HINTS = re.compile(r"//|/\*|[;{}][ \t]*$", re.M)
+#: C-like lines; a ``//`` right after an operand may be Python's floor division, after ``:`` a URL
+_C_HINTS = re.compile(r"(?:^|(?<![\w)\]:\s]))[ \t]*//|/\*|[;{}][ \t]*$", re.M)
 
 
 def minify_code(code: str, *, strip_docstrings: bool = True) -> str:
@@ -92,7 +93,9 @@ def minify_code(code: str, *, strip_docstrings: bool = True) -> str:
       that start a line or follow whitespace;
     * C-like languages (C, Java, JS, Go, Rust, ...): ``//`` and ``/* */`` comments
       (``#`` is a preprocessor line there and stays); CSS: ``/* */`` only; an
-      unclosed ``/*`` is not a comment;
+      unclosed ``/*`` is not a comment; in text not tagged C-like, a ``//`` right
+      after an operand (name, number, ``)``, ``]``) may be Python's floor division:
+      it is kept and is no hint of C;
     * untagged text with no hint of either kind of comment: blank lines and
       trailing spaces only.
 
@@ -121,7 +124,8 @@ def _minify_block(code: str, language: str, strip_docstrings: bool) -> str:
         return code
     if mode == "none":
         return _squeeze(code.split("\n"), set(), set())
-    return _squeeze(*_scan(code, hash_comments=mode == "hash", line_comments=mode != "block"))
+    return _squeeze(*_scan(code, hash_comments=mode == "hash", line_comments=mode != "block",
+                           floor_division=language.lower() not in _C_LANGS))
 
 
 def _parses(code: str) -> bool:
@@ -198,10 +202,13 @@ def _minify_python(code: str, strip_docstrings: bool) -> str | None:
     return out if _parses(out) else None
 
 
-def _scan(code: str, *, hash_comments: bool, line_comments: bool = True) -> tuple[list[str], set[int], set[int]]:
+def _scan(
+    code: str, *, hash_comments: bool, line_comments: bool = True, floor_division: bool = False
+) -> tuple[list[str], set[int], set[int]]:
     """Lines of ``code`` with comments removed by a string-aware scanner: ``#``
     comments with ``hash_comments``, else ``/* */`` ones and, with
-    ``line_comments``, ``//`` ones.
+    ``line_comments``, ``//`` ones (with ``floor_division``, not one right after an
+    operand).
 
     Returns (lines, lines ending inside a string, lines starting inside a string).
     """
@@ -244,7 +251,10 @@ def _scan(code: str, *, hash_comments: bool, line_comments: bool = True) -> tupl
         elif hash_comments and c == "#" and (i == 0 or code[i - 1] in " \t\n"):
             j = code.find("\n", i)
             i = n if j < 0 else j
-        elif not hash_comments and line_comments and code.startswith("//", i) and not (i and code[i - 1] == ":"):
+        elif (
+            not hash_comments and line_comments and code.startswith("//", i) and not (i and code[i - 1] == ":")
+            and not (floor_division and _ends_with_operand(buf))
+        ):
             j = code.find("\n", i)
             i = n if j < 0 else j
         elif not hash_comments and code.startswith("/*", i) and (close := code.find("*/", i + 2)) >= 0:
@@ -265,6 +275,15 @@ def _scan(code: str, *, hash_comments: bool, line_comments: bool = True) -> tupl
             i += 1
     lines.append("".join(buf))
     return lines, keep_trailing, keep_blank
+
+
+def _ends_with_operand(buf: list[str]) -> bool:
+    """Whether the line so far ends (before spaces) with a name, number, ``)`` or ``]``."""
+    for piece in reversed(buf):
+        piece = piece.rstrip(" \t")
+        if piece:
+            return piece[-1].isalnum() or piece[-1] in "_)]"
+    return False
 
 
 def _squeeze(lines: list[str], keep_trailing: set[int], keep_blank: set[int]) -> str:
