@@ -299,28 +299,34 @@ def _transcript_tokens(path: str, mtime_ns: int) -> int:
 
 
 def load_scenarios(path: str | Path) -> list[Scenario]:
-    """Scenarios of one YAML file or chat JSONL transcript, or of every ``*.yaml`` and
-    ``*.jsonl`` file of a folder (sorted by file name).
+    """Scenarios of one YAML file or chat JSONL transcript, or of a folder: every
+    ``*.yaml`` file and every ``*.jsonl`` transcript that none of them reads (sorted
+    by file name).
 
     Raises ScenarioError (file, key path, value; one line) for an unreadable,
     non-UTF-8 or malformed file, an invalid scenario, or a name used twice.
     """
     path = Path(path)
-    files = sorted([*path.glob("*.yaml"), *path.glob("*.jsonl")]) if path.is_dir() else [path]
-    if path.is_dir() and not files:
-        raise ScenarioError("no *.yaml scenario or *.jsonl transcript files in this folder", source=path)
+    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    read = [(file, key, scenario) for file in files for key, scenario in _read_file(file)]
+    if path.is_dir():
+        # a transcript a scenario file already reads is not a scenario of its own
+        used = {s.transcript_path.resolve() for _, _, s in read if s.is_transcript}
+        logs = [f for f in sorted(path.glob("*.jsonl")) if f.resolve() not in used]
+        read = sorted(read + [(f, "", transcript_file_scenario(f)) for f in logs], key=lambda r: r[0].name)
+        if not read:
+            raise ScenarioError("no *.yaml scenario or *.jsonl transcript files in this folder", source=path)
     scenarios: list[Scenario] = []
     seen: dict[str, Path] = {}
-    for file in files:
-        for key, scenario in _read_file(file):
-            if scenario.name in seen:
-                raise ScenarioError(
-                    f"duplicate scenario name {scenario.name!r} (first defined in {seen[scenario.name]})",
-                    source=file,
-                    key=join_key(key, "name") if key else "name",
-                )
-            seen[scenario.name] = file
-            scenarios.append(scenario)
+    for file, key, scenario in read:
+        if scenario.name in seen:
+            raise ScenarioError(
+                f"duplicate scenario name {scenario.name!r} (first defined in {seen[scenario.name]})",
+                source=file,
+                key=join_key(key, "name") if key else "name",
+            )
+        seen[scenario.name] = file
+        scenarios.append(scenario)
     return scenarios
 
 

@@ -243,3 +243,14 @@ def test_evaluate_takes_a_transcript_file_and_names_a_bad_line(tmp_path, capsys)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.jsonl: line 2: 'content' must be a string" in err
     assert not (tmp_path / "bad.csv").exists()
+
+
+def test_a_transcript_that_a_scenario_file_reads_is_not_a_scenario_of_its_own(tmp_path):
+    import shutil
+
+    shutil.copy(MARSHMALLOW, tmp_path / "t.jsonl")
+    shutil.copy(MARSHMALLOW, tmp_path / "u.jsonl")
+    (tmp_path / "t.yaml").write_text("name: t\ntranscript: t.jsonl\nlimit: 5000\n")
+    (one,) = [s for s in load_scenarios(tmp_path) if s.transcript_path.name == "t.jsonl"]
+    assert one.name == "t" and not one.is_family
+    assert [s.name for s in load_scenarios(tmp_path)] == ["t", "u"]
