@@ -54,6 +54,11 @@ class PolicyError(CtxsimError):
     """An unknown policy name or an unreadable policy directory."""
 
 
+class PluginError(CtxsimError):
+    """A ``ctxsim.plugins`` entry point failed to load (its module raised, or it
+    registered an id that already exists)."""
+
+
 class LogFormatError(CtxsimError):
     """A JSONL transition log has a record that does not follow the schema."""
 

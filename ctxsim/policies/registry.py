@@ -15,7 +15,9 @@ Names are fixed names (``random``, ``seed-chain``, ``greedy``, ``oracle``), memb
 a family (``only:<strategy id>``, ``peer:<system>``), or the path of a policy
 directory that a registered loader recognizes (an SB3 run directory or model zip;
 the exported numpy policy registers its loader too). Adding a policy is one class
-plus one :func:`register_policy` line.
+plus one :func:`register_policy` line; outside ctxsim, in the module of a
+``ctxsim.plugins`` entry point (:mod:`ctxsim.plugins`), which the lookups and
+listings load first.
 
 No heavy imports here: this package must import with numpy alone.
 """
@@ -31,6 +33,7 @@ import numpy as np
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..errors import PolicyError
 from ..model import ContextState
+from ..plugins import load_plugins
 from ..strategies import Strategy
 
 
@@ -97,6 +100,7 @@ def register_loader(recognizes: Callable[[Path], bool], load: Callable[..., Poli
 def is_trained_policy(path: str | Path) -> bool:
     """True when a registered loader recognizes ``path`` (a run directory, a model
     file, an export directory)."""
+    load_plugins()
     path = Path(path)
     return path.exists() and any(recognizes(path) for recognizes, _ in _LOADERS)
 
@@ -113,6 +117,7 @@ def trained_policies_in(folder: str | Path) -> list[Path]:
 
 def list_policies() -> list[str]:
     """Every policy name: the fixed names, then each family's members (sorted)."""
+    load_plugins()
     names = list(_POLICIES)
     for prefix, family in _FAMILIES.items():
         names.extend(f"{prefix}:{m}" for m in family.members())
@@ -125,6 +130,7 @@ def get_policy(name_or_path: str | Path, **kwargs: Any) -> Policy:
     ``kwargs`` go to the policy's constructor (e.g. a peer's parameters). Unknown
     names raise :class:`~ctxsim.errors.PolicyError` listing the valid ones.
     """
+    load_plugins()
     name = str(name_or_path)
     if name in _POLICIES:
         return _POLICIES[name](**kwargs)

@@ -14,7 +14,9 @@ Registered ids (one shared instance per id, so caches are shared):
 ``minilm``        sentence-transformers all-MiniLM-L6-v2, extra ``ctxsim[minilm]``
                   (:mod:`.minilm`; torch is imported only when it is requested)
 
-Adding an embedder is one module plus one ``register_embedder`` line below.
+Adding an embedder is one module plus one ``register_embedder`` line below; outside
+ctxsim, in the module of a ``ctxsim.plugins`` entry point (:mod:`ctxsim.plugins`),
+which :func:`get_embedder` and :func:`list_embedders` load first.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
 import numpy as np
 
 from ..errors import ConfigError, describe_value
+from ..plugins import load_plugins
 from ..tokens import count_tokens
 
 __all__ = [
@@ -264,6 +267,7 @@ def register_embedder(embedder_id: str, factory: Callable[[], Embedder]) -> None
 
 def list_embedders() -> list[str]:
     """Registered embedder ids, sorted."""
+    load_plugins()
     return sorted(_FACTORIES)
 
 
@@ -273,6 +277,7 @@ def get_embedder(embedder_id: str = DEFAULT_EMBEDDER) -> Embedder:
     Raises :class:`ConfigError` for an unknown id (naming the known ones) or for an
     embedder whose optional dependencies are missing.
     """
+    load_plugins()  # not under the lock: a plugin registers with it
     with _REGISTRY_LOCK:
         instance = _INSTANCES.get(embedder_id)
         if instance is not None:

@@ -1,7 +1,9 @@
 """One registry of strategies, keyed by id (seed 003's factory).
 
 Adding a strategy is one class with ``@register`` in a module of this package plus
-that module's import in ``ctxsim/strategies/__init__.py``.
+that module's import in ``ctxsim/strategies/__init__.py``; outside ctxsim, in the
+module of a ``ctxsim.plugins`` entry point (:mod:`ctxsim.plugins`), which the
+lookups below load first.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import StrategyError
+from ..plugins import load_plugins
 from .base import Strategy
 
 _REGISTRY: dict[str, type[Strategy]] = {}
@@ -24,10 +27,13 @@ def register(cls: type[Strategy]) -> type[Strategy]:
 
 def list_strategies() -> list[str]:
     """Registered strategy ids in ladder order (rank, then id)."""
+    load_plugins()
     return [c.id for c in sorted(_REGISTRY.values(), key=lambda c: (c.rank, c.id))]
 
 
 def strategy_class(strategy_id: str) -> type[Strategy]:
+    """The class registered under ``strategy_id``; unknown ids fail with the valid ones."""
+    load_plugins()
     try:
         return _REGISTRY[strategy_id]
     except KeyError:
