@@ -546,3 +546,25 @@ def test_export_refuses_a_network_it_misreads(runs, tmp_path, monkeypatch):
     assert not (tmp_path / "out").exists()
     monkeypatch.setattr(export, "_network", original)
     assert export_run(runs["MaskablePPO"], tmp_path / "out", seeds=1).out.exists()
+
+
+def test_a_plugin_that_fails_to_load_is_named_when_an_export_loads(exports, tmp_path):
+    """The deployment path (``ctxsim.policies.load``) reports a broken ``ctxsim.plugins``
+    entry point as itself, not as invalid settings of the export."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    info = site / "broken_plugin-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ctxsim.plugins]\nbroken = broken_plugin\n")
+    (site / "broken_plugin.py").write_text("raise RuntimeError('boom')\n")
+    code = ("from ctxsim.errors import PluginError\nfrom ctxsim.policies import load\n"
+            f"try:\n    load({str(exports['MaskablePPO'].out)!r})\nexcept PluginError as exc:\n    print('PluginError:', exc)\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(site), os.environ.get("PYTHONPATH"))))}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("PluginError: plugin 'broken'") and "RuntimeError: boom" in done.stdout
+    assert "invalid episode settings" not in done.stdout

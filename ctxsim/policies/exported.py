@@ -43,7 +43,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..episode import EpisodeSettings, OverflowEpisode, Step
-from ..errors import CtxsimError, PolicyError, describe_value
+from ..errors import CtxsimError, PluginError, PolicyError, describe_value
 from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, current_break, feature_names, observe
@@ -384,6 +384,8 @@ def _settings(spec: PolicySpec, file: Path) -> EpisodeSettings:
         raise PolicyError(f"observation actions {list(obs.config.actions)} differ from {spec.actions}", source=file, key="actions")
     try:
         settings = EpisodeSettings.from_mapping({**spec.settings, "cache_size": CACHE_SIZE})
+    except PluginError:  # an installed plugin failed to load: not this file's fault, and it names itself
+        raise
     except (CtxsimError, ValueError, TypeError) as exc:
         raise PolicyError(f"invalid episode settings: {exc}", source=file, key="settings") from None
     seen = (list(settings.actions), settings.max_steps, settings.target, settings.embedder)
