@@ -19,7 +19,8 @@ not hold (an invalid action of an unmasked learner, a context passed with
 and without a pool: the pool holds the same values the live path memoizes.
 
 The file name is a digest of everything the values depend on: the scenarios'
-definitions, ``contexts_per_scenario``, the episode settings, the format version, the
+definitions, ``contexts_per_scenario``, the episode settings (with the versions of the
+libraries the configured embedder was registered with, e.g. MiniLM's), the format version, the
 versions of the libraries that produce text or numbers (faker, numpy, tiktoken) and
 the code of the ctxsim source that computes them (:func:`source_files`: all of it but
 the tools, policies and runtime listed in ``NOT_IN_DIGEST``; its syntax trees, so
@@ -60,6 +61,7 @@ from .model import ContextState
 from .observe import ObservationConfig, observe
 from .parallel import default_workers, process_map
 from .plugins import load_plugins
+from .relevance import embedder_libraries
 from .scenarios import Scenario, build_context
 
 POOL_FORMAT = 1
@@ -186,6 +188,7 @@ def pool_key(config: dict[str, Any], suite: list[Scenario]) -> str:
     settings = {k: v for k, v in settings_subset(config).items() if k not in _NOT_IN_KEY}
     blob = json.dumps(
         {"format": POOL_FORMAT, "source": source_digest(), "settings": settings,
+         "embedder_libraries": embedder_libraries(settings["embedder"]),
          "contexts_per_scenario": config["contexts_per_scenario"], "suite": [scenario_digest(s) for s in suite]},
         sort_keys=True,
     )

