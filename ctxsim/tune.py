@@ -30,6 +30,7 @@ Ray is imported inside :func:`run_tune` only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -39,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 from .atomic import atomic_write_text
 from .errors import ConfigError, CtxsimError, describe_value
 from .sweep import RayConfig, import_ray, ray_session, resolve_path
-from .train import ExperimentConfig, load_experiment
+from .train import ExperimentConfig, env_configs, load_experiment
 from .validation import KeyedValueError, load_yaml, validate
 
 METRIC = "best_mean_reward"
@@ -112,21 +113,24 @@ class TuneSpec:
     source: Path
     experiment: ExperimentConfig
 
-    @property
+    @cached_property
     def selection(self) -> tuple[str, list[str]]:
-        """(split name, scenario names) the trials are scored on: the experiment's
-        validation scenarios, else its held-out ones."""
+        """(split name, scenario names) the trials are scored on: the selection split
+        of :func:`ctxsim.train.env_configs` (validation, else held-out, else training
+        scenarios)."""
         e = self.experiment
-        return ("validation", e.validation_scenarios) if e.validation_scenarios else ("held-out", e.eval_scenarios)
+        split = "validation" if e.validation_scenarios else "held-out" if e.eval_scenarios else "training"
+        return split, env_configs(e)[3]["scenario_names"]
 
     @property
     def notes(self) -> list[str]:
         """What the user should know before trusting the search's numbers."""
-        if self.experiment.validation_scenarios:
+        split = self.selection[0]
+        if split == "validation":
             return []
-        return ["the trials are scored on the experiment's held-out scenarios: the best trial's score is chosen on "
-                "the test split and is optimistic; name validation_scenarios in the overrides to select on a split "
-                "of its own"]
+        return [f"the trials are scored on the experiment's {split} scenarios: the best trial's score is chosen on "
+                f"the {'test' if split == 'held-out' else 'training'} split and is optimistic; name "
+                "validation_scenarios in the overrides to select on a split of its own"]
 
 
 def load_tune(path: str | Path) -> TuneSpec:

@@ -128,3 +128,17 @@ def test_tune_selects_on_a_split_of_its_own(repo_root: Path, tmp_path: Path):
     bare = load_tune(tmp_path / "t.yaml")
     assert bare.selection == ("held-out", ["gpt4-6000", "fragmented", "tool-dupes", "transcript-marshmallow"])
     assert len(bare.notes) == 1 and "held-out" in bare.notes[0] and "validation_scenarios" in bare.notes[0]
+
+
+def test_tune_names_the_training_split_when_an_experiment_holds_nothing_out(repo_root: Path, tmp_path: Path):
+    from ctxsim.train import env_configs
+    from ctxsim.tune import load_tune
+
+    (tmp_path / "t.yaml").write_text(
+        f"name: t\nexperiment: {repo_root / 'experiments' / 'maskable_ppo_default.yaml'}\ntimesteps: 8000\n"
+        "overrides: {eval_scenarios: []}\nparam_space: {ent_coef: {choice: [0.0]}}\n"
+    )
+    spec = load_tune(tmp_path / "t.yaml")
+    split, names = spec.selection
+    assert split == "training" and names == env_configs(spec.experiment)[1]["scenario_names"] and len(names) == 23
+    assert "training scenarios" in spec.notes[0] and "chosen on the training split" in spec.notes[0]
