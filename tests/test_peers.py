@@ -13,12 +13,18 @@ from ctxsim.policies import fallback_action, get_policy, run_episode
 from ctxsim.scenarios import build_context
 from ctxsim.strategies import StrategyContext
 from ctxsim.strategies.peers import (
+    AIDER_FRAME,
+    CLAUDE_CODE_FRAME,
     CODEX_FRAME,
     LETTA_FRAME,
     OPENCODE_CLEARED,
     OPENCODE_SECTIONS,
     PEERS,
+    AdkCompaction,
+    AiderHistory,
     AnthropicClear,
+    AnthropicCompact,
+    ClaudeCodeCompact,
     CodexCompaction,
     LettaSlidingWindow,
     OpenCodeCompaction,
@@ -142,6 +148,76 @@ def test_codex_cuts_a_huge_last_user_message_when_nothing_else_is_left():
     assert episode.chain == ("peer:codex",) and episode.outcome.success and not episode.outcome.used_recovery
     within = state_of(units[:2] + [msg(2, "user", 20)], limit=10**6)  # fits, nothing to summarize or cut
     assert not peer.applicable(within, ctx(within)) and peer.apply(within, ctx(within)).state.units == within.units
+
+
+def test_claude_code_summarizes_everything_then_reattaches_plan_and_five_recent_files():
+    units = session() + [msg(65, "user", 4000)]  # a long request makes 2.5 % of the limit room for a file
+    units.insert(2, ContextUnit(id="plan", type="plan_ref", role="assistant", content="To Do List: 1. fix export", turn=1))
+    units += [tool(70 + i, n=60) for i in range(6)] + [tool(80, n=900)]  # six reads, then one too large to re-attach
+    reread = units[-2].tool  # t75's path, read again last: its newest read is the one re-attached
+    units.append(ContextUnit(id="t81", type="tool_result", role="tool", content="Output again: " + words(5, 60), turn=81,
+                             tool=reread))
+    state = state_of(units, limit=state_of(units, 10**6).total_tokens - 50)
+    peer = ClaudeCodeCompact()
+    assert all(u.token_count <= 0.025 * state.limit for u in units if u.id.startswith("t7"))
+    result = peer.apply(state, ctx(state))
+    ids = [u.id for u in result.state.units]
+    assert ids[0] == "m0" and result.state.units[1].role == "user"
+    assert result.state.units[1].content.startswith(CLAUDE_CODE_FRAME)
+    assert ids[2:] == ["plan", "t71", "t72", "t73", "t74", "t81"]  # the five newest distinct files that fit
+    quiet = state.with_units(state.units, limit=state.total_tokens * 2)  # under 83.5 % of the window
+    assert not peer.applicable(quiet, ctx(quiet))
+
+
+def test_anthropic_compact_keeps_the_system_prompt_and_one_summary():
+    units = session()
+    state = state_of(units, limit=state_of(units, 10**6).total_tokens - 100)
+    result = AnthropicCompact().apply(state, ctx(state))
+    assert [u.id for u in result.state.units][0] == "m0" and len(result.state.units) == 2
+    summary = result.state.units[1]
+    assert summary.role == "assistant" and summary.type == "summary"
+    assert set(summary.source_ids) == {u.id for u in units[1:]}
+    assert result.state.fits(state.limit)
+
+
+def test_aider_caps_the_history_and_summarizes_the_head_ending_on_an_assistant_message():
+    units = [msg(0, "system", 30, pinned=True)]
+    for turn in range(1, 41):
+        units += [msg(10 * turn, "user", 60), msg(10 * turn + 1, "assistant", 90)]
+    state = state_of(units, limit=16_000)
+    peer = AiderHistory()
+    assert peer.budget(state) == 1024  # min(max(16,000 / 16, 1,024), 8,192)
+    assert peer.budget(state.with_units(state.units, limit=400_000)) == 8192
+    result = peer.apply(state, ctx(state))
+    new = result.state.units
+    summary = next(u for u in new if u.type == "summary")
+    assert summary.role == "user" and summary.content.startswith(AIDER_FRAME)
+    tail = new[new.index(summary) + 1:]
+    assert [u.id for u in tail[-2:]] == ["m400", "m401"]  # the current exchange (from the last user message) stays
+    # the newest history under half the budget stays, plus the user message moved back so the head ends on a reply
+    assert tail[0].role == "user" and state.tokens_of(tail[1:-2]) < peer.budget(state) // 2 <= state.tokens_of(tail[:-2])
+    assert state.unit(summary.source_ids[-1]).role == "assistant"
+    small = state_of(units[:5], limit=16_000)
+    assert not peer.applicable(small, ctx(small))  # a history within its budget is left alone
+
+
+def test_adk_summarizes_windows_of_three_turns_with_one_turn_of_overlap():
+    units = [msg(0, "system", 20, pinned=True)]
+    for turn in range(1, 8):  # seven turns of two units each
+        units += [ContextUnit(id=f"u{turn}", type="message", role="user", content=f"Ask {turn}: " + words(turn, 30), turn=turn),
+                  ContextUnit(id=f"a{turn}", type="message", role="assistant", content=f"Do {turn}: " + words(turn + 50, 60),
+                              turn=turn)]
+    state = state_of(units, limit=state_of(units, 10**6).total_tokens - 10)
+    result = AdkCompaction().apply(state, ctx(state))
+    new = result.state.units
+    summaries = [u for u in new if u.type == "summary"]
+    assert [sorted(s.source_ids) for s in summaries] == [
+        sorted(["u1", "a1", "u2", "a2", "u3", "a3"]),
+        sorted(["u3", "a3", "u4", "a4", "u5", "a5", "u6", "a6"]),
+    ]
+    assert [u.id for u in new] == ["m0", summaries[0].id, summaries[1].id, "u7", "a7"]
+    with pytest.raises(Exception, match="overlap_size"):
+        AdkCompaction(compaction_interval=2, overlap_size=2)
 
 
 def test_peer_policy_steps_once_then_falls_back():

@@ -11,6 +11,7 @@ import pytest
 from ctxsim.cli import main
 from ctxsim.errors import ConfigError
 from ctxsim.evaluate import COLUMNS
+from ctxsim.strategies.peers import PEERS
 from ctxsim.sweep import Tolerances, compare, load_sweep, read_results
 from ctxsim.transitions import read_transitions
 
@@ -194,7 +195,7 @@ def test_ray_backend_without_ray_names_the_extra(tmp_path: Path, capsys, monkeyp
 def test_shipped_sweeps_load(repo_root: Path):
     regression = load_sweep(repo_root / "experiments" / "regression.yaml")
     assert len(regression.scenarios) >= 15 and len(regression.seeds) == 2
-    assert not any(p.startswith("peer:langchain") for p in regression.policies)
+    assert {f"peer:{name}" for name in PEERS} <= set(regression.policies)  # every peer, LangChain's included (dev)
     full = load_sweep(repo_root / "experiments" / "sweep_full.yaml")
     assert set(regression.policies) <= set(full.policies) and len(full.scenarios) == len(regression.scenarios)
 

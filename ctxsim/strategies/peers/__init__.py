@@ -17,7 +17,11 @@ systems' system prompt or instructions); none promises P1.
 
 from __future__ import annotations
 
+from .adk import AdkCompaction
+from .aider import AIDER_FRAME, AiderHistory
 from .anthropic_clear import AnthropicClear
+from .anthropic_compact import AnthropicCompact
+from .claude_code import CLAUDE_CODE_FRAME, ClaudeCodeCompact
 from .codex import CODEX_FRAME, CodexCompaction
 from .common import PeerStrategy
 from .langchain_trim import LangChainTrim, langchain_available
@@ -31,6 +35,10 @@ PEERS: dict[str, type[PeerStrategy]] = {
     "letta": LettaSlidingWindow,
     "codex": CodexCompaction,
     "langchain-trim": LangChainTrim,
+    "claude-code": ClaudeCodeCompact,
+    "anthropic-compact": AnthropicCompact,
+    "aider": AiderHistory,
+    "adk": AdkCompaction,
 }
 #: peers that need an optional extra: name -> (import check, extra, package)
 NEEDS_EXTRA: dict[str, tuple] = {"langchain-trim": (langchain_available, "peers", "langchain-core")}

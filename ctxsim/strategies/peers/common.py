@@ -6,6 +6,7 @@ from typing import ClassVar, Sequence
 
 from ...latency import Cost
 from ...model import ContextState, ContextUnit
+from ...summarize.structured import StructuredSummary
 from ...tokens import count_tokens, message_overhead
 from ..base import (
     Strategy,
@@ -63,6 +64,31 @@ def framed_summary(units: Sequence[ContextUnit], content: str, *, prefix: str, r
 def _section_block(title: str, items: Sequence[str]) -> str:
     """A markdown section: ``## title`` and one ``- item`` line per item."""
     return f"## {title}\n" + "\n".join(f"- {item}" for item in items)
+
+
+#: a system's summary template: (section title, the structured-summary fields it holds)
+Template = Sequence[tuple[str, Sequence[str]]]
+
+
+def sections_text(structured: StructuredSummary, template: Template) -> str:
+    """The non-empty sections of ``template`` filled from ``structured`` (tool
+    outcomes and artifacts as their one-line form), as markdown."""
+    blocks = []
+    for title, names in template:
+        items = [item if isinstance(item, str) else item.line() for name in names for item in getattr(structured, name)]
+        if items:
+            blocks.append(_section_block(title, items))
+    return "\n\n".join(blocks)
+
+
+def templated_summary(state: ContextState, units: Sequence[ContextUnit], ctx: StrategyContext, body_tokens: int,
+                      template: Template) -> str:
+    """A summary of ``units`` within ``body_tokens`` in a system's section template
+    (the plain summary text when the summarizer gives no structure)."""
+    text, structured = summary_of(state, units, ctx, body_tokens)
+    if structured is None:
+        return text
+    return truncate_paragraphs(sections_text(structured, template), body_tokens) or text
 
 
 class PeerStrategy(Strategy):

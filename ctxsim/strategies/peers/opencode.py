@@ -26,6 +26,7 @@ from .common import (
     body_budget,
     framed_summary,
     is_tool_result,
+    sections_text,
     share,
     summary_cost,
     summary_of,
@@ -33,6 +34,13 @@ from .common import (
 
 OPENCODE_CLEARED = "[Old tool result content cleared]"
 OPENCODE_SECTIONS = ("Goal", "Instructions", "Discoveries", "Accomplished", "Relevant files / directories")
+#: the template's sections filled from a structured summary (the files section is written apart)
+OPENCODE_TEMPLATE = (
+    ("Goal", ("current_task",)),
+    ("Instructions", ("rules",)),
+    ("Discoveries", ("facts", "decisions", "notes")),
+    ("Accomplished", ("tool_outcomes", "open_items")),
+)
 
 
 class OpenCodeParams(Params):
@@ -108,16 +116,8 @@ class OpenCodeCompaction(PeerStrategy):
         files_block = truncate_paragraphs(_section_block(OPENCODE_SECTIONS[-1], files), body // 2) if files else ""
         room = body - (count_tokens(files_block) + _SLACK_TOKENS if files_block else 0)
         text, structured = summary_of(state, head, ctx, room)
-        if structured is None:
-            sections = [("Discoveries", [text])]
-        else:
-            sections = [
-                ("Goal", list(structured.current_task)),
-                ("Instructions", list(structured.rules)),
-                ("Discoveries", list(structured.facts) + list(structured.decisions) + list(structured.notes)),
-                ("Accomplished", [t.line() for t in structured.tool_outcomes] + list(structured.open_items)),
-            ]
-        main = truncate_paragraphs("\n\n".join(_section_block(t, items) for t, items in sections if items), room)
+        filled = _section_block("Discoveries", [text]) if structured is None else sections_text(structured, OPENCODE_TEMPLATE)
+        main = truncate_paragraphs(filled, room)
         return "\n\n".join(part for part in (main, files_block) if part) or text
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
