@@ -90,9 +90,38 @@ def load_transcript(
     file stem). Raises TranscriptError naming the file and line on bad input.
     """
     path = Path(path)
-    units = _units(_read_messages(path))
+    return _context(_read_messages(path), path, limit=limit, model=model, min_limit=min_limit, name=name or path.stem,
+                    warning_threshold=warning_threshold)
+
+
+def context_from_messages(
+    messages: Any,
+    *,
+    limit: int | None = None,
+    model: str | None = None,
+    min_limit: int | None = None,
+    name: str = "messages",
+    warning_threshold: float = DEFAULT_WARNING_THRESHOLD,
+) -> ContextState:
+    """The context of a list of chat messages (dicts as an agent sends them to a chat
+    API, in either form a transcript file holds), as :func:`load_transcript` reads a
+    file: message ``i`` (from 1) becomes unit ``line-i``. Errors name ``name`` and the
+    message number."""
+    if not isinstance(messages, (list, tuple)):
+        raise TranscriptError(f"expected a list of messages, got {describe_value(messages)}", source=name)
+    if not messages:
+        raise TranscriptError("empty transcript (no messages)", source=name)
+    checked = [(i, _checked(m, f"message {i}", name)) for i, m in enumerate(messages, start=1)]
+    return _context(checked, name, limit=limit, model=model, min_limit=min_limit, name=name,
+                    warning_threshold=warning_threshold)
+
+
+def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, limit: int | None, model: str | None,
+             min_limit: int | None, name: str, warning_threshold: float) -> ContextState:
+    """The context of validated, numbered messages (see :func:`load_transcript`)."""
+    units = _units(messages)
     if limit is not None and model is not None:
-        raise TranscriptError(f"give either limit or model, not both (limit={limit}, model={model!r})", source=path, key="model")
+        raise TranscriptError(f"give either limit or model, not both (limit={limit}, model={model!r})", source=source, key="model")
     if model is not None:
         from .config import model_limit  # lazy: config reads data/models.yaml
 
@@ -104,7 +133,7 @@ def load_transcript(
         min_limit=1,
         warning_threshold=warning_threshold,
         task=_task_text(task.content) if task else "",
-        scenario=name or path.stem,
+        scenario=name,
     )
     if limit is None:
         limit = state.total_tokens
@@ -112,9 +141,9 @@ def load_transcript(
     min_limit = DEFAULT_MIN_LIMIT if min_limit is None else min_limit
     for key, value in (("limit", limit), ("min_limit", min_limit)):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise TranscriptError(f"must be a positive number of tokens, got {describe_value(value)}", source=path, key=key)
+            raise TranscriptError(f"must be a positive number of tokens, got {describe_value(value)}", source=source, key=key)
     if limit < min_limit:
-        raise TranscriptError(f"limit {limit} is below min_limit {min_limit}", source=path, key="limit")
+        raise TranscriptError(f"limit {limit} is below min_limit {min_limit}", source=source, key="limit")
     return replace(state, limit=limit, min_limit=min_limit)
 
 
@@ -140,36 +169,42 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
         except (ValueError, RecursionError) as exc:  # a key twice, an integer too long to convert, nesting too deep
             why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raise TranscriptError(f"line {number}: bad JSON ({why})", source=path) from None
-        if not isinstance(message, dict):
-            raise TranscriptError(f"line {number}: expected a JSON object, got {describe_value(message)}", source=path)
-        message = _chat_completions(message, number, path)
-        role, content, name = message.get("role"), message.get("content"), message.get("name")
-        if role is None or content is None:
-            missing = "role" if role is None else "content"
-            how = "is null" if missing in message else "is missing"
-            raise TranscriptError(f"line {number}: '{missing}' {how}", source=path)
-        if not isinstance(role, str) or role not in ROLES:
-            raise TranscriptError(f"line {number}: 'role' must be one of {list(ROLES)}, got {describe_value(role)}", source=path)
-        if not isinstance(content, str):
-            raise TranscriptError(f"line {number}: 'content' must be a string, got {describe_value(content)}", source=path)
-        if not content.strip():
-            raise TranscriptError(f"line {number}: 'content' is empty", source=path)
-        for key, text in (("content", content), ("name", name)):
-            if isinstance(text, str) and not text.isascii():
-                try:
-                    text.encode("utf-8")
-                except UnicodeEncodeError as exc:  # a lone surrogate (\ud800): valid JSON, not text
-                    raise TranscriptError(f"line {number}: '{key}' holds {text[exc.start]!r} at character {exc.start}, "
-                                          "half of a UTF-16 pair, not a character", source=path) from None
-        if name is not None and not isinstance(name, str):
-            raise TranscriptError(f"line {number}: 'name' must be a string, got {describe_value(name)}", source=path)
-        messages.append((number, message))
+        messages.append((number, _checked(message, f"line {number}", path)))
     if not messages:
         raise TranscriptError("empty transcript (no messages)", source=path)
     return messages
 
 
-def _chat_completions(message: dict[str, Any], number: int, path: Path) -> dict[str, Any]:
+def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:
+    """A message validated and folded into the JSONL form; errors name ``source``
+    and where it is (``at``: "line 3" of a file, "message 3" of a list)."""
+    if not isinstance(message, dict):
+        raise TranscriptError(f"{at}: expected a JSON object, got {describe_value(message)}", source=source)
+    message = _chat_completions(message, at, source)
+    role, content, name = message.get("role"), message.get("content"), message.get("name")
+    if role is None or content is None:
+        missing = "role" if role is None else "content"
+        how = "is null" if missing in message else "is missing"
+        raise TranscriptError(f"{at}: '{missing}' {how}", source=source)
+    if not isinstance(role, str) or role not in ROLES:
+        raise TranscriptError(f"{at}: 'role' must be one of {list(ROLES)}, got {describe_value(role)}", source=source)
+    if not isinstance(content, str):
+        raise TranscriptError(f"{at}: 'content' must be a string, got {describe_value(content)}", source=source)
+    if not content.strip():
+        raise TranscriptError(f"{at}: 'content' is empty", source=source)
+    for key, text in (("content", content), ("name", name)):
+        if isinstance(text, str) and not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:  # a lone surrogate (\ud800): valid JSON, not text
+                raise TranscriptError(f"{at}: '{key}' holds {text[exc.start]!r} at character {exc.start}, "
+                                      "half of a UTF-16 pair, not a character", source=source) from None
+    if name is not None and not isinstance(name, str):
+        raise TranscriptError(f"{at}: 'name' must be a string, got {describe_value(name)}", source=source)
+    return message
+
+
+def _chat_completions(message: dict[str, Any], at: str, source: Path | str) -> dict[str, Any]:
     """``message`` with OpenAI's Chat Completions forms folded into the JSONL form:
     text parts joined into ``content``; ``tool_calls`` appended as ``[tool_call]``
     lines and kept, with their ids, under ``_calls``."""
@@ -183,15 +218,15 @@ def _chat_completions(message: dict[str, Any], number: int, path: Path) -> dict[
             kind = part.get("type") if isinstance(part, dict) else None
             if kind != "text" or not isinstance(part.get("text"), str):
                 what = f"type {kind!r}" if kind is not None else describe_value(part)
-                raise TranscriptError(f"line {number}: content part {i} is {what}; only text parts are read", source=path)
+                raise TranscriptError(f"{at}: content part {i} is {what}; only text parts are read", source=source)
             texts.append(part["text"])
         out["content"] = content = "\n".join(texts)
     if calls is None:
         return out
     if message.get("role") != "assistant":
-        raise TranscriptError(f"line {number}: 'tool_calls' on a {message.get('role')!r} message (assistant only)", source=path)
+        raise TranscriptError(f"{at}: 'tool_calls' on a {message.get('role')!r} message (assistant only)", source=source)
     if not isinstance(calls, list):
-        raise TranscriptError(f"line {number}: 'tool_calls' must be a list, got {describe_value(calls)}", source=path)
+        raise TranscriptError(f"{at}: 'tool_calls' must be a list, got {describe_value(calls)}", source=source)
     parsed = []
     for i, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None
@@ -199,8 +234,8 @@ def _chat_completions(message: dict[str, Any], number: int, path: Path) -> dict[
         arguments = function.get("arguments", "") if isinstance(function, dict) else None
         call_id = call.get("id") if isinstance(call, dict) else None
         if not isinstance(name, str) or not name or not isinstance(arguments, str) or not isinstance(call_id, (str, type(None))):
-            raise TranscriptError(f"line {number}: tool_calls[{i}] needs function.name and function.arguments as strings "
-                                  f"(got {describe_value(call)})", source=path)
+            raise TranscriptError(f"{at}: tool_calls[{i}] needs function.name and function.arguments as strings "
+                                  f"(got {describe_value(call)})", source=source)
         parsed.append((call_id, name, arguments))
     lines = [f"[tool_call] {name} {arguments}".rstrip() for _, name, arguments in parsed]
     if lines or content is not None:  # null content and no calls stays null: refused below

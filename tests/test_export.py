@@ -329,6 +329,48 @@ def test_break_context_runs_an_episode_and_logs_each_decision(exports, held_out,
     assert summary.overall.mean_reward == pytest.approx((result.reward + second.reward) / 2, abs=1e-6)
 
 
+def _native(messages: list[dict]) -> list[dict]:
+    """The shipped function-calling session in OpenAI's native form (tool_calls with ids, tool_call_id)."""
+    out, pending = [], []
+    for number, message in enumerate(messages):
+        if message["role"] == "assistant":
+            text, *calls = message["content"].split("\n[tool_call] ")
+            pending = [f"call_{number}_{i}" for i in range(len(calls))]
+            message = {"role": "assistant", "content": text, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": call.split(" ", 1)[0], "arguments": call.split(" ", 1)[1]}}
+                for cid, call in zip(pending, calls)]}
+        elif message["role"] == "tool":
+            message = {**message, "tool_call_id": pending.pop(0)}
+        out.append(message)
+    return out
+
+
+@pytest.mark.parametrize("form", ["jsonl", "native"])
+def test_an_exported_policy_compacts_an_agents_chat_messages_in_one_call(exports, repo_root, tmp_path, form):
+    from copy import deepcopy
+
+    from ctxsim.transcripts import context_from_messages
+
+    policy = load(exports["MaskablePPO"].out)
+    shipped = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    messages = [json.loads(line) for line in shipped.read_text().splitlines()]
+    messages = _native(messages) if form == "native" else messages
+    before, log, limit = deepcopy(messages), tmp_path / "decisions.jsonl", 4000
+    out = policy.compact_messages(messages, limit, log=log)
+    assert messages == before  # the caller's list is never modified
+    assert context_from_messages(out, limit=limit, min_limit=1).total_tokens <= limit < context_from_messages(messages).total_tokens
+    assert out[0] == messages[0] and out[1] == messages[1]  # system prompt and task kept as they came
+    assert all(m in messages or m["content"] for m in out)  # new messages carry text
+    records = read_transitions(log)
+    assert records and records[-1]["outcome"]["success"]
+    # valid for a chat API: every tool result answers a preceding call, every call is answered
+    calls = [c["id"] for m in out for c in m.get("tool_calls", [])]
+    results = [m["tool_call_id"] for m in out if m["role"] == "tool" and "tool_call_id" in m]
+    assert sorted(calls) == sorted(results) and (form == "jsonl" or results)
+    assert policy.compact_messages(messages, 10**6, log=tmp_path / "none.jsonl") == messages  # fits: copies back
+    assert not (tmp_path / "none.jsonl").exists()
+
+
 def test_policies_sharing_a_log_never_share_or_interleave_an_episode(exports, held_out, tmp_path):
     import threading
 

@@ -15,6 +15,8 @@ and returns an :class:`ExportedPolicy`:
 * ``break_context(state)`` — one :class:`~ctxsim.episode.OverflowEpisode` under the
   policy's own settings (masks, ``max_steps``, forced recovery, the seed reward),
   optionally logged to JSONL in the transition schema of :mod:`ctxsim.transitions`;
+* ``compact_messages(messages, limit)`` — the same on an agent's own chat message
+  list, returned as chat messages (:mod:`ctxsim.messages`);
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
   ``ctxsim evaluate --policy DIR`` and sweeps run it like any other policy.
 
@@ -44,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..errors import CtxsimError, PluginError, PolicyError, describe_value
+from ..messages import compact_messages
 from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, current_break, feature_names, observe
@@ -280,6 +283,14 @@ class ExportedPolicy(Policy):
             final, episode.chain, episode.outcome, episode.reward, episode.forced_recovery,
             episode.target_tokens, episode.latency_ms,
         )
+
+    def compact_messages(
+        self, messages: list[dict[str, Any]], limit: int, *, log: str | Path | None = None
+    ) -> list[dict[str, Any]]:
+        """An agent's chat messages broken to fit ``limit`` tokens, as chat messages
+        (:func:`ctxsim.messages.compact_messages`; decisions go to ``log``, default
+        the policy's :attr:`log`)."""
+        return compact_messages(self, messages, limit, log=log)
 
     def _log(self, writer: TransitionWriter, episode: OverflowEpisode, steps: list[Step]) -> None:
         """Append the episode's decisions in the schema of :mod:`ctxsim.transitions`."""

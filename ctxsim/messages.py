@@ -1,0 +1,90 @@
+"""An agent's own message list, compacted in one call: chat messages in, chat messages out.
+
+:func:`compact_messages` reads OpenAI-style chat messages (``{"role", "content"}``
+dicts; ``content`` as text or text parts, an assistant's ``tool_calls`` and each tool
+result's ``tool_call_id``, or tool calls written as ``[tool_call]`` lines — the forms
+:mod:`ctxsim.transcripts` reads), breaks the context with a policy that has
+``break_context`` (an exported policy, :mod:`ctxsim.policies.exported`; its decisions
+go to its JSONL log), and writes the result back as messages:
+
+* a message the break kept unchanged is returned as it came (a shallow copy);
+* a message compressed in place keeps its keys with the new text as ``content``
+  (an assistant's ``[tool_call]`` lines, which ctxsim counts, are not repeated in the
+  text: its ``tool_calls`` stay);
+* what the break wrote (a summary, a placeholder, a pointer, a handover) is a new
+  ``{"role", "content"}`` message, a tool role becoming ``user``;
+* the result stays valid for a chat API: an assistant's ``tool_calls`` whose results
+  are gone are removed (an assistant message left with neither calls nor text goes),
+  and a tool result whose call is gone becomes a ``user`` message with its text.
+
+Tokens are ctxsim's counts (:mod:`ctxsim.tokens`: contents, tool calls as their
+``[tool_call]`` lines, the chat framing); the result fits ``limit`` when the break
+succeeded.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Protocol
+
+from .model import DEFAULT_MIN_LIMIT, ContextState
+from .transcripts import context_from_messages
+
+_CALL_LINE = re.compile(r"\n?^\[tool_call\] .*$", re.MULTILINE)
+
+
+class Breaker(Protocol):
+    """What breaks a context: :class:`~ctxsim.policies.exported.ExportedPolicy`."""
+
+    def break_context(self, state: ContextState, *, target_tokens: int | None = None, log: str | Path | None = None): ...
+
+
+def compact_messages(
+    policy: Breaker, messages: list[dict[str, Any]], limit: int, *, log: str | Path | None = None, name: str = "messages"
+) -> list[dict[str, Any]]:
+    """``messages`` broken by ``policy`` to fit ``limit`` tokens (module docstring).
+
+    Messages that already fit come back as copies, and nothing is logged. ``log``: a
+    JSONL decision log for this call (default: the policy's own). Bad messages raise
+    TranscriptError naming ``name`` and the message number (from 1).
+    """
+    state = context_from_messages(messages, limit=limit, min_limit=min(limit, DEFAULT_MIN_LIMIT), name=name)
+    if state.fits():
+        return [dict(m) for m in messages]
+    final = policy.break_context(state, target_tokens=limit, log=log).state
+    return messages_of(final, state, messages)
+
+
+def messages_of(final: ContextState, original: ContextState, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chat messages of ``final``, a break of ``original`` (the context of ``messages``)."""
+    sent = {f"line-{i}": m for i, m in enumerate(messages, start=1)}
+    out = []
+    for unit in final.units:
+        message = sent.get(unit.id)
+        if message is None:
+            out.append({"role": "user" if unit.role == "tool" else unit.role, "content": unit.content})
+        elif unit.content == original.unit(unit.id).content:
+            out.append(dict(message))
+        else:
+            text = _CALL_LINE.sub("", unit.content).strip() if message.get("tool_calls") else unit.content
+            out.append({**message, "content": text or None})
+    return _paired(out)
+
+
+def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with calls and results that lost their partner repaired (module docstring)."""
+    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"} - {None}
+    out, called = [], set()
+    for m in messages:
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            calls = [c for c in m["tool_calls"] if isinstance(c, dict) and c.get("id") in answered]
+            called.update(c["id"] for c in calls)
+            if len(calls) < len(m["tool_calls"]):
+                m = {k: v for k, v in m.items() if k != "tool_calls"} | ({"tool_calls": calls} if calls else {})
+                if not calls and not m.get("content"):
+                    continue
+        elif m.get("role") == "tool" and m.get("tool_call_id") is not None and m["tool_call_id"] not in called:
+            m = {"role": "user", "content": m.get("content")}
+        out.append(m)
+    return out
