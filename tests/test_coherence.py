@@ -225,3 +225,14 @@ def test_the_drop_curve_with_minilm(contexts):
     curve = drop_curve(contexts[:6], "minilm")
     assert curve[0] == 1.0 and curve[1] >= 0.85 and curve[5] <= 0.65
     assert all(a > b for a, b in zip(curve, curve[1:])), curve
+
+
+def test_the_benchmark_has_a_coherence_row_per_measure(tmp_path):
+    from ctxsim.bench import main as bench
+
+    out = tmp_path / "bench.md"
+    assert bench(["--quick", "--only", "coherence", "--out", str(out)]) == 0
+    text = out.read_text()
+    for row in ("recall (cold)", "recall (original rebuilt)", "recall (warm)", "centroid (cold)", "centroid (warm)"):
+        assert f"| coherence | {row}, chat-10k vs its hybrid result |" in text
+    assert "<= 2x tiktoken (issue #22)" in text
