@@ -23,7 +23,8 @@ held out nor a validation one, unless ``train_scenarios`` names them). The polic
 refuses to act on a context it was fitted on (PolicyError), so it is never scored
 where it was chosen. Fits are cached in the process and on disk, beside the context
 pools (:func:`ctxsim.pool.pool_dir`, ``best-fixed-<digest>.json``), keyed by the
-code, the settings and the training contexts' fingerprints; ``BestFixedPolicy.fitted``
+code (the pools' source digest, this module and the chain rule's), the settings and
+the training contexts' fingerprints; ``BestFixedPolicy.fitted``
 names the chosen chain.
 
 ``adaptivity gap`` = mean reward of ``oracle`` minus ``best-fixed`` on held-out
@@ -143,9 +144,13 @@ def training_experiments() -> list[str]:
 def _stored_fit(contexts: list[ContextState], settings: EpisodeSettings) -> FixedFit:
     """:func:`fit`, read from / written to the pool folder (keyed by the code too)."""
     from ..atomic import atomic_write_text
-    from ..pool import pool_dir, source_digest
+    from ..pool import code_of, pool_dir, source_digest
+    from . import baselines
 
-    key = hashlib.sha256(f"{source_digest()} {fit_key(contexts, settings)}".encode()).hexdigest()[:32]
+    h = hashlib.sha256(f"{source_digest()} {fit_key(contexts, settings)}".encode())
+    for module in (__file__, baselines.__file__):  # policies/ is not in source_digest: the chain rule is here
+        h.update(code_of(Path(module)))
+    key = h.hexdigest()[:32]
     path = pool_dir() / f"best-fixed-{key}.json"
     try:
         data = json.loads(path.read_text())
