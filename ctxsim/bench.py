@@ -12,6 +12,10 @@ Benchmarks (``--only NAME``, repeatable):
   ``seed-chain`` policy on the 10k-token ``chat-10k`` context, cold and warm, vs one
   tiktoken pass over the same text (seed 001: full chain < 2 s for 50 units);
 * ``summarizer`` — the extractive summarizer on 2,000 tokens (seed 001: < 500 ms);
+* ``coherence`` — each measure of :mod:`ctxsim.coherence` on the 10k-token
+  ``chat-10k`` context and seed 001's ``hybrid`` result of it, cold, warm and (recall)
+  with the original's sentence data rebuilt from cached embeddings, vs one tiktoken
+  pass over the context (issue #22: ``recall`` warm <= 2x);
 * ``pool`` — building the default spec's context pool (:mod:`ctxsim.pool`; 2
   workers; written to the user's pool folder) and loading it from disk;
 * ``env`` — ContextOverflow-v0 steps/s with random masked actions, warm-up and
@@ -69,6 +73,7 @@ DECIDE_BUDGET_MS = 5.0
 DECIDE_UNITS = 50  # the context size of the decide target
 TRAIN_RATIO_TARGET = 1.5
 SOAK_RSS_MB = 50.0
+COHERENCE_RATIO_TARGET = 2.0  # recall, warm, vs one tiktoken pass over the context
 
 
 # ---- measuring ----------------------------------------------------------------------
@@ -282,6 +287,47 @@ def bench_strategies(bench: Bench) -> list[Row]:
         for label, t in (("cold", cold_t), ("warm", warm_t)):
             target, ok = chain_target(sid, t)
             rows.append(Row("strategies", f"{sid} ({label})", ms(t.median), ref, t.median / ref_t.median, target, ok))
+    return rows
+
+
+def bench_coherence(bench: Bench) -> list[Row]:
+    from .coherence import MEASURES, ORIGINALS
+    from .strategies import StrategyContext, get_strategy
+
+    hybrid = get_strategy("hybrid")
+
+    def pair():
+        state = bench.fresh()
+        return state, hybrid.apply(state, StrategyContext()).state
+
+    sample = pair()
+    text = sample[0].render()
+    ref_t = timed(lambda _: tiktoken_pass(text), repeat=bench.reps(20, 5))
+    ref = f"{ms(ref_t.median)} (tiktoken, {sample[0].total_tokens:,} tokens)"
+    rows = []
+    for name, measure in MEASURES.items():
+        def run(arg, measure=measure):
+            measure(*arg, "hashed-tfidf")
+
+        def cold_pair():
+            ORIGINALS.clear()
+            return pair()
+
+        def rebuilt():
+            ORIGINALS.clear()
+            return sample
+
+        timings = [("cold", timed(run, repeat=bench.reps(5), warmup=0, before=cold_pair))]
+        if name == "recall":  # the original's sentence data computed again, embedder rows cached
+            timings.append(("original rebuilt", timed(run, repeat=bench.reps(10, 3), before=rebuilt)))
+        timings.append(("warm", timed(run, repeat=bench.reps(20, 5), before=lambda: sample)))
+        for label, t in timings:
+            ratio = t.median / ref_t.median
+            target, ok = "", None
+            if name == "recall" and label == "warm":
+                target, ok = f"<= {COHERENCE_RATIO_TARGET:g}x tiktoken (issue #22)", ratio <= COHERENCE_RATIO_TARGET
+            rows.append(Row("coherence", f"{name} ({label}), {BENCH_SCENARIO} vs its hybrid result", ms(t.median), ref,
+                            ratio, target, ok))
     return rows
 
 
@@ -758,6 +804,7 @@ BENCHMARKS: dict[str, Callable[[Bench], list[Row]]] = {
     "tokens": bench_tokens,
     "strategies": bench_strategies,
     "summarizer": bench_summarizer,
+    "coherence": bench_coherence,
     "export": bench_export,
     "window": bench_window,
     "compaction": bench_compaction,

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from .coherence import DEFAULT_MEASURE, get_measure
 from .errors import ConfigError, RecoveryError
 from .latency import Cost, LatencyModel
 from .metrics import BreakingOutcome, outcome
@@ -46,6 +47,7 @@ class EpisodeSettings:
     reward: RewardWeights = field(default_factory=RewardWeights)
     latency: LatencyModel = field(default_factory=LatencyModel)
     embedder: str = "hashed-tfidf"
+    coherence: str = DEFAULT_MEASURE
     strategy_params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     budget: ContextBudget = field(default_factory=ContextBudget)
     cache_size: int = 50_000
@@ -63,6 +65,7 @@ class EpisodeSettings:
             raise ConfigError(f"target must be 'limit' or 'warning', got {self.target!r}", key="target")
         if self.recovery_mode not in RECOVERY_MODES:
             raise ConfigError(f"recovery_mode must be one of {list(RECOVERY_MODES)}, got {self.recovery_mode!r}", key="recovery_mode")
+        get_measure(self.coherence)  # an unknown name fails with the list of known ones
         object.__setattr__(self, "_strategies", {})
         object.__setattr__(self, "_cache", OrderedDict())
         object.__setattr__(self, "_preloaded", {})
@@ -163,7 +166,8 @@ class EpisodeSettings:
         """Outcome metrics of a break (memoized: coherence embeds both contexts)."""
         return self._memo(
             ("outcome", original.fingerprint, final.fingerprint, time_ms),
-            lambda: outcome(original, final, time_ms=time_ms, target_tokens=self.target_tokens(original), embedder_id=self.embedder),
+            lambda: outcome(original, final, time_ms=time_ms, target_tokens=self.target_tokens(original),
+                            embedder_id=self.embedder, coherence_measure=self.coherence),
         )
 
     def valid(self, strategy_id: str, state: ContextState) -> bool:

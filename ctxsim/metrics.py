@@ -7,10 +7,10 @@ Definitions (MISSION.md):
   ``max_steps``;
 * used_recovery — a recovery mode (fresh_start, truncate) was applied in this break
   (the original's own history does not count);
-* coherence — embedding cosine similarity between the rendered final context and
-  the rendered original, in [0, 1]; each context is embedded unit by unit and
-  averaged with token weights (long contexts exceed embedder input sizes);
-  coherence_delta = coherence − 1;
+* coherence — how much of the original's content the final context still carries,
+  in [0, 1] (1 = unchanged), by the named measure of :mod:`ctxsim.coherence`
+  (default ``recall``: token-weighted recall of the original's sentences, rescaled
+  so that chance matches score 0); coherence_delta = coherence − 1;
 * p1_preserved — share of the original P1 units still present (compressed in place
   counts as present; folded into a summary does not); 1.0 when there were none;
 * facts_retained / rules_retained — share of the planted facts / rules whose exact
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from .coherence import DEFAULT_MEASURE, get_measure
 from .model import ContextState
 
 RECOVERY_IDS = frozenset({"fresh_start", "truncate"})
@@ -50,23 +51,11 @@ class BreakingOutcome:
         return asdict(self)
 
 
-def coherence(original: ContextState, final: ContextState, embedder_id: str = "hashed-tfidf") -> float:
-    """Cosine similarity of the two rendered contexts, in [0, 1]."""
-    from .relevance import get_embedder, similarity
-
-    if original.fingerprint == final.fingerprint:
-        return 1.0
-    if not final.units or not original.units:
-        return 0.0
-    return float(
-        similarity(
-            [u.content for u in original.units],
-            [u.token_count for u in original.units],
-            [u.content for u in final.units],
-            [u.token_count for u in final.units],
-            get_embedder(embedder_id),
-        )
-    )
+def coherence(
+    original: ContextState, final: ContextState, embedder_id: str = "hashed-tfidf", measure: str = DEFAULT_MEASURE
+) -> float:
+    """Coherence of ``final`` with ``original`` in [0, 1] by the named ``measure``."""
+    return get_measure(measure)(original, final, embedder_id)
 
 
 def p1_preserved(original: ContextState, final: ContextState) -> float:
@@ -96,10 +85,12 @@ def outcome(
     time_ms: float = 0.0,
     target_tokens: int | None = None,
     embedder_id: str = "hashed-tfidf",
+    coherence_measure: str = DEFAULT_MEASURE,
 ) -> BreakingOutcome:
-    """Metrics of breaking ``original`` into ``final`` (``time_ms``: latency spent)."""
+    """Metrics of breaking ``original`` into ``final`` (``time_ms``: latency spent;
+    ``coherence_measure``: a name of :data:`ctxsim.coherence.MEASURES`)."""
     target = original.limit if target_tokens is None else target_tokens
-    coh = coherence(original, final, embedder_id)
+    coh = coherence(original, final, embedder_id, coherence_measure)
     return BreakingOutcome(
         success=final.total_tokens <= target,
         used_recovery=used_recovery(original, final),

@@ -118,7 +118,7 @@ def test_policy_json_describes_the_network_and_the_observation(runs, exports):
         assert obs["config"] == {"actions": ACTIONS, "max_steps": 8, "target": "warning", "embedder": "hashed-tfidf"}
         assert spec["settings"]["max_steps"] == 8 and spec["settings"]["recovery_mode"] == "fresh_start"
         assert set(spec["settings"]) == {"actions", "max_steps", "target", "recovery_mode", "reward", "latency",
-                                         "embedder", "strategy_params", "budget"}
+                                         "embedder", "coherence", "strategy_params", "budget"}
         assert spec["normalization"] is None
         net = spec["network"]
         assert net["kind"] == ("q_values" if algo == "DQN" else "logits") and net["hidden"] == [32, 32]

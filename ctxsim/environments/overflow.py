@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictStr, model_validator
 
+from ..coherence import DEFAULT_MEASURE, MEASURES
 from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
 from ..errors import ConfigError, CtxsimError, ScenarioError, StrategyError, describe_value
 from ..latency import LatencyModel
@@ -60,6 +61,7 @@ class OverflowConfig(BaseModel):
     reward: RewardWeights
     latency: LatencyModel
     embedder: StrictStr
+    coherence: StrictStr
     strategy_params: dict[StrictStr, dict[StrictStr, Any]]
     budget: BudgetConfig
     cache_size: Annotated[int, Field(ge=0)]
@@ -91,6 +93,8 @@ class OverflowConfig(BaseModel):
             raise KeyedValueError("budget.excluded", list(self.budget.excluded), "excludes every action")
         if self.embedder not in list_embedders():
             raise KeyedValueError("embedder", self.embedder, f"unknown embedder; known: {list_embedders()}")
+        if self.coherence not in MEASURES:
+            raise KeyedValueError("coherence", self.coherence, f"unknown coherence measure; known: {sorted(MEASURES)}")
         self._suite = self._load_suite()
         return self
 
@@ -304,6 +308,9 @@ class ContextOverflowEnv(ConfiguredEnv):
         - ``reward``: :class:`~ctxsim.reward.RewardWeights` fields;
         - ``latency``: :class:`~ctxsim.latency.LatencyModel` fields (ms);
         - ``embedder``: relevance/coherence embedder id;
+        - ``coherence``: the coherence measure of the reward and outcomes, ``recall``
+          (default) or ``centroid`` (the earlier measure, for comparisons;
+          :mod:`ctxsim.coherence`);
         - ``strategy_params``: ``{strategy id: {parameter: value}}``;
         - ``budget``: ``{required: [...], excluded: [...]}`` (seed 003);
         - ``cache_size``: entries of the process-level caches of contexts and
@@ -323,6 +330,7 @@ class ContextOverflowEnv(ConfiguredEnv):
             "reward": RewardWeights().model_dump(),
             "latency": LatencyModel().model_dump(),
             "embedder": "hashed-tfidf",
+            "coherence": DEFAULT_MEASURE,
             "strategy_params": {},
             "budget": {"required": [], "excluded": []},
             "cache_size": 20_000,

@@ -3,25 +3,26 @@
 One registry (:mod:`.registry`): ``get_policy(name_or_path, **kwargs)`` and
 ``list_policies()``; ``run_episode(policy, state, settings, seed)`` runs one.
 
-==========================  ===========================================================
-name                        what it does
-==========================  ===========================================================
-``random``                  uniform over the valid actions (:mod:`.baselines`)
-``seed-chain``              seed 001's default chain, one strategy per step
-``only:<strategy>``         the same strategy every step while valid, then recovery
-``greedy``                  one-step lookahead on the reward
-``oracle``                  exhaustive search for the best chain (:mod:`.oracle`)
-``peer:<system>``           a well-known agent system's compaction (:mod:`.peers`)
-a run directory / ``.zip``  a trained SB3 model (:mod:`.sb3`, lazy imports)
-an export directory         an exported numpy policy (:mod:`.exported`; :func:`load`)
-a folder of trained ones    (evaluate and sweeps) one policy whose rows name each run
-==========================  ===========================================================
+============================  ===========================================================
+name                          what it does
+============================  ===========================================================
+``random``                    uniform over the valid actions (:mod:`.baselines`)
+``seed-chain``                seed 001's default chain, one strategy per step
+``only:<strategy>``           the same strategy every step while valid, then recovery
+``greedy``                    one-step lookahead on the reward
+``oracle``                    exhaustive search for the best chain (:mod:`.oracle`)
+``best-fixed:<experiment>``   the best fixed chain on its training contexts (:mod:`.best_fixed`)
+``peer:<system>``             a well-known agent system's compaction (:mod:`.peers`)
+a run directory / ``.zip``    a trained SB3 model (:mod:`.sb3`, lazy imports)
+an export directory           an exported numpy policy (:mod:`.exported`; :func:`load`)
+a folder of trained ones      (evaluate and sweeps) one policy whose rows name each run
+============================  ===========================================================
 
 Importing this package needs numpy only: no torch, stable-baselines3, gymnasium,
 pandas or matplotlib (the exported policy runs with numpy alone).
 """
 
-from . import baselines, exported, oracle, peers, sb3  # noqa: F401  (register the policies)
+from . import baselines, best_fixed, exported, oracle, peers, sb3  # noqa: F401  (register the policies)
 from .baselines import fallback_action
 from .exported import BreakResult, ExportedPolicy, load
 from .oracle import OracleResult, best_chain, search

@@ -61,39 +61,47 @@ class RandomPolicy(Policy):
         return valid[int(self._rng.integers(len(valid)))]
 
 
-@register_policy("seed-chain")
-class SeedChainPolicy(Policy):
-    """Seed 001's default breaking chain, cumulative, one strategy per step.
+class FixedChainPolicy(Policy):
+    """A fixed chain of action ids, cumulative, one strategy per step.
 
-    ``summarize_old``, ``prioritize_recent``, ``content_type_chunking``,
-    ``discard_low_rel`` in that order, each on the result of the previous one; a
-    strategy that is not valid when its turn comes is skipped for good. The episode
-    stops as soon as the context fits; after ``max_steps`` steps it applies its
-    forced recovery (the environment's rules). When the chain is used up before
-    that, :func:`fallback_action` (seed 001: "all strategies failed → recovery").
-    Raises PolicyError when the episode's actions lack one of the chain's ids.
+    Each id in order, on the result of the previous one; an id that is not valid
+    when its turn comes is skipped for good. The episode stops as soon as the
+    context fits; after ``max_steps`` steps it applies its forced recovery (the
+    environment's rules). When the chain is used up before that,
+    :func:`fallback_action` (seed 001: "all strategies failed → recovery"). Raises
+    PolicyError when the episode's actions lack one of the chain's ids.
     """
 
-    CHAIN = SEED_CHAIN[:4]
-
-    def __init__(self) -> None:
+    def __init__(self, chain: tuple[str, ...]) -> None:
+        self.chain = tuple(chain)
         self._next = 0
 
     def reset(self, seed: int) -> None:
         self._next = 0
 
     def check(self, settings: EpisodeSettings) -> None:
-        _require(settings, self.name, self.CHAIN)
+        _require(settings, self.name, self.chain)
 
     def act(self, episode: OverflowEpisode) -> str:
         self.check(episode.settings)
         valid = episode.valid_actions()
-        while self._next < len(self.CHAIN):
-            sid = self.CHAIN[self._next]
+        while self._next < len(self.chain):
+            sid = self.chain[self._next]
             self._next += 1
             if sid in valid:
                 return sid
         return fallback_action(episode)
+
+
+@register_policy("seed-chain")
+class SeedChainPolicy(FixedChainPolicy):
+    """Seed 001's default breaking chain: ``summarize_old``, ``prioritize_recent``,
+    ``content_type_chunking``, ``discard_low_rel`` (:class:`FixedChainPolicy`)."""
+
+    CHAIN = SEED_CHAIN[:4]
+
+    def __init__(self) -> None:
+        super().__init__(self.CHAIN)
 
 
 class OnlyPolicy(Policy):

@@ -27,7 +27,7 @@ from pydantic import Field, field_validator
 
 from ..errors import StrategyError
 from ..latency import Cost
-from ..metrics import coherence
+from ..coherence import centroid
 from ..model import ContextState, ContextUnit
 from ..tokens import count_tokens
 from .base import (
@@ -419,8 +419,9 @@ class SummarizeOld(Strategy):
     (seed semantics: the whole old span is summarized, even when less would fit).
 
     Fallback (seed's weird case, "if summary incoherent (similarity < 0.7)"): when the
-    coherence of the context with the summary (MISSION's definition: embedding
-    cosine of the rendered result vs the rendered input, units weighted by tokens)
+    similarity of the context with the summary (seed 001's check, the centroid
+    measure :func:`ctxsim.coherence.centroid`: embedding cosine of the result vs
+    the input, units weighted by tokens)
     is below ``min_similarity`` (0.7), the old span is truncated instead — its most
     recent whole paragraphs up to the summary's size (seed 003's paragraph-boundary
     truncation) — and ``fallback`` is ``"truncate"``. (Comparing the summary with
@@ -471,7 +472,7 @@ class SummarizeOld(Strategy):
         if fold:
             summary, cost = summarize_units(state, fold, p.summary_length, ctx)
             span = {u.id for u in fold}
-            coh = coherence(state, state.with_units(replace_span(units, span, summary)), ctx.embedder_id)
+            coh = centroid(state, state.with_units(replace_span(units, span, summary)), ctx.embedder_id)
             cost += Cost(embedded_units=len(state.units) + 1)
             notes.append(f"coherence with the summary {coh:.2f}")
             if coh < p.min_similarity:
@@ -679,8 +680,8 @@ class DiscardLowRel(Strategy):
     "[Omitted – see archive: <ids>]" listing the original ids (``linked``). The
     placeholder is left out when it would cost more tokens than what it replaces.
 
-    Fallback (seed's weird case): when the coherence of the result (embedding
-    cosine of the rendered result vs the input, units weighted by tokens) is below
+    Fallback (seed's weird case): when the similarity of the result with the input
+    (the centroid measure :func:`ctxsim.coherence.centroid`, units weighted by tokens) is below
     ``min_coherence`` (0.6), the discard is undone and ``summarize_old`` (default
     parameters) is applied to the input instead; ``fallback`` is "summarize_old".
     When summarize_old cannot run (or the budget excludes it), the discard is kept
@@ -729,7 +730,7 @@ class DiscardLowRel(Strategy):
         if state.unit_cost(placeholder) >= state.tokens_of(discarded):
             placeholder = None
         new = state.with_units(replace_span(state.units, {u.id for u in discarded}, placeholder), applied=self.id)
-        coh = coherence(state, new, ctx.embedder_id)
+        coh = centroid(state, new, ctx.embedder_id)
         cost += Cost(embedded_units=1, units_touched=k)
         note = f"discarded {k} units; coherence {coh:.2f}"
         if coh < self.params.min_coherence:

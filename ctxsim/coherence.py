@@ -1,0 +1,214 @@
+"""Coherence measures: how much of an original context a broken one still carries.
+
+Every measure maps ``(original, final, embedder_id)`` to a float in [0, 1]; an
+unchanged context scores exactly 1.0 and an empty result 0.0. Registered by name
+in :data:`MEASURES` (the env config key ``coherence``):
+
+``recall`` (the default)
+    Sentence recall in the style of BERTScore. The original's units are split into
+    sentences (:func:`ctxsim.summarize.sentences.split_sentences`; code and log
+    lines are one sentence each). Each original sentence scores
+
+    * 1 when the result holds it verbatim (as one of its own sentences);
+    * otherwise ``clip((s - b) / (1 - b), 0, 1)``, where ``s`` is its cosine with
+      its most similar sentence of the result (the configured embedder) and ``b``
+      is the context's chance level: the token-weighted ``BASELINE_QUANTILE``
+      (0.75) quantile, over the original's sentences, of each one's cosine with
+      its most similar *other* sentence of the original (capped at
+      ``MAX_BASELINE``). Three quarters of the original find no better match
+      elsewhere in the same context (generated and real contexts repeat their
+      phrasing: same templates, same file names), so a match no better than ``b``
+      is what text of the same kind gets by chance, and scores 0.
+
+    Coherence is the token-weighted mean of the sentence scores (weights: cl100k
+    tokens of each sentence, counted once per occurrence). Dropping units lowers it
+    by about their share of the tokens; a summary that keeps a unit's sentences
+    (extractive summaries quote them) or its key terms earns them back in part.
+
+``centroid``
+    The measure ctxsim used first: the cosine of the two contexts' token-weighted
+    mean unit embeddings (:func:`ctxsim.relevance.similarity`). It barely moves
+    when units leave (0.97 with half the units dropped); it stays for comparisons
+    and as seed 001's similarity check inside ``summarize_old`` and
+    ``discard_low_rel``.
+
+numpy only (it runs where the deployed policy computes rewards). Cost: the
+original's sentences, their embeddings, their pairwise similarities and ``b``
+are computed once per (original, embedder) and kept in a small LRU
+(:data:`ORIGINALS`); scoring a result then splits its units (cached by content),
+looks its sentences up and embeds only the sentences the original did not have
+(the embedders cache rows by content).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import ConfigError, describe_value
+from .model import ContextState
+from .relevance import LRUCache, SparseRows, embed_sparse, get_embedder, similarity
+from .summarize.sentences import split_sentences
+from .tokens import count_tokens
+
+DEFAULT_MEASURE = "recall"
+#: the chance level b: this token-weighted quantile of the original's best
+#: other-sentence cosines, capped so that a near-perfect match always scores above 0
+BASELINE_QUANTILE = 0.75
+MAX_BASELINE = 0.9
+#: originals whose sentence data is kept (an episode scores many results of one original)
+ORIGINALS_KEPT = 8
+#: cost of one joined pair of sparse entries in multiply-adds of a dense product (measured order)
+JOIN_COST = 16
+
+
+@dataclass(frozen=True)
+class OriginalSentences:
+    """What :func:`recall` needs of an original context, computed once.
+
+    ``texts``: its distinct sentences; ``weights``: tokens of each (float64, every
+    occurrence counted); ``index``: text -> row; ``gram``: (n, n) float32 cosines
+    between the sentences; ``rows``: their embeddings; ``baseline``: the chance
+    level ``b`` (module docstring).
+    """
+
+    texts: tuple[str, ...]
+    weights: np.ndarray
+    index: dict[str, int]
+    rows: SparseRows
+    gram: np.ndarray
+    baseline: float
+
+
+ORIGINALS: LRUCache[tuple[str, str], OriginalSentences] = LRUCache(ORIGINALS_KEPT)
+
+
+def sentences_of(state: ContextState) -> list[str]:
+    """Every sentence of ``state``'s units, in order (repeats kept)."""
+    return [s for unit in state.units for s in split_sentences(unit.content)]
+
+
+def cosines(a: SparseRows, b: SparseRows) -> np.ndarray:
+    """(len a, len b) float64 dot products of two batches of unit-norm rows.
+
+    Sparse rows (hashed) are joined on their shared columns; dense ones (MiniLM)
+    are multiplied; whichever touches fewer numbers."""
+    na, nb = a.shape[0], b.shape[0]
+    if not na or not nb:
+        return np.zeros((na, nb))
+    order = np.argsort(b.cols, kind="stable")
+    b_rows, b_values = b.rows[order], b.values[order].astype(np.float64)
+    ptr = np.searchsorted(b.cols[order], np.arange(b.shape[1] + 1))
+    starts = ptr[a.cols]
+    lengths = ptr[a.cols + 1] - starts
+    pairs = int(lengths.sum())
+    if pairs * JOIN_COST > na * nb * a.shape[1]:
+        return a.dense().astype(np.float64) @ b.dense().astype(np.float64).T
+    # the b entries sharing each a entry's column, without a Python loop
+    index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(pairs)
+    owner = np.repeat(np.arange(len(a.cols)), lengths)
+    cells = a.rows[owner] * nb + b_rows[index]
+    products = a.values[owner].astype(np.float64) * b_values[index]
+    return np.bincount(cells, weights=products, minlength=na * nb).reshape(na, nb)
+
+
+def original_sentences(original: ContextState, embedder_id: str) -> OriginalSentences:
+    """The sentence data of ``original`` (cached per original and embedder)."""
+    key = (original.fingerprint, embedder_id)
+    found = ORIGINALS.get(key)
+    if found is not None:
+        return found
+    all_texts = sentences_of(original)
+    index: dict[str, int] = {}
+    for text in all_texts:
+        index.setdefault(text, len(index))
+    texts = tuple(index)
+    weights = np.zeros(len(texts))
+    np.add.at(weights, [index[t] for t in all_texts], [count_tokens(t) for t in all_texts])
+    rows = embed_sparse(get_embedder(embedder_id), texts)
+    gram = np.clip(cosines(rows, rows), 0.0, 1.0).astype(np.float32)
+    found = OriginalSentences(texts, weights, index, rows, gram, _baseline(gram, weights))
+    ORIGINALS.put(key, found)
+    return found
+
+
+def _baseline(gram: np.ndarray, weights: np.ndarray) -> float:
+    """The chance level: the token-weighted ``BASELINE_QUANTILE`` of each sentence's
+    best cosine with another sentence (0 for fewer than two sentences)."""
+    if len(weights) < 2:
+        return 0.0
+    others = gram.copy()
+    np.fill_diagonal(others, 0.0)
+    best = others.max(axis=1).astype(np.float64)
+    order = np.argsort(best, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    level = best[order][np.searchsorted(cumulative, cumulative[-1] * BASELINE_QUANTILE)]
+    return float(min(level, MAX_BASELINE))
+
+
+def recall(original: ContextState, final: ContextState, embedder_id: str) -> float:
+    """Token-weighted, chance-rescaled recall of ``original``'s sentences in ``final``."""
+    if original.fingerprint == final.fingerprint:
+        return 1.0
+    data = original_sentences(original, embedder_id)
+    total = float(data.weights.sum())
+    if total == 0.0:
+        return 1.0
+    result = set(sentences_of(final))
+    if not result:
+        return 0.0
+    kept = np.array([t in result for t in data.texts], dtype=bool)
+    missing = np.flatnonzero(~kept)
+    if not missing.size:
+        return 1.0
+    best = np.zeros(missing.size)
+    if kept.any():
+        best = data.gram[np.ix_(missing, np.flatnonzero(kept))].max(axis=1).astype(np.float64)
+    new = [t for t in result if t not in data.index]
+    if new:
+        missing_rows = _select(data.rows, missing)
+        new_rows = embed_sparse(get_embedder(embedder_id), new)
+        best = np.maximum(best, cosines(missing_rows, new_rows).max(axis=1))
+    b = data.baseline
+    scores = np.clip((best - b) / (1.0 - b), 0.0, 1.0)
+    carried = float(data.weights[kept].sum()) + float(data.weights[missing] @ scores)
+    return min(1.0, carried / total)
+
+
+def _select(rows: SparseRows, which: np.ndarray) -> SparseRows:
+    """The rows ``which`` (sorted) of a batch, renumbered 0..len(which)-1."""
+    position = np.full(rows.shape[0], -1, dtype=np.int64)
+    position[which] = np.arange(which.size)
+    keep = position[rows.rows] >= 0
+    return SparseRows((which.size, rows.shape[1]), position[rows.rows[keep]], rows.cols[keep], rows.values[keep])
+
+
+def centroid(original: ContextState, final: ContextState, embedder_id: str) -> float:
+    """Cosine of the token-weighted mean unit embeddings of both contexts, in [0, 1]."""
+    if original.fingerprint == final.fingerprint:
+        return 1.0
+    if not final.units or not original.units:
+        return 0.0
+    return float(
+        similarity(
+            [u.content for u in original.units],
+            [u.token_count for u in original.units],
+            [u.content for u in final.units],
+            [u.token_count for u in final.units],
+            get_embedder(embedder_id),
+        )
+    )
+
+
+Measure = Callable[[ContextState, ContextState, str], float]
+MEASURES: dict[str, Measure] = {"recall": recall, "centroid": centroid}
+
+
+def get_measure(name: str) -> Measure:
+    """The measure registered as ``name`` (ConfigError naming the known ones)."""
+    measure = MEASURES.get(name) if isinstance(name, str) else None
+    if measure is None:
+        raise ConfigError(f"unknown coherence measure {describe_value(name)}; known: {sorted(MEASURES)}", key="coherence")
+    return measure

