@@ -16,7 +16,9 @@ Generated scenario keys (tokens are cl100k tokens, shares are in [0, 1]):
 - ``p1_ratio``: share of units tagged P1;
 - ``facts`` (planted facts + rules, default 8, a third of them rules, rounded),
   ``duplicates`` (older copies of repeated identical tool reads), ``superseded_writes``
-  (file writes read back later), ``errors`` (failed tool calls), ``pinned`` (pinned
+  (file writes read back later), ``writes`` (files written per cycle by planted
+  write_file calls, each an artifact probe; default 1 when the mix has a tool_result
+  share, else 0), ``errors`` (failed tool calls), ``pinned`` (pinned
   instruction units), ``misclassified`` (share of units with a wrong type label),
   ``prior_summaries`` (summary units already in the context);
 - ``unit_tokens: {min, max}``: typical size of a generated unit (tokens);
@@ -88,7 +90,7 @@ Limit = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 #: keys that only make sense for generated scenarios
 _GENERATED_KEYS = frozenset(
     {
-        "target_tokens", "overflow", "mix", "p1_ratio", "facts", "duplicates", "superseded_writes",
+        "target_tokens", "overflow", "mix", "p1_ratio", "facts", "duplicates", "superseded_writes", "writes",
         "errors", "pinned", "misclassified", "prior_summaries", "unit_tokens", "task",
     }
 )
@@ -125,6 +127,7 @@ class Scenario(BaseModel):
     facts: Count = 8
     duplicates: Count = 0
     superseded_writes: Count = 0
+    writes: Count | None = None
     errors: Count = 0
     pinned: Count = 0
     misclassified: Annotated[float, Field(ge=0, lt=1)] = 0.0
@@ -175,8 +178,10 @@ class Scenario(BaseModel):
         total = sum(self.mix.values())
         if abs(total - 1) > MIX_TOLERANCE:
             raise KeyedValueError("mix", self.mix, f"shares must sum to 1, they sum to {total:.6g}")
-        if (self.duplicates or self.superseded_writes or self.errors) and not self.mix.get("tool_result"):
-            raise KeyedValueError("mix", self.mix, "planted tool calls (duplicates, superseded_writes, errors) need a tool_result share")
+        if (self.duplicates or self.superseded_writes or self.writes or self.errors) and not self.mix.get("tool_result"):
+            raise KeyedValueError(
+                "mix", self.mix, "planted tool calls (duplicates, superseded_writes, writes, errors) need a tool_result share"
+            )
         return self
 
     def _check_transcript_sample(self) -> None:
@@ -285,6 +290,14 @@ class Scenario(BaseModel):
             raise ScenarioError(f"overflow {self.overflow:g} x the limit of model {self.model!r} ({self.resolved_limit:,}) "
                                 f"exceeds {MAX_TOKENS:,} tokens", source=self._source, key="overflow")
         return target
+
+    @property
+    def resolved_writes(self) -> int:
+        """Files written per cycle by planted write_file calls (``writes``; by default
+        1 when the mix has a tool_result share, else 0)."""
+        if self.writes is not None:
+            return self.writes
+        return 1 if self.mix and self.mix.get("tool_result") else 0
 
     @property
     def rule_count(self) -> int:
