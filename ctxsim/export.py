@@ -324,13 +324,15 @@ def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int, observatio
 # ---- writing --------------------------------------------------------------------------------------
 def _chain_config(chain: tuple[str, ...], strategies: list[str], settings: EpisodeSettings, header: str) -> str:
     """The context_config YAML: the seed example with the learned chain, its strategies'
-    parameters and the recovery mode of ``settings``, under a comment ``header``."""
+    parameters, the recovery mode and the reward (profile and weights) of ``settings``,
+    under a comment ``header``."""
     from .config import ContextConfig
 
     config = ContextConfig().model_dump(mode="json")
     params = {sid: settings.strategy(sid).params.model_dump(mode="json") for sid in strategies}
     config["breaking_strategy"] = {"chain_order": list(chain), **params}
     config["recovery_mode"] = settings.recovery_mode
+    config["reward"] = settings.reward.model_dump(mode="json")
     return header + yaml.safe_dump({"context_config": config}, sort_keys=False, allow_unicode=True)
 
 
