@@ -15,7 +15,8 @@ Finding them (no model, no judge):
      kind ``artifact``;
    - **identifiers** — a name of at least 4 characters with an underscore, a digit,
      or an upper-case letter after its first (``_serialize``, ``TimeDelta``,
-     ``utf8``); kind ``fact`` (recall);
+     ``utf8``), outside paths (the names inside a path are the path's); kind
+     ``fact`` (recall);
    - **numbers** — at least 3 digits, dots and commas between digits allowed (``344``,
      ``1474``, ``3.11.2``); kind ``fact``;
    - **error lines** — a line of a tool result that reads as an error
@@ -112,6 +113,7 @@ def candidates(text: str, *, tool_output: bool = False) -> dict[str, str]:
         token = match.group().rstrip(".")
         if not _trivial(token) and any(c.isalpha() for c in token):
             out.setdefault(token, "artifact")
+    text = _PATH.sub(" ", text)  # the names inside a path are the path's
     for match in _IDENT.finditer(text):
         token = match.group()
         if not _trivial(token) and _is_identifier(token):
