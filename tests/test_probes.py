@@ -176,3 +176,80 @@ def test_grounded_equals_seed001_when_every_probe_is_answered_and_weights_overri
     assert RewardWeights().probe_weight == 0.0
     terms = reward_terms(o, RewardWeights(profile="grounded", probes=3.0))
     assert terms["probes"] == pytest.approx(3.0 * (o.probe_score - 1.0)) if o.success else terms["probes"] == 0.0
+
+
+# ---- where probe scores show: results, logs, the long-horizon env, env specs ----------------
+
+def test_evaluate_shows_reward_and_probe_scores_side_by_side_under_either_profile(repo_root, tmp_path):
+    from ctxsim.evaluate import COLUMNS, evaluate, settings_from_env_spec, summarize
+    from ctxsim.sweep import Tolerances, compare, read_results
+
+    scenarios = [find_scenario("mild-overflow"), find_scenario("fact-dense")]
+    frames = {}
+    for spec, profile in ((None, "seed001"), (repo_root / "envs" / "grounded.yaml", "grounded")):
+        settings, config = settings_from_env_spec(spec)
+        assert settings.reward.profile == profile and config["reward"]["profile"] == profile
+        df = evaluate(["only:remove_oldest"], scenarios, [0], settings, note=lambda _: None)
+        assert list(df.columns) == list(COLUMNS) and set(df["reward_profile"]) == {profile}
+        for column in ("probe_score", *SCORE_COLUMNS.values()):
+            assert df[column].between(0, 1).all()
+        frames[profile] = df
+    seed001, grounded = frames["seed001"], frames["grounded"]
+    assert (seed001["probe_score"] < 1).any()  # dropping the oldest loses probes
+    lost = seed001["success"] & (seed001["probe_score"] < 1)
+    assert lost.any()
+    expected = (seed001["reward"] + 1.5 * (seed001["probe_score"] - 1)).clip(-2, 2)
+    assert grounded["reward"][lost].tolist() == pytest.approx(expected[lost].tolist())
+    summary = summarize(seed001, reps=50)
+    assert summary["probe_score"].iloc[0] == pytest.approx(seed001["probe_score"].mean())
+    # the results CSV reads back; a baseline from before probes (no probe columns) still compares
+    path = tmp_path / "r.csv"
+    seed001.to_csv(path, index=False)
+    results = read_results(path)
+    old = results.drop(columns=["probe_score", *SCORE_COLUMNS.values(), "reward_profile"])
+    assert compare(results, old, Tolerances()).empty
+    better = results.assign(probe_score=results["probe_score"] + 0.2)
+    assert set(compare(results, better, Tolerances())["metric"]) == {"probe_score"}
+    assert compare(results, better, Tolerances(probe_score=0.3)).empty
+
+
+def test_logged_outcomes_carry_probe_scores_and_log_summaries_read_them(tmp_path):
+    from ctxsim.export import summarize_log
+    from ctxsim.transitions import TransitionWriter, state_summary
+
+    state = generate(find_scenario("mild-overflow"), 0)
+    task = state.facts["task"]
+    gone = without(state, {u.id for u in holders(state, task.value)})
+    summary = state_summary(gone)
+    facts = [f for f in state.fact_table if f.kind in ("fact", "rule")]
+    assert summary["facts_present"] == sum(answered(f, gone.render()) for f in facts) / len(facts)
+    assert summary["probes_present"] == probe_score(gone, gone) < 1.0
+    o = outcome(state, gone)
+    log = tmp_path / "log.jsonl"
+    with TransitionWriter(log, run_id="r") as writer:
+        writer.write_transition(episode=0, step=0, scenario="mild-overflow", seed=0, state_before=state,
+                                observation_before=[0.0], action="drop", reward=0.5, state_after=gone,
+                                observation_after=[0.0], terminated=True, truncated=False, outcome=o.to_dict())
+    (episode,) = summarize_log(log).episodes
+    assert episode.probe_score == pytest.approx(o.probe_score) and o.probe_score < 1.0
+    assert summarize_log(log).overall.mean_probe_score == pytest.approx(o.probe_score)
+
+
+def test_stream_probes_take_the_four_kinds_in_turn_and_report_each():
+    from ctxsim.stream.conversation import conversation_for
+    from ctxsim.stream.evaluate import COLUMNS, evaluate_stream
+    from ctxsim.stream.probes import MASK, ProbeConfig
+
+    conv = conversation_for(find_scenario("gpt4-6000"), 0, 60, ProbeConfig(turns=(15, 25, 35, 45, 55)))
+    kinds = [probe_kind(conv.fact(p.fact_id)) for p in conv.probes]
+    assert sorted(kinds[:4]) == sorted(PROBE_KINDS)
+    for probe in conv.probes:
+        assert conv.fact(probe.fact_id).value not in probe.question and MASK in probe.question
+    config = {"scenario_names": ["gpt4-6000"], "contexts_per_scenario": 1, "turns": 40,
+              "probes": {"turns": [12, 20, 28, 36], "min_age_turns": 5}}
+    df = evaluate_stream(["seed-chain"], ["gpt4-6000"], [0], config)
+    assert {f"probe_share_{k}" for k in PROBE_KINDS} <= set(COLUMNS) <= set(df.columns)
+    row = df.iloc[0]
+    assert row["probes_asked"] == 4
+    shares = [row[f"probe_share_{k}"] for k in PROBE_KINDS]
+    assert row["probe_share"] == pytest.approx(sum(shares) / 4)  # one probe of each kind
