@@ -13,11 +13,13 @@ components, so files named after them stay inside the output folder.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
 
 from .errors import CtxsimError
+from .probes import PROBE_KINDS
 
 
 #: columns of output to a file or pipe (no terminal width to respect): wide enough
@@ -159,13 +161,14 @@ def _summary_table(summary, title: str):
 
     table = Table(title=f"Evaluation: {title}", title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     table.add_column("policy", no_wrap=True)
-    for col in ("IQM norm", "95% CI", "reward", "95% CI", "success", "recov", "cut %", "P1", "facts", "coh", "ms"):
+    for col in ("IQM norm", "95% CI", "reward", "95% CI", "success", "recov", "cut %", "P1", "facts", "probes", "coh", "ms"):
         table.add_column(col, justify="right", no_wrap=True)
     for r in summary.itertuples():
         table.add_row(
             r.policy, f"{r.iqm_normalized:.2f}", f"{r.iqm_ci_low:.2f}..{r.iqm_ci_high:.2f}", f"{r.mean_reward:+.2f}",
             f"{r.reward_ci_low:+.2f}..{r.reward_ci_high:+.2f}", f"{r.success_rate:.0%}", f"{r.recovery_rate:.0%}",
-            f"{r.reduction_pct:.0f}", f"{r.p1_preserved:.2f}", f"{r.facts_retained:.2f}", f"{r.coherence:.2f}",
+            f"{r.reduction_pct:.0f}", f"{r.p1_preserved:.2f}", f"{r.facts_retained:.2f}", f"{r.probe_score:.2f}",
+            f"{r.coherence:.2f}",
             f"{r.latency_ms:.0f}",
         )
     return table
@@ -291,7 +294,8 @@ def _experiment_split(args: argparse.Namespace):
 
 
 STREAM_SUMMARY = {
-    "reward": "mean", "probe_share": "mean", "facts_retained": "mean", "cache_hit_rate": "mean", "tokens_sent": "mean",
+    "reward": "mean", "probe_share": "mean", **{f"probe_share_{kind}": "mean" for kind in PROBE_KINDS},
+    "facts_retained": "mean", "cache_hit_rate": "mean", "tokens_sent": "mean",
     "cost_usd": "mean", "overflow_events": "mean", "over_hit_fresh_starts": "mean", "max_summary_depth": "max",
     "max_summary_tokens": "max", "rehydrations": "sum", "rehydration_loops": "sum",
 }
@@ -326,9 +330,10 @@ def _summarize_log(path: str) -> int:
         return 0
 
     def rows(stats):
-        return [[s.name, s.episodes, f"{s.success_rate:.0%}", f"{s.recovery_rate:.0%}", f"{s.mean_reward:+.3f}"] for s in stats]
+        return [[s.name, s.episodes, f"{s.success_rate:.0%}", f"{s.recovery_rate:.0%}", f"{s.mean_reward:+.3f}",
+                 "–" if math.isnan(s.mean_probe_score) else f"{s.mean_probe_score:.2f}"] for s in stats]
 
-    columns = ["", "episodes", "success", "recovery", "mean reward"]
+    columns = ["", "episodes", "success", "recovery", "mean reward", "probes answered"]
     groups = [("all", [log.overall])] + [(a, log.by(a)) for a in ("run_id", "scenario")]
     for attribute, stats in groups:
         if attribute == "all" or len(stats) > 1 or (attribute == "scenario" and stats and stats[0].name):

@@ -37,6 +37,7 @@ from pydantic import (
 from .errors import ConfigError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD
 from .paths import DATA_DIR
+from .reward import RewardWeights
 from .validation import KeyedValueError, load_yaml, validate
 
 logger = logging.getLogger(__name__)
@@ -190,7 +191,9 @@ class ContextConfig(_Frozen):
 
     Limits are tokens. ``min_limit`` is the global floor: ``default_limit`` and every
     ``per_llm`` limit must be at least ``min_limit``. ``warning_threshold`` is the
-    share of the limit (in (0, 1]) at which breaking starts.
+    share of the limit (in (0, 1]) at which breaking starts. ``reward`` records the
+    reward (profile and weights, :mod:`ctxsim.reward`) a chain was chosen under: an
+    exported chain config carries it; the runtime does not read it.
     """
 
     min_limit: PositiveTokens = DEFAULT_MIN_LIMIT
@@ -203,6 +206,7 @@ class ContextConfig(_Frozen):
     recovery_mode: RecoveryMode = "fresh_start"
     retry_policies: RetryPolicies = RetryPolicies()
     llm_summarizer: LLMSummarizerConfig = LLMSummarizerConfig()
+    reward: RewardWeights = RewardWeights()
 
     @model_validator(mode="after")
     def _limits_respect_floor(self) -> ContextConfig:

@@ -40,6 +40,7 @@ import pandas as pd
 from .episode import EpisodeSettings, OverflowEpisode, Step
 from .policies import get_policy, run_episode, search, trained_policies_in
 from .policies.peers import peer_available
+from .probes import SCORE_COLUMNS
 from .scenarios import Scenario, build_context
 from .stats import iqm, normalized_score, stratified_bootstrap_ci
 
@@ -47,8 +48,8 @@ from .stats import iqm, normalized_score, stratified_bootstrap_ci
 MAX_SEEDS = 100_000
 COLUMNS = (
     "policy", "run", "scenario", "seed", "reward", "success", "used_recovery", "forced_recovery", "tokens_before",
-    "tokens_after", "reduction_pct", "coherence", "p1_preserved", "facts_retained", "rules_retained", "latency_ms",
-    "chain", "steps", "oracle_reward", "random_reward", "normalized_score",
+    "tokens_after", "reduction_pct", "coherence", "p1_preserved", "facts_retained", "rules_retained", "probe_score",
+    *SCORE_COLUMNS.values(), "reward_profile", "latency_ms", "chain", "steps", "oracle_reward", "random_reward", "normalized_score",
 )
 
 
@@ -74,6 +75,9 @@ def _row(policy: str, scenario: str, seed: int, episode: OverflowEpisode) -> dic
         "p1_preserved": o.p1_preserved,
         "facts_retained": o.facts_retained,
         "rules_retained": o.rules_retained,
+        "probe_score": o.probe_score,
+        **{SCORE_COLUMNS[kind]: score for kind, score in o.probe_scores.items()},
+        "reward_profile": episode.settings.reward.profile,
         "latency_ms": episode.latency_ms,
         "chain": ">".join(episode.chain),
         "steps": episode.steps_taken,
@@ -289,7 +293,9 @@ def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFr
     """Per policy (in order of first appearance): IQM of the normalized score and mean
     reward, each with its 95 % stratified bootstrap CI over seeds × scenarios, and
     the mean success, recovery, reduction (%), P1 preserved, facts and rules
-    retained, coherence and latency (ms)."""
+    retained, probe score (all probes and per kind), coherence and latency (ms).
+    Results without probe columns (written before probes existed) summarize with
+    those means as NaN."""
     out = []
     for policy, group in df.groupby("policy", sort=False):
         scores, rewards = score_tensor(group, "normalized_score"), score_tensor(group, "reward")
@@ -311,11 +317,17 @@ def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFr
                 "p1_preserved": float(group["p1_preserved"].mean()),
                 "facts_retained": float(group["facts_retained"].mean()),
                 "rules_retained": float(group["rules_retained"].mean()),
+                **{col: _mean(group, col) for col in ("probe_score", *SCORE_COLUMNS.values())},
                 "coherence": float(group["coherence"].mean()),
                 "latency_ms": float(group["latency_ms"].mean()),
             }
         )
     return pd.DataFrame(out)
+
+
+def _mean(group: pd.DataFrame, column: str) -> float:
+    """Mean of a column, NaN when the results lack it."""
+    return float(group[column].mean()) if column in group.columns else float("nan")
 
 
 def reward_differences(df: pd.DataFrame, reference: str, *, reps: int = 2000, seed: int = 0) -> pd.DataFrame:

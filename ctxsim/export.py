@@ -324,13 +324,15 @@ def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int, observatio
 # ---- writing --------------------------------------------------------------------------------------
 def _chain_config(chain: tuple[str, ...], strategies: list[str], settings: EpisodeSettings, header: str) -> str:
     """The context_config YAML: the seed example with the learned chain, its strategies'
-    parameters and the recovery mode of ``settings``, under a comment ``header``."""
+    parameters, the recovery mode and the reward (profile and weights) of ``settings``,
+    under a comment ``header``."""
     from .config import ContextConfig
 
     config = ContextConfig().model_dump(mode="json")
     params = {sid: settings.strategy(sid).params.model_dump(mode="json") for sid in strategies}
     config["breaking_strategy"] = {"chain_order": list(chain), **params}
     config["recovery_mode"] = settings.recovery_mode
+    config["reward"] = settings.reward.model_dump(mode="json")
     return header + yaml.safe_dump({"context_config": config}, sort_keys=False, allow_unicode=True)
 
 
@@ -415,25 +417,30 @@ class LoggedEpisode:
     reward: float
     success: bool
     used_recovery: bool
+    #: share of the context's probes answered; None in logs written before probes existed
+    probe_score: float | None = None
 
 
 @dataclass(frozen=True)
 class LogStats:
-    """Aggregates of some episodes: rates are shares of ``episodes``, reward the mean."""
+    """Aggregates of some episodes: rates are shares of ``episodes``, reward and probe
+    score the means (the probe score over the episodes that logged one; NaN if none did)."""
 
     name: str
     episodes: int
     success_rate: float
     recovery_rate: float
     mean_reward: float
+    mean_probe_score: float = math.nan
 
     @classmethod
     def of(cls, name: str, episodes: list[LoggedEpisode]) -> "LogStats":
-        def mean(values: list[float]) -> float:
-            return sum(values) / len(values) if values else 0.0
+        def mean(values: list[float], empty: float = 0.0) -> float:
+            return sum(values) / len(values) if values else empty
 
+        probes = [e.probe_score for e in episodes if e.probe_score is not None]
         return cls(name, len(episodes), mean([e.success for e in episodes]), mean([e.used_recovery for e in episodes]),
-                   mean([e.reward for e in episodes]))
+                   mean([e.reward for e in episodes]), mean(probes, math.nan))
 
 
 @dataclass(frozen=True)
@@ -500,6 +507,10 @@ def summarize_log(path: str | Path) -> LogSummary:
         flags = [outcome.get(k) for k in ("success", "used_recovery")]
         if not all(isinstance(f, bool) for f in flags):
             raise LogFormatError(f"line {line}: the outcome lacks the booleans success and used_recovery", source=path)
+        probe = outcome.get("probe_score")
+        if probe is not None and (isinstance(probe, bool) or not isinstance(probe, (int, float)) or not 0 <= probe <= 1):
+            raise LogFormatError(f"line {line}: the outcome's probe_score is {describe_value(probe)}, expected a share in [0, 1]",
+                                 source=path)
         episodes.append(LoggedEpisode(key[0], str(record["scenario"] or ""), record["seed"], tuple(open_.pop(key)),
-                                      reward, *flags))
+                                      reward, *flags, None if probe is None else float(probe)))
     return LogSummary(path, len(records), tuple(episodes), len(open_))

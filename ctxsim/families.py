@@ -51,6 +51,9 @@ TRANSCRIPT_SAMPLE_KEYS = ("overflow", "limit")
 #: family (the shipped data/families/transcripts.yaml uses the same values)
 TRANSCRIPT_FILE_SAMPLE = {"overflow": {"min": 1.1, "max": 2.5}}
 TRANSCRIPT_FILE_CONTEXTS = 32
+#: ... and, in its cut family, the share of its messages that form the context
+#: (data/families/transcripts.yaml's cut families use the same range)
+TRANSCRIPT_FILE_CUT = {"min": 0.3, "max": 0.8}
 #: mixes a family draws from (seed 001's unit types)
 FAMILY_MIX_TYPES = ("message", "code", "plan_ref", "log", "tool_result", "other")
 

@@ -12,11 +12,22 @@ Faker instance seeded from it, never from global state or the clock, so the same
 scenario and seed give byte-identical :func:`~ctxsim.serialize.dumps_state` output
 in every process.
 
-Ground truth planted in the context (and nowhere else by accident):
+Ground truth planted in the context (and nowhere else by accident), one probe each
+(:mod:`ctxsim.probes`), recorded in ``state.fact_table`` and in the holding unit's
+``fact_ids``:
 
-- facts and rules with exact values, recorded in ``state.fact_table`` and in the
-  holding unit's ``fact_ids``; each value occurs exactly once in the whole context;
-  rules sit in P1 user messages;
+- facts (recall) and rules (decision) with exact values; each value occurs exactly
+  once in the whole context; rules sit in P1 user messages;
+- continuation: the task (its distinctive phrase, the task without its leading
+  verb, first in the task message and repeated by plans and summaries) and, once
+  per cycle late in it (75-95 % of the cycle's tokens), the open item / next step
+  an assistant reply states ("Open item: <value>."), a value that occurs once;
+- artifacts: every file the session wrote (each successful write_file: ordinary
+  writes, superseded writes and ``scenario.resolved_writes`` planted writes per
+  cycle) gives two probes in its write unit: the path, and a distinctive line of
+  the written content (a ``def``/``class`` line when there is one) that no earlier
+  unit holds. Written paths are never written twice, so that content is the file's
+  latest version (a superseded write's read-back shows the same text);
 - ``meta ("planted", "duplicate")`` on the older of two identical read_file calls
   (same tool, canonical arguments and content); every other tool call has unique
   arguments;
@@ -39,7 +50,7 @@ from __future__ import annotations
 import json
 import random
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timezone
 from itertools import chain, islice
 from typing import Callable, Iterator
@@ -299,6 +310,22 @@ class _Writer:
             value = f"never edit files under src/{self.package}/{self.fake.word()}_{self.fake.word()}/ by hand"
         return value, self.rng.choice(RULE_SENTENCES).format(v=value)
 
+    def task_phrase(self) -> str:
+        """The task's distinctive phrase: the task without its leading verb (the whole
+        task when it has fewer than four words)."""
+        words = self.task.rstrip(".").split(" ")
+        return " ".join(words[1:]) if len(words) >= 4 else self.task.rstrip(".")
+
+    def next_step(self) -> tuple[str, str]:
+        """(value, sentence) of an open item / next step with an exact, distinctive value."""
+        r = self.rng
+        value = r.choice((
+            lambda: f"make {self.test_path()} pass again by fixing {self.ident()}()",
+            lambda: f"{r.choice(CHANGES)} in {self.src_path()}",
+            lambda: f"rerun {self.test_path()} once {self.ident()}() is patched",
+        ))()
+        return value, f"Open item: {value}. That is my next step before anything else."
+
     def task_message(self, extra: list[str]) -> str:
         lines = [
             f"Hi! Today's task: {self.task}.",
@@ -526,13 +553,18 @@ class _Event:
 
     due: int
     seq: int
-    kind: str = field(compare=False)  # rule, fact, duplicate, copy, superseded, read_back, error
+    kind: str = field(compare=False)  # rule, fact, next_step, duplicate, copy, superseded, read_back, write, error
     payload: dict = field(compare=False, default_factory=dict)
 
 
 _Planted = tuple[str, str, str]  # (fact id, value, sentence)
 #: tool units each planted event kind still adds to the context (a pair's first half brings its second)
-_UNITS_OF = {"duplicate": 2, "superseded": 2, "copy": 1, "read_back": 1, "error": 1}
+_UNITS_OF = {"duplicate": 2, "superseded": 2, "copy": 1, "read_back": 1, "write": 1, "error": 1}
+#: fact id prefix of each planted message event (the fact kind follows from it: FACT_KIND_OF_PREFIX)
+_ID_PREFIX = {"fact": "fact", "rule": "rule", "next_step": "next-step"}
+_KIND_OF_PREFIX = {"fact": "fact", "rule": "rule", "next-step": "continuation"}
+#: smallest content of a planted write (tokens): enough for a function whose def line is distinctive
+MIN_WRITE_TOKENS = 100
 
 
 class SessionGenerator:
@@ -564,7 +596,7 @@ class SessionGenerator:
         self._outside_mix = 0  # tokens of summaries
         self._total = 0
         self._p1 = self._mislabelled = self._calls = self._seq = 0
-        self._counts = {"fact": 0, "rule": 0}
+        self._counts = {"fact": 0, "rule": 0, "next_step": 0, "artifact": 0}
         self._turn = 0
         self._budget = 0
         self._used: set[str] = set()  # tool targets (paths, queries, URLs) already used
@@ -584,7 +616,7 @@ class SessionGenerator:
 
     @property
     def facts(self) -> tuple[Fact, ...]:
-        """Facts and rules planted so far."""
+        """Ground truth planted so far (facts, rules, artifacts, continuation)."""
         return tuple(self._facts)
 
     @property
@@ -616,14 +648,17 @@ class SessionGenerator:
         if self._queue and self._pick_type() is None and self._queue[0].due > self.total_tokens:
             self._queue[0].due = self.total_tokens  # nothing else is wanted: bring the next planted item forward
         due = self._due()
-        carriers: dict[str, list[_Event]] = {"user": [e for e in due if e.kind == "rule"], "reply": [], "plan_ref": [], "other": []}
+        carriers: dict[str, list[_Event]] = {
+            "user": [e for e in due if e.kind == "rule"], "reply": [e for e in due if e.kind == "next_step"],
+            "plan_ref": [], "other": [],
+        }
         for event in due:
             if event.kind == "fact":
                 options = ["user", "reply"] + [k for k in ("plan_ref", "other") if k in self.mix]
                 carriers[r.choice(options)].append(event)
         if carriers["user"] or (self._wants("message") and r.random() < 0.6):
             self._message("user", carriers["user"])
-        self._inflight = [e for e in due if e.kind not in ("rule", "fact")]
+        self._inflight = [e for e in due if e.kind not in ("rule", "fact", "next_step")]
         while self._inflight:
             self._tool_call(self._inflight.pop(0))
         for kind in ("plan_ref", "other"):
@@ -673,6 +708,9 @@ class SessionGenerator:
             self._push("superseded", at(0.05, 0.6))
         for _ in range(s.errors):
             self._push("error", at(0.05, 0.8))
+        for _ in range(s.resolved_writes):
+            self._push("write", at(0.05, 0.8))
+        self._push("next_step", at(0.75, 0.95))
 
     def _push(self, kind: str, due: int, **payload) -> None:
         self._seq += 1
@@ -746,18 +784,19 @@ class SessionGenerator:
 
     # ---- planted facts -----------------------------------------------------
     def _draw(self, events: list[_Event]) -> list[_Planted]:
-        """A new value and sentence for each fact or rule event; values occur nowhere yet."""
+        """A new value and sentence for each fact, rule or next-step event; values occur nowhere yet."""
         out = []
+        draw = {"rule": lambda: self._w.rule(self._counts["rule"]), "fact": self._w.fact, "next_step": self._w.next_step}
         for event in events:
             kind = event.kind
             for _ in range(200):
-                value, sentence = self._w.rule(self._counts["rule"]) if kind == "rule" else self._w.fact()
+                value, sentence = draw[kind]()
                 if self._unused(value):
                     break
             else:
                 raise RuntimeError(f"could not draw a {kind} value that occurs nowhere in the context")
             self._counts[kind] += 1
-            fact_id = f"{kind}-{self._counts[kind]}"
+            fact_id = f"{_ID_PREFIX[kind]}-{self._counts[kind]}"
             self._values[value] = fact_id
             out.append((fact_id, value, sentence))
         return out
@@ -825,9 +864,31 @@ class SessionGenerator:
         else:
             self._outside_mix += cost
         for fact_id, value, sentence in facts:
-            kind_of = "rule" if fact_id.startswith("rule") else "fact"
+            kind_of = _KIND_OF_PREFIX[fact_id.rsplit("-", 1)[0]]
             self._facts.append(Fact(fact_id, value, unit.id, priority=priority, kind=kind_of, text=sentence))
         return unit
+
+    def _attach(self, unit: ContextUnit, probes: list[tuple[str, str, str, str]]) -> None:
+        """Record derived probes (id, kind, value, sentence) held by ``unit``, the last
+        unit emitted (whose ``fact_ids`` gain their ids)."""
+        for fact_id, kind, value, sentence in probes:
+            self._facts.append(Fact(fact_id, value, unit.id, priority=unit.priority, kind=kind, text=sentence))
+        self._units[-1] = replace(unit, fact_ids=unit.fact_ids + tuple(p[0] for p in probes))
+
+    def _plant_artifact(self, unit: ContextUnit, path: str) -> None:
+        """The two artifact probes of a file written by ``unit``: its path and a
+        distinctive line of the written text (a def/class line when one is new)."""
+        lines = [line.strip() for line in _file_text(unit.content).splitlines()]
+        earlier = [u.content for u in self._units[:-1]]
+        fresh = [line for line in lines if len(line) >= 12 and not any(line in text for text in earlier)]
+        code = [line for line in fresh if line.startswith(("def ", "class "))]
+        line = (code or fresh or [path])[0]
+        self._counts["artifact"] += 1
+        n = self._counts["artifact"]
+        self._attach(unit, [
+            (f"artifact-{n}-path", "artifact", path, f"The session wrote {path}."),
+            (f"artifact-{n}-line", "artifact", line, f"The latest version of {path} contains: {line}"),
+        ])
 
     def _opening(self) -> None:
         w, s = self._w, self.scenario
@@ -842,7 +903,8 @@ class SessionGenerator:
             self._emit("summary", "assistant", lambda: w.summary(size, depth, first, last), summary_depth=depth, relabel=False)
         self._turn = last + 1
         facts = self._draw(self._due(("rule", "fact")))
-        self._emit("message", "user", lambda: w.task_message([t for _, _, t in facts]), facts=facts, p1=True, relabel=False)
+        task = self._emit("message", "user", lambda: w.task_message([t for _, _, t in facts]), facts=facts, p1=True, relabel=False)
+        self._attach(task, [("task", "continuation", w.task_phrase(), f"Today's task: {w.task}.")])
 
     def _message(self, role: str, events: list[_Event]) -> None:
         """A user ask or an assistant reply carrying the given facts and rules (rules make it P1)."""
@@ -900,6 +962,8 @@ class SessionGenerator:
             self._push("read_back", self._later(), path=path, text=_file_text(unit.content), tokens=unit.token_count + self._overhead)
         elif kind == "error":
             self._failed_call(self._pick_tool(), size)
+        elif kind == "write":
+            self._write(self._fresh(w.src_path), max(size, MIN_WRITE_TOKENS))
         else:
             self._ordinary_call(self._pick_tool(), size)
 
@@ -945,7 +1009,9 @@ class SessionGenerator:
             fields = {"path": path, "lines": lines, "bytes": size_bytes, "status": "ok"}
             return f"Wrote {lines} lines ({size_bytes} bytes) to {path}:\n{body}", fields
 
-        return self._tool_unit("write_file", {"path": path}, path, run, meta=meta)
+        unit = self._tool_unit("write_file", {"path": path}, path, run, meta=meta)
+        self._plant_artifact(unit, path)
+        return self._units[-1]
 
     def _failed_call(self, tool: str, size: int) -> None:
         w = self._w

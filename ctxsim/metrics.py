@@ -14,7 +14,12 @@ Definitions (MISSION.md):
 * p1_preserved — share of the original P1 units still present (compressed in place
   counts as present; folded into a summary does not); 1.0 when there were none;
 * facts_retained / rules_retained — share of the planted facts / rules whose exact
-  value still appears in the rendered final context; 1.0 when none were planted.
+  value still appears in the rendered final context; 1.0 when none were planted;
+* probe_score — share of all probes (every planted item of ground truth: facts,
+  rules, artifacts, continuation) answered by the final context, 1.0 when there
+  are none; probe_recall / probe_artifact / probe_continuation / probe_decision —
+  the same per probe kind, 1.0 for a kind without probes (answering rules:
+  :mod:`ctxsim.probes`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from dataclasses import asdict, dataclass
 
 from .coherence import DEFAULT_MEASURE, get_measure
 from .model import ContextState
+from .probes import PROBE_KINDS, probe_score, probe_scores
 
 RECOVERY_IDS = frozenset({"fresh_start", "truncate"})
 
@@ -41,6 +47,16 @@ class BreakingOutcome:
     facts_retained: float
     rules_retained: float
     time_ms: float
+    probe_score: float = 1.0
+    probe_recall: float = 1.0
+    probe_artifact: float = 1.0
+    probe_continuation: float = 1.0
+    probe_decision: float = 1.0
+
+    @property
+    def probe_scores(self) -> dict[str, float]:
+        """Share of probes answered per kind (recall, artifact, continuation, decision)."""
+        return {kind: getattr(self, f"probe_{kind}") for kind in PROBE_KINDS}
 
     @property
     def reduction(self) -> float:
@@ -91,6 +107,7 @@ def outcome(
     ``coherence_measure``: a name of :data:`ctxsim.coherence.MEASURES`)."""
     target = original.limit if target_tokens is None else target_tokens
     coh = coherence(original, final, embedder_id, coherence_measure)
+    by_kind = probe_scores(original, final)
     return BreakingOutcome(
         success=final.total_tokens <= target,
         used_recovery=used_recovery(original, final),
@@ -104,4 +121,6 @@ def outcome(
         facts_retained=retained(original, final, "fact"),
         rules_retained=retained(original, final, "rule"),
         time_ms=float(time_ms),
+        probe_score=probe_score(original, final),
+        **{f"probe_{kind}": score for kind, score in by_kind.items()},
     )

@@ -23,7 +23,10 @@ ROLES = ("system", "user", "assistant", "tool")
 OUTCOMES = ("success", "failure", "partial")
 DURABILITIES = ("ephemeral", "anchoring", "replayable", "non_replayable")
 PRIORITIES = (1, 2, 3)
-FACT_KINDS = ("fact", "rule")
+#: kinds of planted ground truth: facts and rules (the original two) and the files and
+#: the task state a session leaves behind; each kind is the answer of one probe kind
+#: (:data:`ctxsim.probes.PROBE_KIND_OF`)
+FACT_KINDS = ("fact", "rule", "artifact", "continuation")
 DEFAULT_MIN_LIMIT = 3500
 #: the largest limit, and the largest generated context, ctxsim accepts (tokens): the
 #: largest context windows on offer are about this size
@@ -91,7 +94,13 @@ class ToolEnvelope:
 
 @dataclass(frozen=True)
 class Fact:
-    """A planted fact or user rule: its exact value and the unit that holds it."""
+    """A planted item of ground truth: its exact value and the unit where it first occurs.
+
+    ``kind``: ``fact`` (a recall probe's answer), ``rule`` (a user rule: decision),
+    ``artifact`` (a written file's path or a distinctive line of its latest version)
+    or ``continuation`` (the task, the open item / next step). ``text`` is the
+    sentence that states it.
+    """
 
     id: str
     value: str
@@ -316,9 +325,10 @@ class ContextState:
 
     @cached_property
     def fingerprint(self) -> str:
-        """Stable identity of the units, limits, artifacts and history (cached)."""
+        """Stable identity of the units, limits, artifacts, history and planted ground truth (cached)."""
         parts = [str(self.limit), str(self.min_limit), str(self.warning_threshold), self.message_format,
-                 self.task, "|".join(self.history), "|".join(a.id for a in self.artifacts), str(len(self.dropped))]
+                 self.task, "|".join(self.history), "|".join(a.id for a in self.artifacts), str(len(self.dropped)),
+                 "|".join(f"{f.id}={f.kind}:{f.value}@{f.unit_id}" for f in self.fact_table)]
         parts.extend(u.fingerprint for u in self.units)
         return content_hash("\n".join(parts))
 

@@ -63,15 +63,16 @@ def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> 
 
 def policy_table(summary: pd.DataFrame) -> str:
     """Per policy (best IQM first): IQM normalized score and mean reward with 95 % CIs,
-    success, recovery, reduction (%), P1 preserved, facts retained, coherence, latency (ms)."""
+    success, recovery, reduction (%), P1 preserved, facts retained, probe score (all
+    probes; "–" for results without probes), coherence, latency (ms)."""
     columns = ["policy", "episodes", "IQM normalized [95% CI]", "mean reward [95% CI]", "success", "recovery",
-               "reduction %", "P1 preserved", "facts retained", "coherence", "latency ms"]
+               "reduction %", "P1 preserved", "facts retained", "probes answered", "coherence", "latency ms"]
     ordered = summary.sort_values(["iqm_normalized", "policy"], ascending=[False, True], kind="stable")
     rows = [
         [f"`{r.policy}`", r.episodes, f"{r.iqm_normalized:.3f} [{r.iqm_ci_low:.3f}, {r.iqm_ci_high:.3f}]",
          f"{r.mean_reward:+.3f} [{r.reward_ci_low:+.3f}, {r.reward_ci_high:+.3f}]", f"{r.success_rate:.0%}",
          f"{r.recovery_rate:.0%}", f"{r.reduction_pct:.1f}", f"{r.p1_preserved:.2f}", f"{r.facts_retained:.2f}",
-         f"{r.coherence:.2f}", f"{r.latency_ms:,.0f}"]
+         "–" if np.isnan(r.probe_score) else f"{r.probe_score:.2f}", f"{r.coherence:.2f}", f"{r.latency_ms:,.0f}"]
         for r in ordered.itertuples()
     ]
     return markdown_table(columns, rows)
@@ -83,6 +84,20 @@ def scenario_table(results: pd.DataFrame, column: str, fmt: str) -> str:
     table = table.astype(float)
     rows = [[f"`{scenario}`", *(format(v, fmt) for v in row)] for scenario, row in zip(table.index, table.to_numpy())]
     return markdown_table(["scenario", *(f"`{p}`" for p in table.columns)], rows)
+
+
+def probe_lines(results: pd.DataFrame) -> list[str]:
+    """The reward profile(s) of the results and the probe score per scenario and
+    policy (nothing for results written before probes existed)."""
+    if "probe_score" not in results.columns:
+        return []
+    profiles = ", ".join(f"`{p}`" for p in sorted(results["reward_profile"].unique())) if "reward_profile" in results else "`seed001`"
+    return [
+        "## Probes answered per scenario\n",
+        f"Share of the context's probes (recall, artifact, continuation, decision) the result answers; "
+        f"reward profile {profiles} (`grounded` adds a probe term to seed 001's reward).\n",
+        scenario_table(results, "probe_score", ".2f"),
+    ]
 
 
 def summary_markdown(
@@ -102,6 +117,7 @@ def summary_markdown(
         scenario_table(results, "reward", "+.3f"),
         "## Success rate per scenario\n",
         scenario_table(results.assign(success=results["success"].astype(float)), "success", ".0%"),
+        *probe_lines(results),
     ]
     if regressions is not None:
         parts.append("## Regressions against the baseline\n")
@@ -405,7 +421,8 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
         add("performance_profile.png", fig_performance_profile(results), "Performance profiles",
             "Fraction of runs whose normalized score exceeds τ; a curve above another dominates it.")
         add("reward_by_scenario.png", fig_reward_by_scenario(results), "Mean reward per scenario",
-            "Mean seed-001 reward of each policy on each scenario, 95 % bootstrap CI over seeds.")
+            "Mean reward (seed 001's formula; its profile: the probes table) of each policy on each scenario, "
+            "95 % bootstrap CI over seeds.")
         add("pareto.png", fig_pareto(results), "Reduction against facts retained",
             "Each point is a policy (means over all runs, 95 % CIs); the dashed line joins the non-dominated ones.")
         if learned:
@@ -434,7 +451,7 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
     ]
     for name, _, heading, caption in figures:
         parts.append(f"### {heading}\n\n![{heading}]({name})\n\n{caption}\n")
-    parts += ["## Mean reward per scenario\n", scenario_table(results, "reward", "+.3f")]
+    parts += ["## Mean reward per scenario\n", scenario_table(results, "reward", "+.3f"), *probe_lines(results)]
     with output_folder(out):  # removed again if this report created it and a write fails
         for name, png, _, _ in figures:
             atomic_write_bytes(out / name, png)

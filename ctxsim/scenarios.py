@@ -16,7 +16,9 @@ Generated scenario keys (tokens are cl100k tokens, shares are in [0, 1]):
 - ``p1_ratio``: share of units tagged P1;
 - ``facts`` (planted facts + rules, default 8, a third of them rules, rounded),
   ``duplicates`` (older copies of repeated identical tool reads), ``superseded_writes``
-  (file writes read back later), ``errors`` (failed tool calls), ``pinned`` (pinned
+  (file writes read back later), ``writes`` (files written per cycle by planted
+  write_file calls, each an artifact probe; default 1 when the mix has a tool_result
+  share, else 0), ``errors`` (failed tool calls), ``pinned`` (pinned
   instruction units), ``misclassified`` (share of units with a wrong type label),
   ``prior_summaries`` (summary units already in the context);
 - ``unit_tokens: {min, max}``: typical size of a generated unit (tokens);
@@ -39,13 +41,22 @@ with ``sample: {overflow: {min, max}}`` (or ``{limit: {min, max}}``) instead of
 ``limit``/``model``, each seed draws the limit, so one conversation gives contexts at
 many severities of overflow.
 
+A transcript scenario may set ``cut``: the share of its messages that form the
+context (in (0, 1); :func:`ctxsim.cuts.cut_index`), the rest being the context's
+future, whose reused strings become its probes (:mod:`ctxsim.cuts`). A transcript
+family may give ``cut: {min, max}`` instead: each seed draws its cut (before its
+limit). With a cut, the limit (and a family's overflow) is measured against the
+cut context, not the whole conversation.
+
 Every number must be finite; a family's sampled ``overflow`` is bounded like ``overflow``.
 
 A file holds one scenario mapping or a list of them under ``scenarios``. A chat
-JSONL file (``*.jsonl``) given where scenarios are expected is one transcript family
-named after the file: the conversation at a limit drawn per seed, 1.1-2.5x overflow,
-32 contexts (:data:`~ctxsim.families.TRANSCRIPT_FILE_SAMPLE`), so an agent's own
-logs can be evaluated as they are. Every invalid file raises :class:`~ctxsim.errors.ScenarioError` naming the file, the key
+JSONL file (``*.jsonl``) given where scenarios are expected is two transcript
+families named after the file: the conversation at a limit drawn per seed, 1.1-2.5x
+overflow, 32 contexts (:data:`~ctxsim.families.TRANSCRIPT_FILE_SAMPLE`), and the same
+cut after 30-80 % of its messages (``<name>-cut``,
+:data:`~ctxsim.families.TRANSCRIPT_FILE_CUT`), so an agent's own logs can be
+evaluated as they are, and judged by their own future. Every invalid file raises :class:`~ctxsim.errors.ScenarioError` naming the file, the key
 path and the value in one line.
 """
 
@@ -63,8 +74,10 @@ from .errors import ScenarioError, describe_value
 from .families import (
     MAX_OVERFLOW,
     TRANSCRIPT_FILE_CONTEXTS,
+    TRANSCRIPT_FILE_CUT,
     TRANSCRIPT_FILE_SAMPLE,
     TRANSCRIPT_SAMPLE_KEYS,
+    Range,
     SampleRanges,
     draw_rng,
 )
@@ -88,10 +101,15 @@ Limit = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 #: keys that only make sense for generated scenarios
 _GENERATED_KEYS = frozenset(
     {
-        "target_tokens", "overflow", "mix", "p1_ratio", "facts", "duplicates", "superseded_writes",
+        "target_tokens", "overflow", "mix", "p1_ratio", "facts", "duplicates", "superseded_writes", "writes",
         "errors", "pinned", "misclassified", "prior_summaries", "unit_tokens", "task",
     }
 )
+
+
+def _plain(value: float | Range) -> float | dict:
+    """A cut as the file gave it (a range as ``{min, max}``), for error messages."""
+    return value.model_dump(include={"min", "max"}) if isinstance(value, Range) else value
 
 
 class UnitTokens(BaseModel):
@@ -125,6 +143,7 @@ class Scenario(BaseModel):
     facts: Count = 8
     duplicates: Count = 0
     superseded_writes: Count = 0
+    writes: Count | None = None
     errors: Count = 0
     pinned: Count = 0
     misclassified: Annotated[float, Field(ge=0, lt=1)] = 0.0
@@ -135,6 +154,7 @@ class Scenario(BaseModel):
     task: Annotated[StrictStr, Field(min_length=1)] | None = None
     transcript: Annotated[StrictStr, Field(min_length=1)] | None = None
     sample: SampleRanges | None = None
+    cut: Annotated[float, Field(gt=0, lt=1)] | Range | None = None
     contexts: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)] | None = None
 
     _source: Path | None = PrivateAttr(default=None)
@@ -145,10 +165,18 @@ class Scenario(BaseModel):
             raise KeyedValueError("model", self.model, f"give either 'limit' or 'model', not both (limit={self.limit})")
         if self.limit is not None and self.limit < self.min_limit:
             raise KeyedValueError("limit", self.limit, f"below min_limit {self.min_limit}")
+        if self.transcript is None and self.cut is not None:
+            raise KeyedValueError("cut", _plain(self.cut), "only a transcript scenario has a cut (the share of its messages)")
         if self.transcript is not None:
             extra = sorted(self.model_fields_set & _GENERATED_KEYS)
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "not allowed in a transcript scenario")
+            if isinstance(self.cut, Range):
+                if self.sample is None:
+                    raise KeyedValueError("cut", _plain(self.cut), "a {min, max} cut is drawn per seed: give it in a "
+                                          "transcript family (with sample), else give one share")
+                if self.cut.min <= 0 or self.cut.max >= 1:
+                    raise KeyedValueError("cut", _plain(self.cut), "must lie within (0, 1)")
             if self.sample is not None:
                 self._check_transcript_sample()
             return self
@@ -175,8 +203,10 @@ class Scenario(BaseModel):
         total = sum(self.mix.values())
         if abs(total - 1) > MIX_TOLERANCE:
             raise KeyedValueError("mix", self.mix, f"shares must sum to 1, they sum to {total:.6g}")
-        if (self.duplicates or self.superseded_writes or self.errors) and not self.mix.get("tool_result"):
-            raise KeyedValueError("mix", self.mix, "planted tool calls (duplicates, superseded_writes, errors) need a tool_result share")
+        if (self.duplicates or self.superseded_writes or self.writes or self.errors) and not self.mix.get("tool_result"):
+            raise KeyedValueError(
+                "mix", self.mix, "planted tool calls (duplicates, superseded_writes, writes, errors) need a tool_result share"
+            )
         return self
 
     def _check_transcript_sample(self) -> None:
@@ -237,14 +267,17 @@ class Scenario(BaseModel):
         never under ``min_limit`` when the scenario sets one; without it the floor is
         seed 001's, lowered to the drawn limit as for a transcript without a limit."""
         rng = draw_rng(seed)
+        cut = self.cut.draw(rng, whole=False) if isinstance(self.cut, Range) else self.cut
         if "limit" in self.sample.model_fields_set:
             limit = self.sample.limit.draw(rng, whole=True)
         else:
             path = self.transcript_path
             version = path.stat().st_mtime_ns if path.is_file() else -1  # a missing file: load_transcript says so
-            size = _transcript_tokens(str(path), version)
+            size = _transcript_tokens(str(path), version, cut)
             limit = max(1, round(size / self.sample.overflow.draw(rng, whole=False)))
         values = self.model_dump(include={"name", "description", "transcript", "min_limit", "warning_threshold"}, exclude_unset=True)
+        if cut is not None:
+            values["cut"] = cut
         floor = self.min_limit if "min_limit" in self.model_fields_set else min(DEFAULT_MIN_LIMIT, limit)
         drawn = Scenario.model_validate({**values, "limit": max(limit, floor), "min_limit": floor})
         drawn._source = self._source
@@ -287,15 +320,24 @@ class Scenario(BaseModel):
         return target
 
     @property
+    def resolved_writes(self) -> int:
+        """Files written per cycle by planted write_file calls (``writes``; by default
+        1 when the mix has a tool_result share, else 0)."""
+        if self.writes is not None:
+            return self.writes
+        return 1 if self.mix and self.mix.get("tool_result") else 0
+
+    @property
     def rule_count(self) -> int:
         """How many of the planted ``facts`` are user rules (a third, rounded)."""
         return round(self.facts / 3)
 
 
-@lru_cache(maxsize=64)
-def _transcript_tokens(path: str, mtime_ns: int) -> int:
-    """A transcript's size in tokens (per file version: ``mtime_ns`` is part of the key)."""
-    return load_transcript(path).total_tokens
+@lru_cache(maxsize=256)
+def _transcript_tokens(path: str, mtime_ns: int, cut: float | None = None) -> int:
+    """A transcript's size in tokens, or its cut context's (per file version: ``mtime_ns``
+    is part of the key)."""
+    return load_transcript(path, cut=cut).total_tokens
 
 
 def load_scenarios(path: str | Path) -> list[Scenario]:
@@ -313,7 +355,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
         # a transcript a scenario file already reads is not a scenario of its own
         used = {s.transcript_path.resolve() for _, _, s in read if s.is_transcript}
         logs = [f for f in sorted(path.glob("*.jsonl")) if f.resolve() not in used]
-        read = sorted(read + [(f, "", transcript_file_scenario(f)) for f in logs], key=lambda r: r[0].name)
+        read = sorted(read + [(f, "", s) for f in logs for s in transcript_file_scenarios(f)], key=lambda r: r[0].name)
         if not read:
             raise ScenarioError("no *.yaml scenario or *.jsonl transcript files in this folder", source=path)
     scenarios: list[Scenario] = []
@@ -333,7 +375,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
 def _read_file(file: Path) -> list[tuple[str, Scenario]]:
     """(key prefix, scenario) pairs of one file."""
     if file.suffix == ".jsonl":
-        return [("", transcript_file_scenario(file))]
+        return [("", scenario) for scenario in transcript_file_scenarios(file)]
     data = load_yaml(file, ScenarioError)
     if isinstance(data, dict) and "scenarios" in data:
         extra = sorted(set(data) - {"scenarios"})
@@ -361,29 +403,48 @@ def _read_file(file: Path) -> list[tuple[str, Scenario]]:
     return out
 
 
-def transcript_file_scenario(file: str | Path) -> Scenario:
+def transcript_file_scenario(file: str | Path, *, cut: bool = False) -> Scenario:
     """The transcript family of a chat JSONL file (see the module docstring): named
-    after the file (characters a scenario name cannot hold become ``-``)."""
+    after the file (characters a scenario name cannot hold become ``-``); with
+    ``cut``, its cut family (``<name>-cut``: a cut drawn per seed within
+    :data:`~ctxsim.families.TRANSCRIPT_FILE_CUT`, the rest of the conversation the
+    future its probes come from)."""
     file = Path(file)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", file.stem).strip("-.") or "transcript"
     overflow = TRANSCRIPT_FILE_SAMPLE["overflow"]
-    scenario = Scenario.model_validate({
+    severity = f"at a limit drawn per seed, {overflow['min']:g}-{overflow['max']:g}x overflow"
+    values = {
         "name": name,
-        "description": f"The transcript {file.name} at a limit drawn per seed, "
-                       f"{overflow['min']:g}-{overflow['max']:g}x overflow.",
+        "description": f"The transcript {file.name} {severity}.",
         "transcript": str(file.resolve()),
         "sample": TRANSCRIPT_FILE_SAMPLE,
         "contexts": TRANSCRIPT_FILE_CONTEXTS,
-    })
+    }
+    if cut:
+        values["name"] = f"{name}-cut"
+        values["cut"] = TRANSCRIPT_FILE_CUT
+        values["description"] = (f"The transcript {file.name} cut after {TRANSCRIPT_FILE_CUT['min']:.0%}-"
+                                 f"{TRANSCRIPT_FILE_CUT['max']:.0%} of its messages (probes: what the rest uses again), "
+                                 f"{severity}.")
+    scenario = Scenario.model_validate(values)
     scenario._source = file.resolve()
     return scenario
 
 
+def transcript_file_scenarios(file: str | Path) -> list[Scenario]:
+    """The scenarios a chat JSONL file gives where scenarios are expected: its
+    transcript family and its cut family."""
+    return [transcript_file_scenario(file), transcript_file_scenario(file, cut=True)]
+
+
 def find_scenario(name_or_file: str | Path, suite: str | Path | None = None) -> Scenario:
-    """A scenario from a YAML file path (which must hold exactly one scenario), or
-    by name from ``suite`` (a file or folder; default :data:`DEFAULT_SUITE`)."""
+    """A scenario from a YAML file path (which must hold exactly one scenario) or a
+    chat JSONL file (its transcript family; its cut family is named ``<name>-cut``
+    in a suite), or by name from ``suite`` (a file or folder; default :data:`DEFAULT_SUITE`)."""
     candidate = Path(name_or_file)
-    if candidate.suffix in (".yaml", ".yml", ".jsonl") or candidate.is_file():
+    if candidate.suffix == ".jsonl":
+        return transcript_file_scenario(candidate)
+    if candidate.suffix in (".yaml", ".yml") or candidate.is_file():
         scenarios = load_scenarios(candidate)
         if len(scenarios) != 1:
             names = ", ".join(s.name for s in scenarios)
@@ -410,6 +471,7 @@ def build_context(scenario: Scenario, seed: int) -> ContextState:
             min_limit=drawn.min_limit if "min_limit" in drawn.model_fields_set else None,
             warning_threshold=drawn.warning_threshold,
             name=drawn.name,
+            cut=drawn.cut,
         )
         return replace(state, seed=seed) if scenario.is_family else state
     from .generator import generate  # the generator imports this module

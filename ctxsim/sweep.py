@@ -8,7 +8,7 @@ A sweep file (``experiments/<name>.yaml``, :class:`SweepConfig`)::
     seeds: 2                                           # N -> 0..N-1, or a list
     env: envs/default.yaml                             # env spec: its episode settings
     env_config: {max_steps: 3}                         # overrides of the spec's config
-    tolerances: {reward: 0.05, success_rate: 0.05, facts_retained: 0.05}
+    tolerances: {reward: 0.05, success_rate: 0.05, facts_retained: 0.05, probe_score: 0.05}
     backend: local                                     # local | ray
     workers: null                                      # local processes (default: the machine's cores)
     ray: {address: null, num_cpus: 2}                  # the Ray backend's CPUs (--workers overrides them)
@@ -69,7 +69,12 @@ DEFAULT_ENV = "envs/default.yaml"
 #: the key of a results row ("run": a member of a folder of trained policies, else "")
 SORT_KEYS = ["policy", "scenario", "seed", "run"]
 #: tolerance name -> results column whose (policy, scenario) mean it bounds
-METRICS = {"reward": "reward", "success_rate": "success", "facts_retained": "facts_retained"}
+METRICS = {"reward": "reward", "success_rate": "success", "facts_retained": "facts_retained", "probe_score": "probe_score"}
+#: metrics compared only when both the results and the baseline have their column
+#: (results written before probes existed have no probe_score)
+OPTIONAL_METRICS = frozenset({"probe_score"})
+#: the results columns every results CSV must have to be compared
+REQUIRED_COLUMNS = tuple(col for metric, col in METRICS.items() if metric not in OPTIONAL_METRICS)
 REGRESSION_COLUMNS = ["policy", "scenario", "metric", "baseline", "current", "delta", "tolerance"]
 FLOAT_DECIMALS = 6
 
@@ -104,6 +109,7 @@ class Tolerances(BaseModel):
     reward: Annotated[float, Field(ge=0)] = 0.05
     success_rate: Annotated[float, Field(ge=0)] = 0.05
     facts_retained: Annotated[float, Field(ge=0)] = 0.05
+    probe_score: Annotated[float, Field(ge=0)] = 0.05
 
 
 class RayConfig(BaseModel):
@@ -512,10 +518,10 @@ def policy_paths(results_dir: str | Path) -> dict[str, str]:
 # ---- regression check --------------------------------------------------------------
 #: results columns read as True/False and as numbers (when present)
 BOOL_COLUMNS = ("success", "used_recovery", "forced_recovery")
-NUMERIC_COLUMNS = tuple(c for c in COLUMNS if c not in (*BOOL_COLUMNS, *SORT_KEYS, "chain"))
+NUMERIC_COLUMNS = tuple(c for c in COLUMNS if c not in (*BOOL_COLUMNS, *SORT_KEYS, "chain", "reward_profile"))
 
 
-def read_results(path: str | Path, columns: Sequence[str] = tuple(METRICS.values())) -> pd.DataFrame:
+def read_results(path: str | Path, columns: Sequence[str] = REQUIRED_COLUMNS) -> pd.DataFrame:
     """A results CSV (a sweep's ``results.csv`` or a baseline), checked: at least one
     row; the key columns and ``columns`` present; policy and scenario not empty, seeds
     integers >= 0, numbers finite, booleans True/False; no (policy, run, scenario, seed)
@@ -573,10 +579,13 @@ def compare(
     sorted by policy, scenario, metric; empty when none).
 
     Only (policy, scenario, seed, run) rows present in both are compared; ConfigError
-    when there are none.
+    when there are none. An optional metric (:data:`OPTIONAL_METRICS`) is compared only
+    when both sides have its column.
     """
     results, baseline = with_runs(results), with_runs(baseline)
-    columns = list(dict.fromkeys(METRICS.values()))
+    metrics = {m: c for m, c in METRICS.items()
+               if m not in OPTIONAL_METRICS or (c in results.columns and c in baseline.columns)}
+    columns = list(dict.fromkeys(metrics.values()))
     merged = results[SORT_KEYS + columns].merge(baseline[SORT_KEYS + columns], on=SORT_KEYS, suffixes=("", "_baseline"))
     if merged.empty:
         raise ConfigError("the baseline shares no (policy, scenario, seed, run) row with the results", source=source)
@@ -586,7 +595,7 @@ def compare(
     means = merged.groupby(["policy", "scenario"], sort=True).mean(numeric_only=True)
     rows = []
     for (policy, scenario), row in means.iterrows():
-        for metric, col in METRICS.items():
+        for metric, col in metrics.items():
             tol = getattr(tolerances, metric)
             delta = row[col] - row[f"{col}_baseline"]
             if delta < -tol - 1e-9:

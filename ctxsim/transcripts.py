@@ -28,6 +28,11 @@ message that is not a demonstration (SWE-agent puts a worked example, marked
 ``--- DEMONSTRATION ---``, before the real task; demonstrations are P3). Everything
 else is P2. ``state.task`` is the issue title of the task message when it has an
 ``ISSUE:`` section, else its first line.
+
+With ``cut`` (a share in (0, 1)), only the first messages form the context
+(:func:`ctxsim.cuts.cut_index`); the rest are its future, and the strings of the
+context the future uses again become the context's probes (``state.fact_table``,
+:mod:`ctxsim.cuts`). Without ``cut`` a transcript has no probes.
 """
 
 from __future__ import annotations
@@ -65,7 +70,8 @@ COMMAND_TAGS = ("", "bash", "sh", "shell", "console")
 _LOG_LINE = re.compile(
     r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\d{2}:\d{2}:\d{2})|^\s*\[?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
 )
-_ERROR_LINE = re.compile(
+#: a line that reads as an error (the first one of a tool result is its error message)
+ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:|No such file|command not found|syntax error|^\s*ERRORS?:",
     re.MULTILINE,
 )
@@ -80,6 +86,7 @@ def load_transcript(
     min_limit: int | None = None,
     name: str | None = None,
     warning_threshold: float = DEFAULT_WARNING_THRESHOLD,
+    cut: float | None = None,
 ) -> ContextState:
     """The context of a chat JSONL transcript.
 
@@ -87,11 +94,14 @@ def load_transcript(
     without either, the limit is the transcript's own size, so it fits. ``min_limit``
     defaults to seed 001's 3,500-token floor, lowered to the limit when the limit is
     smaller and was not given. ``name`` names the state's scenario (default: the
-    file stem). Raises TranscriptError naming the file and line on bad input.
+    file stem). ``cut``: the share of messages that form the context (the rest is
+    its future, whose reused strings are the probes); the limit without ``limit``
+    or ``model`` is then the cut context's size. Raises TranscriptError naming the
+    file and line on bad input.
     """
     path = Path(path)
     return _context(_read_messages(path), path, limit=limit, model=model, min_limit=min_limit, name=name or path.stem,
-                    warning_threshold=warning_threshold)
+                    warning_threshold=warning_threshold, cut=cut)
 
 
 def context_from_messages(
@@ -117,9 +127,18 @@ def context_from_messages(
 
 
 def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, limit: int | None, model: str | None,
-             min_limit: int | None, name: str, warning_threshold: float) -> ContextState:
+             min_limit: int | None, name: str, warning_threshold: float, cut: float | None = None) -> ContextState:
     """The context of validated, numbered messages (see :func:`load_transcript`)."""
     units = _units(messages)
+    future: list[ContextUnit] = []
+    if cut is not None:
+        from .cuts import cut_index  # the cut module reads this one's error pattern
+
+        try:
+            k = cut_index(len(units), cut)
+        except ValueError as exc:
+            raise TranscriptError(str(exc), source=source, key="cut") from None
+        units, future = units[:k], units[k:]
     if limit is not None and model is not None:
         raise TranscriptError(f"give either limit or model, not both (limit={limit}, model={model!r})", source=source, key="model")
     if model is not None:
@@ -127,12 +146,20 @@ def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, 
 
         limit = model_limit(model)
     task = next((u for u in units if u.priority == 1 and u.role == "user"), None)
+    task_text = _task_text(task.content) if task else ""
+    if future:
+        from .cuts import future_probes
+
+        facts = future_probes(units, future, task_text)
+    else:
+        facts = ()
     state = ContextState(  # sized first: without a limit, its size is the limit
         units=tuple(units),
         limit=10**12,
         min_limit=1,
         warning_threshold=warning_threshold,
-        task=_task_text(task.content) if task else "",
+        task=task_text,
+        fact_table=facts,
         scenario=name,
     )
     if limit is None:
@@ -319,7 +346,7 @@ def _command_call(command: str) -> tuple[str, dict[str, Any]]:
 
 def _envelope(name: str, arguments: dict[str, Any], output: str, number: int) -> ToolEnvelope:
     durability = DURABILITY_BY_TOOL.get(name, "anchoring")
-    error = _ERROR_LINE.search(output)
+    error = ERROR_LINE.search(output)
     error_message = None
     if error:
         start = output.rfind("\n", 0, error.start()) + 1

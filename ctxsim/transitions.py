@@ -44,7 +44,7 @@ except ImportError:  # not POSIX: no file lock
 import numpy as np
 
 from .errors import LogFormatError
-from .metrics import retained
+from .probes import share_answered
 from .model import ContextState
 from .validation import DuplicateKeyError, loads_json
 
@@ -66,22 +66,25 @@ def state_summary(
 
     ``total_tokens`` and ``limit`` (tokens), ``units``, ``p1_units``, ``facts_present``
     (share of the planted facts and rules whose value appears in the rendered
-    context; 1.0 when none were planted), ``history`` (strategy ids applied), the
+    context; 1.0 when none were planted), ``probes_present`` (the same over every
+    probe of the state's ground truth, :mod:`ctxsim.probes`), ``history`` (strategy ids applied), the
     ``observation`` vector when given, and ``text`` (the rendered context) with
     ``full_text``.
     """
+    text = state.render()
     summary: dict[str, Any] = {
         "total_tokens": state.total_tokens,
         "limit": state.limit,
         "units": len(state.units),
         "p1_units": sum(u.priority == 1 for u in state.units),
-        "facts_present": retained(state, state),
+        "facts_present": share_answered((f for f in state.fact_table if f.kind in ("fact", "rule")), text),
+        "probes_present": share_answered(state.fact_table, text),
         "history": list(state.history),
     }
     if observation is not None:
         summary["observation"] = [float(x) for x in np.asarray(observation, dtype=np.float64).ravel()]
     if full_text:
-        summary["text"] = state.render()
+        summary["text"] = text
     return summary
 
 

@@ -89,6 +89,7 @@ def test_export_writes_a_chain_config_of_the_policys_most_frequent_chain(runs, e
     config = load_config(out / "chain_config.yaml")
     assert config.breaking_strategy.chain_order == result.chain
     assert config.recovery_mode == settings.recovery_mode == "fresh_start"
+    assert config.reward == settings.reward and config.reward.profile == "seed001"  # the reward it was chosen under
     for sid in result.chain:
         assert config.strategy_params(sid) == settings.strategy(sid).params.model_dump(mode="json")
 

@@ -192,12 +192,13 @@ def test_a_transcript_family_with_a_missing_file_names_it(tmp_path):
 def test_a_transcript_file_is_a_transcript_family_named_after_it(tmp_path):
     import shutil
 
-    from ctxsim.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_SAMPLE
+    from ctxsim.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_CUT, TRANSCRIPT_FILE_SAMPLE
 
     log = tmp_path / "my agent log (1).jsonl"
     shutil.copy(MARSHMALLOW, log)
-    (scenario,) = load_scenarios(log)
+    scenario, cut = load_scenarios(log)
     assert scenario.name == "my-agent-log-1" and scenario.is_family and scenario.contexts == TRANSCRIPT_FILE_CONTEXTS
+    assert cut.name == "my-agent-log-1-cut" and cut.is_family and cut.cut.min == TRANSCRIPT_FILE_CUT["min"]
     assert scenario.transcript_path == log.resolve()
     low, high = TRANSCRIPT_FILE_SAMPLE["overflow"]["min"], TRANSCRIPT_FILE_SAMPLE["overflow"]["max"]
     states = [build_context(scenario, seed) for seed in range(6)]
@@ -211,16 +212,23 @@ def test_a_folder_gives_its_scenario_files_and_its_transcripts(tmp_path):
 
     shutil.copy(MARSHMALLOW, tmp_path / "b-session.jsonl")
     shutil.copy(DEFAULT_SUITE / "mild-overflow.yaml", tmp_path / "a.yaml")
-    assert [s.name for s in load_scenarios(tmp_path)] == ["mild-overflow", "b-session"]
+    assert [s.name for s in load_scenarios(tmp_path)] == ["mild-overflow", "b-session", "b-session-cut"]
 
 
 def test_the_shipped_transcript_families_use_the_values_a_transcript_file_gets():
     from ctxsim.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_SAMPLE
 
+    from ctxsim.families import TRANSCRIPT_FILE_CUT
+
     shipped = load_scenarios(DEFAULT_SUITE.parent / "families" / "transcripts.yaml")
     for scenario in shipped:
         assert scenario.sample.overflow.model_dump(include={"min", "max"}) == TRANSCRIPT_FILE_SAMPLE["overflow"]
         assert scenario.contexts == TRANSCRIPT_FILE_CONTEXTS
+        assert scenario.cut is None or scenario.cut.model_dump(include={"min", "max"}) == TRANSCRIPT_FILE_CUT
+    # every shipped transcript has a whole family and a cut family
+    transcripts = sorted((DEFAULT_SUITE.parent / "transcripts").glob("*.jsonl"))
+    for cut in (False, True):
+        assert sorted(s.transcript_path.resolve() for s in shipped if (s.cut is not None) == cut) == transcripts
 
 
 def test_evaluate_takes_a_transcript_file_and_names_a_bad_line(tmp_path, capsys):
@@ -232,8 +240,10 @@ def test_evaluate_takes_a_transcript_file_and_names_a_bad_line(tmp_path, capsys)
     assert main(["evaluate", "--policy", "seed-chain", "--scenarios", str(MARSHMALLOW), "--seeds", "2",
                  "--out", str(out), "--quiet"]) == 0
     rows = pd.read_csv(out)
-    assert set(rows["scenario"]) == {"swe-marshmallow-1867-fc"} and rows["tokens_before"].nunique() == 1
-    assert rows["oracle_reward"].notna().all() and len(rows) == 2
+    assert set(rows["scenario"]) == {"swe-marshmallow-1867-fc", "swe-marshmallow-1867-fc-cut"} and len(rows) == 4
+    whole = rows[rows["scenario"] == "swe-marshmallow-1867-fc"]
+    assert whole["tokens_before"].nunique() == 1 and (whole["probe_score"] == 1.0).all()  # no future: no probes
+    assert rows["oracle_reward"].notna().all()
     capsys.readouterr()
 
     bad = tmp_path / "bad.jsonl"
@@ -253,4 +263,4 @@ def test_a_transcript_that_a_scenario_file_reads_is_not_a_scenario_of_its_own(tm
     (tmp_path / "t.yaml").write_text("name: t\ntranscript: t.jsonl\nlimit: 5000\n")
     (one,) = [s for s in load_scenarios(tmp_path) if s.transcript_path.name == "t.jsonl"]
     assert one.name == "t" and not one.is_family
-    assert [s.name for s in load_scenarios(tmp_path)] == ["t", "u"]
+    assert [s.name for s in load_scenarios(tmp_path)] == ["t", "u", "u-cut"]

@@ -42,18 +42,26 @@ def check_context(scenario: Scenario, state: ContextState, over: float = 0.05) -
     first_user = next(u for u in units if u.role == "user")
     assert first_user.priority == 1 and state.task in first_user.content
     assert state.priority_areas == ("To Do List",)
-    # planted facts and rules: exact values, once in the whole render, in their unit
+    # planted facts, rules and next steps: exact values, once in the whole render, in their unit
     render = state.render()
-    assert len(state.fact_table) == scenario.facts
+    assert sum(f.kind in ("fact", "rule") for f in state.fact_table) == scenario.facts
     assert sum(f.kind == "rule" for f in state.fact_table) == scenario.rule_count
     for fact in state.fact_table:
         unit = state.unit(fact.unit_id)
-        assert fact.value in unit.content and fact.text in unit.content and fact.value in fact.text
-        assert render.count(fact.value) == 1, fact
+        assert fact.value in unit.content and fact.value in fact.text
         assert fact.id in unit.fact_ids and fact.priority == unit.priority
+        if fact.kind == "artifact":  # the write unit: first to hold its path and line
+            assert unit.tool.tool_name == "write_file" and unit.tool.outcome == "success"
+            assert not any(fact.value in u.content for u in units[: state.position(unit.id)])
+            continue
+        if fact.id == "task":
+            assert unit.id == first_user.id and fact.value in state.task
+            continue
+        assert fact.text in unit.content and render.count(fact.value) == 1, fact
         if fact.kind == "rule":
             assert unit.role == "user" and unit.priority == 1
     assert sorted(f for u in units for f in u.fact_ids) == sorted(f.id for f in state.fact_table)
+    check_probes(scenario, state)
     check_planted(scenario, state)
     # priorities, pins, summaries, labels
     p1 = sum(u.priority == 1 for u in units)
@@ -77,6 +85,19 @@ def check_context(scenario: Scenario, state: ContextState, over: float = 0.05) -
                                          "search": "ephemeral", "http_get": "non_replayable"}[u.tool.tool_name]
             if u.tool.tool_name != "search":
                 assert u.tool.target and u.tool.target in u.tool.arguments
+
+
+def check_probes(scenario: Scenario, state: ContextState) -> None:
+    """Every written file gives a path and a line probe; the task and one next step are continuation probes."""
+    facts = state.fact_table
+    writes = [u for u in state.units if u.tool and u.tool.tool_name == "write_file" and u.tool.outcome == "success"]
+    assert len(writes) >= scenario.resolved_writes
+    paths = {f.value for f in facts if f.kind == "artifact" and f.id.endswith("-path")}
+    assert paths == {u.tool.target for u in writes}
+    assert sum(f.kind == "artifact" for f in facts) == 2 * len(writes)
+    continuation = [f for f in facts if f.kind == "continuation"]
+    assert [f.id for f in continuation][:2] == ["task", "next-step-1"] and len(continuation) == 2
+    assert state.unit(continuation[1].unit_id).role == "assistant"
 
 
 def check_planted(scenario: Scenario, state: ContextState) -> None:
@@ -198,7 +219,8 @@ def test_task_override_and_no_facts():
         {"name": "t", "limit": 4000, "overflow": 1.2, "p1_ratio": 0.0, "mix": {"code": 1.0}, "facts": 0, "task": "Port the CLI to Rust"}
     )
     state = generate(scenario, 5)
-    assert state.task == "Port the CLI to Rust" and not state.fact_table
+    assert state.task == "Port the CLI to Rust" and not [f for f in state.fact_table if f.kind in ("fact", "rule")]
+    assert state.facts["task"].value == "the CLI to Rust"  # the task without its leading verb
     assert "Port the CLI to Rust" in next(u for u in state.units if u.role == "user").content
     assert token_mix(state)["code"] >= 0.9
 
@@ -228,7 +250,9 @@ def test_session_generator_streams_beyond_the_target():
     assert len(planted(state, "error")) >= 2 * scenario.errors
     assert len({u.id for u in state.units}) == len(state.units)
     render = state.render()
-    assert all(render.count(f.value) == 1 for f in state.fact_table)
+    once = [f for f in state.fact_table if f.kind != "artifact" and f.id != "task"]
+    assert len([f for f in once if f.kind == "continuation"]) >= 2  # a next step per cycle
+    assert all(render.count(f.value) == 1 for f in once)
     mix = token_mix(state)
     assert all(abs(mix[k] - scenario.mix.get(k, 0)) <= 0.1 for k in MIX_TYPES)
 

@@ -71,7 +71,7 @@ def test_state_summary():
     summary = state_summary(state)
     assert summary == {
         "total_tokens": state.total_tokens, "limit": 100, "units": 2, "p1_units": 1, "facts_present": 0.5,
-        "history": [],
+        "probes_present": 0.5, "history": [],
     }
     assert "text" not in summary and "observation" not in summary
     full = state_summary(state, np.zeros(3), full_text=True)

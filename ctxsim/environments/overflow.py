@@ -254,10 +254,12 @@ class ContextOverflowEnv(ConfiguredEnv):
     paid once on the last step (0 before): success +1 + 0.5·coherence_delta +
     0.3·tokens_reduced/original + 0.2·P1_preserved; failure −1; recovery used −0.7;
     latency over 500 ms −0.1 per second of the episode's total latency; clamped to
-    [−2, 2]. ``info["rewards"]`` holds each named term (``clamp`` is what the clamp
+    [−2, 2]. That is the default profile ``seed001``; ``reward: {profile: grounded}``
+    adds, given success, ``probes · (probe_score − 1)`` (weight 1.5 unless ``probes``
+    is set; ``envs/grounded.yaml``). ``info["rewards"]`` holds each named term (``clamp`` is what the clamp
     removed), summing to the reward; ``info["outcome"]`` the full
     :class:`~ctxsim.metrics.BreakingOutcome` (coherence, P1 preserved, facts and
-    rules retained, time_ms = the steps' modeled latencies, or wall time with
+    rules retained, probe score overall and per kind, time_ms = the steps' modeled latencies, or wall time with
     ``latency.measured``).
 
     ### Termination
@@ -305,7 +307,8 @@ class ContextOverflowEnv(ConfiguredEnv):
         - ``max_steps``: strategies per episode before forced recovery (seed 001: 3);
         - ``target``: ``limit`` or ``warning`` (the warning threshold's tokens);
         - ``recovery_mode``: fresh_start | truncate | error (seed 001);
-        - ``reward``: :class:`~ctxsim.reward.RewardWeights` fields;
+        - ``reward``: :class:`~ctxsim.reward.RewardWeights` fields: the ``profile``
+          (seed001 | grounded) and any weight;
         - ``latency``: :class:`~ctxsim.latency.LatencyModel` fields (ms);
         - ``embedder``: relevance/coherence embedder id;
         - ``coherence``: the coherence measure of the reward and outcomes, ``recall``

@@ -1,11 +1,14 @@
-"""Probes: later user turns that ask about a planted fact (the long-horizon ground truth).
+"""Probes: later user turns that ask about planted ground truth (the long-horizon probes).
 
 A probe is a user message added at the end of a turn ("Before we go on: …"),
-phrased from the fact's sentence with its value masked, so the question itself
-never holds the answer. It counts as *answered* when the fact's exact value is in
-the prompt sent on that turn (the compacted context plus any rehydrated content),
-the same test as MISSION.md's "facts retained". Probes are part of a conversation:
-every policy evaluated on it is asked the same questions at the same turns.
+phrased from the planted item's sentence with its value masked, so the question
+itself never holds the answer. It asks one of the four probe kinds of
+:mod:`ctxsim.probes` — recall (a fact), artifact (a written file's path or latest
+content), continuation (the task, the next step), decision (a user rule) — and
+counts as *answered* when the exact value is in the prompt sent on that turn (the
+compacted context plus any rehydrated content), the answering rule of
+:mod:`ctxsim.probes`. Probes are part of a conversation: every policy evaluated on
+it is asked the same questions at the same turns.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Annotated, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..model import ContextUnit, Fact
+from ..probes import PROBE_KINDS, probe_kind
 
 #: what stands for the value in a probe's question
 MASK = "…"
@@ -70,6 +74,10 @@ def probe_question(fact: Fact) -> str:
     if fact.kind == "rule":
         question = f"Before we go on: remind me of the rule I gave you earlier ({masked})" if masked else (
             "Before we go on: remind me of the rule I gave you earlier.")
+    elif fact.kind == "artifact" and masked:
+        question = f'Before we go on, about the files you wrote: "{masked}" What exactly?'
+    elif fact.kind == "continuation" and masked:
+        question = f'Before we go on: "{masked}" Remind me where we stand.'
     elif masked:
         question = f'Before we go on: "{masked}" What was it again?'
     else:
@@ -88,13 +96,16 @@ def schedule_probes(
 ) -> tuple[Probe, ...]:
     """Probes at ``config.turns`` (those inside the conversation's ``n_turns``).
 
-    At each probe turn, a fact planted at least ``min_age_turns`` earlier is chosen,
-    among the least-probed ones, by a ``random.Random`` seeded from ``key`` (the
-    conversation's scenario and seed), so the schedule is the same in every process.
-    A probe turn with no old-enough fact asks nothing.
+    At each probe turn, among the facts planted at least ``min_age_turns`` earlier,
+    the probe kind asked least so far (ties: :data:`~ctxsim.probes.PROBE_KINDS` order)
+    is chosen, then a fact of that kind among its least-probed ones, by a
+    ``random.Random`` seeded from ``key`` (the conversation's scenario and seed), so
+    the kinds take turns and the schedule is the same in every process. A probe turn
+    with no old-enough fact asks nothing.
     """
     rng = random.Random(zlib.crc32(key.encode("utf-8")))
     asked: dict[str, int] = {}
+    kinds_asked = dict.fromkeys(PROBE_KINDS, 0)
     probes = []
     for turn in config.turns:
         if turn >= n_turns:
@@ -102,6 +113,9 @@ def schedule_probes(
         eligible = [f for f in facts if planted_turn[f.id] <= turn - config.min_age_turns]
         if not eligible:
             continue
+        kind = min({probe_kind(f) for f in eligible}, key=lambda k: (kinds_asked[k], PROBE_KINDS.index(k)))
+        kinds_asked[kind] += 1
+        eligible = [f for f in eligible if probe_kind(f) == kind]
         fewest = min(asked.get(f.id, 0) for f in eligible)
         fact = rng.choice([f for f in eligible if asked.get(f.id, 0) == fewest])
         asked[fact.id] = asked.get(fact.id, 0) + 1

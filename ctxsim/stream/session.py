@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..errors import RecoveryError
 from ..model import ContextState, ContextUnit
+from ..probes import PROBE_KINDS, probe_kind, share_answered
 from ..relevance import LRUCache
 from ..strategies import StrategyContext
 from .cache import PromptCache, PromptCacheModel
@@ -385,13 +386,18 @@ class StreamSession:
         """Share of the probes asked so far that were answered (1.0 when none was)."""
         return self.probes_answered / self.probes_asked if self.probes_asked else 1.0
 
+    def probe_share_by_kind(self) -> dict[str, float]:
+        """Share of the probes asked so far that were answered, per probe kind (recall,
+        artifact, continuation, decision; 1.0 for a kind not asked)."""
+        out = {}
+        for kind in PROBE_KINDS:
+            answers = [ok for probe, ok in self.counters.probes if probe_kind(self.conversation.fact(probe.fact_id)) == kind]
+            out[kind] = sum(answers) / len(answers) if answers else 1.0
+        return out
+
     def facts_retained(self) -> float:
-        """Share of the facts planted so far whose value is in the current context."""
-        facts = self.state.fact_table
-        if not facts:
-            return 1.0
-        text = self.state.render()
-        return sum(f.value in text for f in facts) / len(facts)
+        """Share of the facts and rules planted so far whose value is in the current context."""
+        return share_answered((f for f in self.state.fact_table if f.kind in ("fact", "rule")), self.state.render())
 
     def metrics(self) -> dict[str, Any]:
         """The session's running totals (tokens, dollars, counts)."""
@@ -410,6 +416,7 @@ class StreamSession:
             "probes_asked": self.probes_asked,
             "probes_answered": self.probes_answered,
             "probe_share": self.probe_share,
+            **{f"probe_share_{kind}": share for kind, share in self.probe_share_by_kind().items()},
             "facts_retained": self.facts_retained(),
             "max_summary_depth": c.max_summary_depth,
             "max_summary_tokens": c.max_summary_tokens,

@@ -1,0 +1,186 @@
+"""Transcript cuts: a real conversation's first messages as the context, the rest as its future.
+
+A transcript scenario with ``cut`` (:mod:`ctxsim.scenarios`) keeps the first
+:func:`cut_index` messages as the context; the messages after them are the
+*future*: what the agent went on to do. The context's probes (:mod:`ctxsim.probes`)
+are the strings of the context that the future uses again — ground truth from real
+data: a break that loses them lost something the agent needed next.
+
+Finding them (no model, no judge):
+
+1. Each unit's text is split into candidate strings:
+
+   - **paths** — a token with a ``/`` between name characters (``src/pkg/fields.py``,
+     ``/testbed/reproduce.py``) or a file name with a known extension (``setup.py``);
+     kind ``artifact``;
+   - **identifiers** — a name of at least 4 characters with an underscore, a digit,
+     or an upper-case letter after its first (``_serialize``, ``TimeDelta``,
+     ``utf8``), outside paths (the names inside a path are the path's); kind
+     ``fact`` (recall);
+   - **numbers** — at least 3 digits, dots and commas between digits allowed (``344``,
+     ``1474``, ``3.11.2``); kind ``fact``;
+   - **error lines** — a line of a tool result that reads as an error
+     (``TypeError: …``, ``No such file``, the patterns of
+     :mod:`ctxsim.transcripts`), stripped, at most 200 characters; kind ``fact``;
+   - **task terms** — the words of the task (``state.task``: the issue title or the
+     task message's first line) of at least 4 characters that are not stop words;
+     kind ``continuation`` (a task term that is also a path or an identifier stays
+     a task term).
+
+2. Trivial candidates are excluded: shorter than 4 characters; English stop words
+   and common shell and tool words (:data:`TRIVIAL`, compared in lower case); the
+   argument names of tool calls (the keys of a ``[tool_call] name {json}`` line's
+   arguments: the transcript format's own words, not the session's);
+   anything the system prompt holds (the agent's instructions and tool
+   documentation, not the session's state); and values that are everywhere: held
+   by more than half of the context's units (when it has at least 4).
+
+3. A candidate is a probe when the future uses it again: it is a candidate string
+   of some future unit too (an error line: its text occurs in the future). Each
+   distinct string is one probe (exact de-duplication; a path and the file name in
+   it are two), planted as a :class:`~ctxsim.model.Fact` whose ``unit_id`` is the
+   context unit where it first occurs, with that unit's priority and the line that
+   holds it as its ``text``.
+
+User rules are not detected in transcripts: a cut context has no decision probes.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+from .model import ContextUnit, Fact
+from .transcripts import ERROR_LINE
+
+#: shortest candidate string (characters); numbers need MIN_DIGITS digits
+MIN_CHARS = 4
+MIN_DIGITS = 3
+#: longest error line kept as a probe (characters)
+MAX_ERROR_LINE = 200
+#: a candidate held by more than this share of the context's units is everywhere
+EVERYWHERE_SHARE = 0.5
+#: the "everywhere" rule applies to contexts of at least this many units
+EVERYWHERE_MIN_UNITS = 4
+FILE_EXTENSIONS = (
+    "py", "pyi", "js", "ts", "tsx", "jsx", "json", "yaml", "yml", "toml", "cfg", "ini", "txt", "md", "rst", "sh",
+    "c", "h", "cc", "cpp", "hpp", "go", "rs", "java", "rb", "php", "html", "css", "sql", "csv", "xml", "lock",
+)
+#: stop words and common shell / tool words that never make a probe (lower case)
+TRIVIAL = frozenset(
+    """
+    about above after again against also because been before being below between both could does doing down during
+    each from further have having here into itself just more most must only other over same should some such than that
+    their them then there these they this those through under until very were what when where which while will with
+    would your yours issue please thanks hello there line lines file files code test tests true false none null self
+    return import class print python python3 bash shell echo grep sed awk find cat head tail less more chmod mkdir
+    touch sudo export source pip install pytest git diff status commit checkout branch clone open edit create goto
+    scroll_up scroll_down search_dir search_file find_file submit exit_code stdout stderr output error errors
+    warning warnings traceback recent call last directory current bash-$ usage help tool_call function functions
+    need needs want fixed fixing make sure like currently following solving
+    """.split()
+)
+
+_PATH = re.compile(r"(?<![\w/.-])(?:\.{0,2}/)?(?:[\w.-]+/)+[\w.-]*\w|(?<![\w/.-])[\w-]+\.(?:" + "|".join(FILE_EXTENSIONS) + r")\b")
+_IDENT = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"(?<![\w.])\d[\d.,]*\d(?![\w])")
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+_ARGUMENT_KEY = re.compile(r'"(\w+)"\s*:')
+_TOOL_CALL_LINE = re.compile(r"^\[tool_call\] .*$", re.MULTILINE)
+
+
+def cut_index(n_messages: int, cut: float) -> int:
+    """How many of ``n_messages`` messages form the context at share ``cut`` (in (0, 1)):
+    ``round(cut · n)``, at least 1 and at most n − 1 (the future holds one or more)."""
+    if n_messages < 2:
+        raise ValueError(f"a cut needs at least two messages, the transcript has {n_messages}")
+    return min(n_messages - 1, max(1, round(cut * n_messages)))
+
+
+def _trivial(token: str) -> bool:
+    return len(token) < MIN_CHARS or token.lower() in TRIVIAL
+
+
+def _is_identifier(token: str) -> bool:
+    return "_" in token or any(c.isdigit() for c in token) or any(c.isupper() for c in token[1:])
+
+
+def candidates(text: str, *, tool_output: bool = False) -> dict[str, str]:
+    """Candidate strings of ``text`` and their kinds (artifact for paths, fact for
+    identifiers, numbers and, in ``tool_output``, error lines); trivial ones left out."""
+    out: dict[str, str] = {}
+    for match in _PATH.finditer(text):
+        token = match.group().rstrip(".")
+        if not _trivial(token) and any(c.isalpha() for c in token):
+            out.setdefault(token, "artifact")
+    text = _PATH.sub(" ", text)  # the names inside a path are the path's
+    for match in _IDENT.finditer(text):
+        token = match.group()
+        if not _trivial(token) and _is_identifier(token):
+            out.setdefault(token, "fact")
+    for match in _NUMBER.finditer(text):
+        token = match.group()
+        if sum(c.isdigit() for c in token) >= MIN_DIGITS:
+            out.setdefault(token, "fact")
+    if tool_output:
+        for line in text.splitlines():
+            line = line.strip()
+            if ERROR_LINE.search(line) and MIN_CHARS <= len(line) <= MAX_ERROR_LINE:
+                out.setdefault(line, "fact")
+    return out
+
+
+def task_terms(task: str) -> set[str]:
+    """The task's key terms: its words of at least 4 characters that are not stop words."""
+    return {w for w in _WORD.findall(task) if not _trivial(w)}
+
+
+def argument_names(units: Iterable[ContextUnit]) -> set[str]:
+    """The argument names of the tool calls in ``units`` (keys of ``[tool_call]`` lines' JSON)."""
+    return {key for u in units for line in _TOOL_CALL_LINE.findall(u.content) for key in _ARGUMENT_KEY.findall(line)}
+
+
+def _unit_candidates(unit: ContextUnit, terms: set[str]) -> dict[str, str]:
+    found = candidates(unit.content, tool_output=unit.tool is not None)
+    for term in terms:
+        if re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", unit.content):
+            found[term] = "continuation"
+    return found
+
+
+def _line_of(text: str, value: str) -> str:
+    line = next((line.strip() for line in text.splitlines() if value in line), value)
+    return line[:MAX_ERROR_LINE]
+
+
+def future_probes(context: Sequence[ContextUnit], future: Iterable[ContextUnit], task: str) -> tuple[Fact, ...]:
+    """The probes of a cut: the context's candidate strings that the future uses again
+    (see the module docstring), in order of first occurrence, ids ``cut-<kind>-<n>``."""
+    terms = task_terms(task)
+    future = list(future)
+    system = "\n".join(u.content for u in context if u.role == "system")
+    arguments = argument_names([*context, *future])
+    first: dict[str, tuple[str, ContextUnit]] = {}
+    holders: dict[str, int] = {}
+    for unit in context:
+        if unit.role == "system":
+            continue
+        for value, kind in _unit_candidates(unit, terms).items():
+            holders[value] = holders.get(value, 0) + 1
+            first.setdefault(value, (kind, unit))
+    future_text = "\n".join(u.content for u in future)
+    used: set[str] = set()
+    for unit in future:
+        used.update(_unit_candidates(unit, terms))
+    everywhere = len(context) >= EVERYWHERE_MIN_UNITS
+    probes: list[Fact] = []
+    counts: dict[str, int] = {}
+    for value, (kind, unit) in first.items():
+        if value in system or value in arguments or (everywhere and holders[value] > EVERYWHERE_SHARE * len(context)):
+            continue
+        if value not in used and not (" " in value and value in future_text):  # an error line said again
+            continue
+        counts[kind] = counts.get(kind, 0) + 1
+        probes.append(Fact(f"cut-{kind}-{counts[kind]}", value, unit.id, priority=unit.priority, kind=kind,
+                           text=_line_of(unit.content, value)))
+    return tuple(probes)
