@@ -33,14 +33,14 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Annotated, Any, Iterator, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import ConfigError, describe_value
 from .paths import ROOT
-from .validation import MAX_SEED, KeyedValueError, load_yaml, validate
+from .validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .warmstart import ActionValues, WarmStart, action_values, fit
 
 #: VecNormalize file of a run (read by the SB3 policy adapter and by export)
@@ -63,7 +63,7 @@ class ExperimentConfig(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="experiment name, used in the run directory name")
     algo: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(description="SB3 / sb3-contrib algorithm")
     env: str = Field("envs/default.yaml", description="env spec file (relative to the repo or the experiment file)")
-    env_config: dict[str, Any] = Field(default_factory=dict, description="overrides of the env spec's config")
+    env_config: Annotated[dict[str, Any], Bounded] = Field(default_factory=dict, description="overrides of the env spec's config")
     train_scenarios: list[str] | None = Field(None, description="scenario names to train on (default: all but the held-out and validation ones)")
     eval_scenarios: list[str] = Field(default_factory=list, description="held-out scenario names: the split results are reported on")
     validation_scenarios: list[str] | None = Field(
@@ -75,7 +75,7 @@ class ExperimentConfig(BaseModel):
     vec_env: Literal["dummy", "subproc"] = Field("dummy", description="DummyVecEnv or SubprocVecEnv")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="seeds the algorithm, the envs and torch")
     policy: str = Field("MlpPolicy", description="SB3 policy class name")
-    hyperparams: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the algorithm")
+    hyperparams: Annotated[dict[str, Any], Bounded] = Field(default_factory=dict, description="keyword arguments of the algorithm")
     eval_freq: int = Field(2_000, gt=0, description="evaluate every this many total steps")
     eval_episodes: int = Field(
         40, gt=0,
