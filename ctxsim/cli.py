@@ -152,7 +152,8 @@ def cmd_pool(args: argparse.Namespace) -> int:
     if not issubclass(env_class(env_id), ContextOverflowEnv):
         raise ConfigError(f"{env_id} has no context pool: its conversations grow turn by turn", source=source, key="id")
     pooled = [{**config, "pool": True} for config in configs]
-    for pool, path, built, scenarios in prepare_pools(env_id, *pooled, source=source, workers=args.workers, rebuild=args.rebuild):
+    for pool, path, built, scenarios in prepare_pools(env_id, *pooled, source=source, workers=args.workers, rebuild=args.rebuild,
+                                                         progress=not args.quiet):
         stats = pool.stats()
         how = f"built in {pool.build_seconds:,.1f} s" if built else "already built"
         print(f"{path} ({path.stat().st_size / 1e6:,.0f} MB, {how}): {stats['contexts']} contexts of "
@@ -496,6 +497,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--experiment", help="experiment YAML: the pools of its train and eval splits")
     po.add_argument("--workers", type=int, help="processes (default: the machine's cores)")
     po.add_argument("--rebuild", action="store_true", help="build again even when the pool is on disk")
+    po.add_argument("--quiet", action="store_true", help="no progress bar while a pool is built")
     po.set_defaults(func=cmd_pool)
 
     ex = sub.add_parser("export", help="export a trained run: chain config + numpy-only policy")
@@ -529,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     tu.set_defaults(func=cmd_tune)
 
     demo = sub.add_parser("demo", help="the end-to-end demo (what `make demo` runs)")
-    demo.add_argument("--out", default="reports/demo", help="output folder")
+    demo.add_argument("--out", default="runs/demo",
+                      help="output folder (default runs/demo, ignored by git; `make demo-report` writes reports/demo)")
     demo.add_argument("--quick", action="store_true", help="shortened budgets (4,000 training steps, 1 seed)")
     demo.add_argument("--timesteps", type=int, help="training steps (default: the experiment's)")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
