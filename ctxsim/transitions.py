@@ -361,8 +361,8 @@ def recognise(path: Path) -> None:
         return
     record = _parse_line(first.rstrip(b"\n"), path, "line 1") if first.endswith(b"\n") else None
     if record is None or any(k not in record for k in REQUIRED_KEYS) or record["schema_version"] != SCHEMA_VERSION:
-        raise LogFormatError("not a ctxsim transition log (its first line is not a whole transition record of "
-                             f"schema {SCHEMA_VERSION}); refusing to modify it", source=path)
+        raise LogFormatError(f"not a ctxsim transition log: its first line is not a transition record (schema "
+                             f"{SCHEMA_VERSION}, ending in a newline); refusing to modify it", source=path)
 
 
 def _cut_torn_tail(path: Path) -> None:

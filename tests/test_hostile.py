@@ -262,3 +262,16 @@ def test_a_peer_without_its_extra_prints_the_install_hint_and_writes_nothing(tmp
     captured = capsys.readouterr()
     assert "pip install 'ctxsim[peers]'" in captured.out + captured.err
     assert not out.exists()
+
+
+# ---- the runtime path ----------------------------------------------------------------------------
+def test_import_ctxsim_imports_no_gymnasium_and_envs_still_register():
+    code = ("import sys, ctxsim; assert 'gymnasium' not in sys.modules, 'gymnasium imported';"
+            "import gymnasium; env = gymnasium.make('ctxsim.environments:ctxsim/ContextOverflow-v0',"
+            " config={'scenario_names': ['mild-overflow'], 'contexts_per_scenario': 1});"
+            "print(env.spec.entry_point)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ctxsim.environments.overflow:ContextOverflowEnv"
+    code = "import gymnasium, ctxsim; print('ctxsim/ConversationStream-v0' in gymnasium.registry)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
