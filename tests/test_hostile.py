@@ -275,3 +275,24 @@ def test_import_ctxsim_imports_no_gymnasium_and_envs_still_register():
     assert done.stdout.strip() == "ctxsim.environments.overflow:ContextOverflowEnv"
     code = "import gymnasium, ctxsim; print('ctxsim/ConversationStream-v0' in gymnasium.registry)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
+
+
+# ---- reproducibility ---------------------------------------------------------------------------
+def test_the_installed_dependencies_are_the_pinned_ones(repo_root):
+    """Every package constraints.txt pins is installed at that version (a local label
+    like torch's ``+cpu`` aside), and every installed package but ctxsim is pinned."""
+    from importlib.metadata import distributions
+
+    from packaging.utils import canonicalize_name
+
+    pinned = {}
+    for line in (repo_root / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            pinned[canonicalize_name(name)] = version
+    installed = {canonicalize_name(d.metadata["Name"]): d.version.split("+", 1)[0] for d in distributions()}
+    installed = {name: v for name, v in installed.items() if name not in ("ctxsim", "pip", "setuptools", "wheel")}
+    extras = {"langchain-core", "sentence-transformers", "ray"}  # optional extras outside [dev]: not pinned
+    assert {n: v for n, v in pinned.items() if installed.get(n) != v} == {}
+    assert sorted(set(installed) - set(pinned) - extras) == []
