@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-all demo bench clean
+.PHONY: install test test-all demo demo-report bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -23,8 +23,13 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/pytest -q -m "slow or not slow"
 
+# `make demo` writes into runs/demo/ (ignored by git: a fresh clone stays clean);
+# `make demo-report` regenerates the committed reports/demo/ on purpose.
 demo: $(STAMP)
-	$(BIN)/ctxsim demo
+	$(BIN)/ctxsim demo --out runs/demo
+
+demo-report: $(STAMP)
+	$(BIN)/ctxsim demo --out reports/demo
 
 bench: $(STAMP)
 	$(BIN)/python -m ctxsim.bench --out reports/benchmarks.md

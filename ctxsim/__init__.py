@@ -9,10 +9,15 @@ Public API (imported lazily, so that the deployable policy needs only numpy):
 * observation: :func:`observe`
 * runtime: :class:`ContextWindow`
 
-When gymnasium is installed, importing ctxsim registers its environments
-(``ctxsim/ContextOverflow-v0`` and ``ctxsim/ConversationStream-v0``).
+``import ctxsim`` imports nothing of the ``train`` extra: not gymnasium. Its
+environments (``ctxsim/ContextOverflow-v0`` and ``ctxsim/ConversationStream-v0``)
+are registered by ``import ctxsim.environments``, by ``gymnasium.make`` given the
+module (``gymnasium.make("ctxsim.environments:ctxsim/ContextOverflow-v0")``: the
+installed Gymnasium has no plugin entry points), and by ``import ctxsim`` when
+gymnasium is already imported.
 """
 
+import sys
 from importlib import import_module
 
 __version__ = "0.1.0"
@@ -45,9 +50,7 @@ def __getattr__(name: str):
 
 
 def _register_envs() -> None:
-    try:
-        import gymnasium  # noqa: F401
-    except ImportError:  # the deployable policy runs without gymnasium
+    if "gymnasium" not in sys.modules:  # importing it here would load the train extra on the runtime path
         return
     from .environments import register_envs
 

@@ -36,6 +36,14 @@ def _console():
     return console
 
 
+def _notes(console):
+    """A ``note`` callback that prints to ``console``; the text is not rich markup
+    (an install hint's ``ctxsim[peers]`` stays as written)."""
+    from rich.markup import escape
+
+    return lambda text: console.print(f"[yellow]note:[/yellow] {escape(text)}", soft_wrap=True)
+
+
 def _table(title: str, columns: list[str], rows: list[list[object]]):
     from rich.table import Table
 
@@ -146,7 +154,8 @@ def cmd_pool(args: argparse.Namespace) -> int:
     if not issubclass(env_class(env_id), ContextOverflowEnv):
         raise ConfigError(f"{env_id} has no context pool: its conversations grow turn by turn", source=source, key="id")
     pooled = [{**config, "pool": True} for config in configs]
-    for pool, path, built, scenarios in prepare_pools(env_id, *pooled, source=source, workers=args.workers, rebuild=args.rebuild):
+    for pool, path, built, scenarios in prepare_pools(env_id, *pooled, source=source, workers=args.workers, rebuild=args.rebuild,
+                                                         progress=not args.quiet):
         stats = pool.stats()
         how = f"built in {pool.build_seconds:,.1f} s" if built else "already built"
         print(f"{path} ({path.stat().st_size / 1e6:,.0f} MB, {how}): {stats['contexts']} contexts of "
@@ -225,7 +234,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                           "(--env envs/stream.yaml); on one overflow event, use 'oracle'", key="policy")
     df = evaluate(
         args.policy, scenarios, seeds, settings, log=args.log, overwrite=args.overwrite, progress=not args.quiet,
-        note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"),
+        note=_notes(console),
     )
     atomic_write_text(args.out, df.to_csv(index=False))
     summary = summarize(df)
@@ -309,7 +318,7 @@ def _evaluate_stream(args: argparse.Namespace, env_config: dict, scenarios, seed
 
     config = {**env_config, "scenarios": [str(s.source) for s in scenarios], "scenario_names": None}
     df = evaluate_stream(args.policy, [s.name for s in scenarios], list(seeds), config=config,
-                         note=lambda text: console.print(f"[yellow]note:[/yellow] {text}"))
+                         note=_notes(console))
     atomic_write_text(args.out, df.to_csv(index=False))
     columns = [c for c in STREAM_SUMMARY if c in df.columns]
     summary = df.groupby("policy", sort=False).agg({c: STREAM_SUMMARY[c] for c in columns}).reset_index()
@@ -363,7 +372,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     console = _console()
     sweep = load_sweep(args.sweep)
     for note in sweep.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        _notes(console)(note)
     result = run_sweep(
         sweep, out=args.out, backend=args.backend, workers=args.workers, baseline=args.baseline, progress=not args.quiet
     )
@@ -407,7 +416,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     spec = load_tune(args.tune)
     console = _console()
     for note in spec.notes:
-        console.print(f"[yellow]note:[/yellow] {note}", soft_wrap=True)
+        _notes(console)(note)
     result = run_tune(spec, out=args.out, workers=args.workers, verbose=not args.quiet)
     columns = [c for c in result.table.columns if c != "run_dir"]
     rows = [[f"{v:.4g}" if isinstance(v, float) else v for v in row] for row in result.table[columns].itertuples(index=False)]
@@ -493,6 +502,7 @@ def build_parser() -> argparse.ArgumentParser:
     what.add_argument("--experiment", help="experiment YAML: the pools of its train and eval splits")
     po.add_argument("--workers", type=int, help="processes (default: the machine's cores)")
     po.add_argument("--rebuild", action="store_true", help="build again even when the pool is on disk")
+    po.add_argument("--quiet", action="store_true", help="no progress bar while a pool is built")
     po.set_defaults(func=cmd_pool)
 
     ex = sub.add_parser("export", help="export a trained run: chain config + numpy-only policy")
@@ -526,7 +536,8 @@ def build_parser() -> argparse.ArgumentParser:
     tu.set_defaults(func=cmd_tune)
 
     demo = sub.add_parser("demo", help="the end-to-end demo (what `make demo` runs)")
-    demo.add_argument("--out", default="reports/demo", help="output folder")
+    demo.add_argument("--out", default="runs/demo",
+                      help="output folder (default runs/demo, ignored by git; `make demo-report` writes reports/demo)")
     demo.add_argument("--quick", action="store_true", help="shortened budgets (4,000 training steps, 1 seed)")
     demo.add_argument("--timesteps", type=int, help="training steps (default: the experiment's)")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
@@ -544,18 +555,27 @@ FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",)}
 
 
 def check_file_outputs(args: argparse.Namespace) -> None:
-    """Before any work: every output file of the command can be written, and no two
-    options name the same file (one would overwrite the other)."""
+    """Before any work: every output of the command can be written (an existing one is
+    a regular file, or a folder where the command writes a folder: never a FIFO,
+    socket or device; no name too long for the file system), and no two options name
+    the same file (one would overwrite the other)."""
+    from .atomic import check_output
     from .errors import ConfigError
 
+    files = FILE_OUTPUTS.get(args.command, ())
+    for name in OUTPUT_OPTIONS:
+        value = getattr(args, name, None)
+        if name not in files and isinstance(value, str):
+            check_output(value, folder=True, key=name)
     seen: dict[str, str] = {}
-    for name in FILE_OUTPUTS.get(args.command, ()):
+    for name in files:
         value = getattr(args, name, None)
         if not isinstance(value, str) or value == "-":
             continue
         option = "--" + name
         if os.path.isdir(value):
             raise ConfigError(f"{option} names a folder, not a file: {value}", key=name)
+        check_output(value, key=name)
         real = os.path.realpath(value)
         if real in seen:
             raise ConfigError(f"{option} and {seen[real]} name the same file: {value}", key=name)

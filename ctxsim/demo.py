@@ -7,7 +7,8 @@
    ``oracle``, ``random``, ``greedy`` and every peer;
 5. write the report and print the headline table and where everything is.
 
-Everything goes under ``--out`` (default ``reports/demo``).
+Everything goes under ``--out`` (default ``runs/demo``, which git ignores; the
+committed ``reports/demo`` is regenerated on purpose by ``make demo-report``).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from .episode import EpisodeSettings, OverflowEpisode, Step
+from .errors import PolicyError
 from .policies import get_policy, run_episode, search, trained_policies_in
 from .policies.peers import peer_available
 from .probes import SCORE_COLUMNS
@@ -148,11 +149,15 @@ def evaluate(
     note = note or (lambda text: print(f"note: {text}", file=sys.stderr))
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     loaded = load_policies(policies, note)
+    if not loaded:  # before any context is built or output written
+        raise PolicyError(f"no policy left to evaluate: {', '.join(map(str, policies))} need(s) an optional extra that "
+                          "is not installed (pip install 'ctxsim[peers]')", key="policy")
     check_policies(loaded, settings)
     repeated = transcript_note(scenarios, len(seeds))
     if repeated:
         note(repeated)
-    transitions = None if log is None else _TransitionLog(log, settings, overwrite)
+    command = repr((list(loaded), [(s.name, str(s.source)) for s in scenarios], seeds, settings))
+    transitions = None if log is None else _TransitionLog(log, settings, overwrite, command)
     rows: dict[tuple[int, int, int, int], dict] = {}
     completed = False
     try:
@@ -189,17 +194,28 @@ class _TransitionLog:
     All or nothing: an overwritten log is written beside the old one and replaces it
     when the evaluation completes; an appended log is cut back to its size before
     the evaluation (a torn tail aside), or removed if it is new, when the evaluation
-    fails or is interrupted."""
+    fails or is interrupted. A SIGKILL skips that: the append's marker
+    (:class:`ctxsim.transitions.PendingAppend`, keyed by ``command``) lets the same
+    evaluation resume, writing only the episodes the killed one did not complete."""
 
-    def __init__(self, path: str | Path, settings: EpisodeSettings, overwrite: bool = False):
+    def __init__(self, path: str | Path, settings: EpisodeSettings, overwrite: bool = False, command: str = ""):
+        from .atomic import remove_stale
         from .observe import ObservationConfig
-        from .transitions import TransitionWriter
+        from .transitions import PendingAppend, TransitionWriter
 
         self.path = Path(path)
+        remove_stale(self.path)  # an overwrite's temporary left by a killed run
         self.temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp") if overwrite else None
         self.created = not self.path.exists()
+        self.pending = None if overwrite else PendingAppend(self.path, command)
+        first, self.done = self.pending.resume() if self.pending else (None, set())
         self.writer = TransitionWriter(self.temporary or self.path, "evaluate", overwrite=overwrite)
+        if first is not None:
+            self.writer.first_episode = first
         self.size = None if overwrite else self.writer.path.stat().st_size  # after a torn tail was cut
+        if self.pending is not None:
+            self.pending.start(self.size, self.writer.first_episode)
+            self.size = self.pending.size
         self.config = ObservationConfig.of(settings)
 
     def recorder(self, policy: str, number: int, scenario: str, seed: int) -> Callable[[OverflowEpisode, Step], None]:
@@ -207,6 +223,8 @@ class _TransitionLog:
 
         def on_step(episode: OverflowEpisode, step: Step) -> None:
             self.writer.run_id = f"evaluate:{policy}"
+            if (self.writer.run_id, self.writer.first_episode + number) in self.done:
+                return  # written by the killed run this one resumes
             self.writer.write_step(
                 step,
                 episode=self.writer.first_episode + number,
@@ -231,6 +249,8 @@ class _TransitionLog:
             self.path.unlink(missing_ok=True)
         elif not keep:
             os.truncate(self.path, self.size)
+        if self.pending is not None:
+            self.pending.finish()
 
 
 class _progress:

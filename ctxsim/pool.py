@@ -279,6 +279,15 @@ def _build_one(task: _Task) -> tuple[tuple[str, int], ContextState, dict[tuple, 
     return (task.digest, task.seed), state, settings.memo_entries(), views
 
 
+def _contexts(scenario: Scenario, config: dict[str, Any]) -> int:
+    return scenario.context_count(config["contexts_per_scenario"])
+
+
+def pool_contexts(config: dict[str, Any], suite: list[Scenario]) -> int:
+    """How many contexts the pool of a resolved env config holds (one build step each)."""
+    return sum(_contexts(s, config) for s in suite)
+
+
 def build_pool(
     config: dict[str, Any], suite: list[Scenario], *, workers: int | None = None, advance: Callable[[], None] = lambda: None
 ) -> Pool:
@@ -286,7 +295,7 @@ def build_pool(
     machine's cores). Nothing is written; see :func:`ensure_pool`."""
     start = time.perf_counter()
     subset = dict(settings_subset(config), cache_size=1_000_000)  # a context's whole tree stays in the memo
-    tasks = [_Task(s, seed, scenario_digest(s), subset) for s in suite for seed in range(s.context_count(config["contexts_per_scenario"]))]
+    tasks = [_Task(s, seed, scenario_digest(s), subset) for s in suite for seed in range(_contexts(s, config))]
     parts = process_map(_build_one, tasks, workers or default_workers(), preload=["ctxsim.pool"], advance=advance)
     pool = Pool(pool_key(config, suite))
     for key, state, memo, views in parts:

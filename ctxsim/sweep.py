@@ -63,7 +63,7 @@ from .errors import ConfigError, PolicyError, describe_value
 from .parallel import default_workers, process_map
 from .paths import ROOT
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
-from .validation import MAX_SEED, join_key, load_yaml, validate
+from .validation import MAX_SEED, Bounded, join_key, load_yaml, validate
 
 DEFAULT_ENV = "envs/default.yaml"
 #: the key of a results row ("run": a member of a folder of trained policies, else "")
@@ -133,7 +133,7 @@ class SweepConfig(BaseModel):
     scenarios: ScenarioSelection = Field(default_factory=ScenarioSelection)
     seeds: int | list[int] = Field(description="N (seeds 0..N-1, N >= 1) or a list of distinct seeds >= 0")
     env: StrictStr = DEFAULT_ENV
-    env_config: dict[StrictStr, Any] = Field(default_factory=dict)
+    env_config: Annotated[dict[StrictStr, Any], Bounded] = Field(default_factory=dict)
     tolerances: Tolerances = Field(default_factory=Tolerances)
     backend: Literal["local", "ray"] = "local"
     workers: Annotated[int, Field(ge=1, strict=True)] | None = None

@@ -33,14 +33,14 @@ import time
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Annotated, Any, Iterator, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import ConfigError, describe_value
 from .paths import ROOT
-from .validation import MAX_SEED, KeyedValueError, load_yaml, validate
+from .validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .warmstart import ActionValues, WarmStart, action_values, fit
 
 #: VecNormalize file of a run (read by the SB3 policy adapter and by export)
@@ -63,7 +63,7 @@ class ExperimentConfig(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="experiment name, used in the run directory name")
     algo: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(description="SB3 / sb3-contrib algorithm")
     env: str = Field("envs/default.yaml", description="env spec file (relative to the repo or the experiment file)")
-    env_config: dict[str, Any] = Field(default_factory=dict, description="overrides of the env spec's config")
+    env_config: Annotated[dict[str, Any], Bounded] = Field(default_factory=dict, description="overrides of the env spec's config")
     train_scenarios: list[str] | None = Field(None, description="scenario names to train on (default: all but the held-out and validation ones)")
     eval_scenarios: list[str] = Field(default_factory=list, description="held-out scenario names: the split results are reported on")
     validation_scenarios: list[str] | None = Field(
@@ -75,7 +75,7 @@ class ExperimentConfig(BaseModel):
     vec_env: Literal["dummy", "subproc"] = Field("dummy", description="DummyVecEnv or SubprocVecEnv")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="seeds the algorithm, the envs and torch")
     policy: str = Field("MlpPolicy", description="SB3 policy class name")
-    hyperparams: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the algorithm")
+    hyperparams: Annotated[dict[str, Any], Bounded] = Field(default_factory=dict, description="keyword arguments of the algorithm")
     eval_freq: int = Field(2_000, gt=0, description="evaluate every this many total steps")
     eval_episodes: int = Field(
         40, gt=0,
@@ -183,19 +183,27 @@ def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked:
 
 def prepare_pools(
     env_id: str, *configs: dict[str, Any], source: str | Path | None = None, workers: int | None = None,
-    rebuild: bool = False,
+    rebuild: bool = False, progress: bool = False,
 ) -> list[tuple[Any, Path, bool, int]]:
     """Load or build here the context pools of the configs that ask for one (``pool:
     true``), before worker processes start: they then read the files instead of each
-    building them. Returns (pool, its file, built now, scenarios) per pooled config."""
+    building them. Returns (pool, its file, built now, scenarios) per pooled config.
+    ``progress``: a rich progress bar over the contexts while a pool is built."""
+    from rich.progress import Progress
+
     from .environments.spec import env_class
-    from .pool import ensure_pool
+    from .pool import ensure_pool, pool_contexts
 
     pools = []
     for config in [c for i, c in enumerate(configs) if c not in configs[:i]]:  # each pool once
         if config.get("pool"):
             checked = env_class(env_id).checked_config(config, source, "config")
-            pool, path, built = ensure_pool(checked.model_dump(mode="json"), checked.suite, workers=workers, rebuild=rebuild)
+            resolved = checked.model_dump(mode="json")
+            with Progress(transient=True, disable=not progress) as bar:
+                task = bar.add_task(f"context pool ({len(checked.suite)} scenarios; built once, then read from disk)",
+                                    total=pool_contexts(resolved, checked.suite))
+                pool, path, built = ensure_pool(resolved, checked.suite, workers=workers, rebuild=rebuild,
+                                                advance=lambda: bar.advance(task))
             pools.append((pool, path, built, len(checked.suite)))
     return pools
 
@@ -250,7 +258,7 @@ def train(
     np.random.seed(seed)
     torch.set_num_threads(1)
     masked = experiment.algo == "MaskablePPO"
-    prepare_pools(env_id, train_cfg, eval_cfg, selection_cfg)
+    prepare_pools(env_id, train_cfg, eval_cfg, selection_cfg, progress=progress)
     vec_cls = SubprocVecEnv if experiment.vec_env == "subproc" and experiment.n_envs > 1 else DummyVecEnv
     train_env = vec_cls([_make_env(env_id, train_cfg, seed, i, masked) for i in range(experiment.n_envs)])
     eval_env = DummyVecEnv([_make_env(env_id, selection_cfg, seed + 10_000, 0, masked, fixed=True)])
@@ -304,6 +312,7 @@ def train(
             # for evaluation beside SubprocVecEnv for training): harmless, the spaces agree.
             warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
             model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
+            callbacks.callbacks[0].evaluate_if_never()
         save_model(model, run_dir / "final_model.zip")
         if not (run_dir / "best_model.zip").exists():
             save_model(model, run_dir / "best_model.zip")
@@ -453,17 +462,29 @@ def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
 
 def evaluation_callback(callback_cls):
     """``callback_cls`` (SB3's EvalCallback or sb3-contrib's masked one) as training
-    uses it, with two changes:
+    uses it, with three changes:
 
     * before each evaluation it rewinds an eval env on the fixed evaluation set
       (:class:`~ctxsim.environments.fixed_contexts.FixedContexts`), so every
       evaluation scores the same contexts;
     * it writes ``evaluations.npz`` atomically: SB3 saves it in place at every
       evaluation, so here it goes to a hidden sibling first, then is renamed over
-      the file."""
+      the file;
+    * :meth:`evaluate_if_never` evaluates once after a run shorter than one
+      ``eval_freq``, so every run folder has its evaluations and best model."""
     import os
 
     class TrainingEvaluations(callback_cls):
+        def evaluate_if_never(self) -> None:
+            """Evaluate once at the end of a run shorter than ``eval_freq`` (which
+            would otherwise end with no evaluations.npz and no selected model)."""
+            if self.n_calls and not self.evaluations_timesteps:
+                every, self.eval_freq = self.eval_freq, self.n_calls
+                try:
+                    self._on_step()
+                finally:
+                    self.eval_freq = every
+
         def _on_step(self) -> bool:
             if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0 and self.eval_env.has_attr("rewind"):
                 self.eval_env.env_method("rewind")

@@ -45,7 +45,7 @@ from typing import Any
 
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
-from .validation import loads_json
+from .validation import check_input, loads_json
 
 #: durability class per tool or command name (seed 002); other tools are "anchoring",
 #: seed 002's default
@@ -176,6 +176,7 @@ def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, 
 
 def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, message) pairs, validated; blank lines are skipped."""
+    check_input(path, "transcript", TranscriptError)
     try:
         raw = path.read_bytes()
     except OSError as exc:

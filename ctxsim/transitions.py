@@ -24,13 +24,26 @@ holds that lock while one episode is numbered and written, so episodes from
 different writers never share a number or interleave. Writers that number their
 episodes themselves from :attr:`TransitionWriter.first_episode` (evaluation, the
 env recorder) assume they are the log's only writer.
+
+A writer modifies only a file it recognises as a log: empty, or whose first line
+is a transition record of this schema. Anything else (``--log notes.txt``) is
+refused with LogFormatError before a byte changes.
+
+A run that appends many episodes and may be killed (``evaluate --log``) marks
+itself with :class:`PendingAppend`: a hidden file beside the log that says where
+the run began and which command it is. After a SIGKILL the marker stays; the same
+command run again resumes (keeps the killed run's complete episodes, cuts the rest,
+and writes only the episodes still missing: the log ends as an uninterrupted run
+would have left it), another command is refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,10 +56,11 @@ except ImportError:  # not POSIX: no file lock
 
 import numpy as np
 
+from .atomic import atomic_write_text, process_alive
 from .errors import LogFormatError
 from .probes import share_answered
 from .model import ContextState
-from .validation import DuplicateKeyError, loads_json
+from .validation import DuplicateKeyError, check_input, loads_json
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +148,8 @@ class TransitionWriter:
         self.full_text = full_text
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.first_episode = 0
+        if not overwrite:
+            recognise(self.path)
         self._fh = open(self.path, "wb" if overwrite else "ab")
         if not overwrite:
             try:
@@ -253,6 +269,74 @@ class TransitionWriter:
         raise TypeError("a TransitionWriter holds an open file and cannot be pickled")
 
 
+class PendingAppend:
+    """The marker ``.<log name>.pending`` of one run appending to ``log``: JSON with
+    the run's process id, the log's size before the run, the run's first episode
+    number and a digest of ``command`` (what the run evaluates: the same command
+    writes the same records). :meth:`resume` before the run's writer opens the log,
+    :meth:`start` once it has, :meth:`finish` when the run ends."""
+
+    def __init__(self, log: str | Path, command: str):
+        self.log = Path(log)
+        self.path = self.log.with_name(f".{self.log.name}.pending")
+        self.command = hashlib.sha256(command.encode("utf-8")).hexdigest()[:16]
+        self.size: int | None = None  # the log's size before the first, killed attempt (resumed runs)
+
+    def resume(self) -> tuple[int | None, set[tuple[str, int]]]:
+        """(first episode number, (run_id, episode) of the complete episodes kept) of
+        a killed run of the same command, whose incomplete tail is cut off here;
+        (None, empty) when there is none. LogFormatError when another process is
+        appending now, or a killed run of another command left its records."""
+        try:
+            marker = loads_json(self.path.read_bytes())
+            pid, size, first, command = (marker[k] for k in ("pid", "size", "first_episode", "command"))
+        except FileNotFoundError:
+            return None, set()
+        except (OSError, ValueError, KeyError, TypeError):
+            raise LogFormatError(f"the marker {self.path.name} of an unfinished run is unreadable; remove it to "
+                                 "append anyway", source=self.log) from None
+        if pid != os.getpid() and _alive(pid):
+            raise LogFormatError(f"process {pid} is appending to this log; wait for it or pick another log", source=self.log)
+        if command != self.command:
+            raise LogFormatError("holds the partial records of a run that was killed before it finished, with other "
+                                 "policies, scenarios, seeds or settings: rerun that command to resume it, or log to "
+                                 "another file", source=self.log)
+        recognise(self.log)
+        data = self.log.read_bytes() if self.log.exists() else b""
+        if len(data) < size:
+            raise LogFormatError(f"is shorter ({len(data)} bytes) than before the unfinished run ({size} bytes); "
+                                 f"remove {self.path.name} to append anyway", source=self.log)
+        kept, end, offset = set(), size, size
+        for line in data[size:].split(b"\n")[:-1]:  # whole lines; a torn last one is cut with the rest
+            offset += len(line) + 1
+            record = _parse(line)
+            if record is None:
+                break
+            if record.get("terminated") is True:
+                kept.add((record.get("run_id"), record.get("episode")))
+                end = offset
+        if end < len(data):
+            os.truncate(self.log, end)
+        logger.warning("%s: resuming a run that was killed: %d complete episode(s) kept, %d byte(s) of an "
+                       "incomplete one cut", self.log, len(kept), len(data) - end)
+        self.size = size
+        return first, kept
+
+    def start(self, size: int, first_episode: int) -> None:
+        """Mark the run as appending from ``size`` bytes (kept from a resumed run's
+        marker) with episodes numbered from ``first_episode``."""
+        self.size = size if self.size is None else self.size
+        atomic_write_text(self.path, json.dumps({"pid": os.getpid(), "size": self.size, "first_episode": first_episode,
+                                                 "command": self.command}))
+
+    def finish(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _alive(pid: object) -> bool:
+    return isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 and process_alive(pid)
+
+
 def _last_line(fh) -> tuple[int, bytes]:
     """(offset, bytes) of the last line of an open binary file, its newline included."""
     end = fh.seek(0, 2)
@@ -264,6 +348,24 @@ def _last_line(fh) -> tuple[int, bytes]:
         tail = fh.read(size) + tail
     start = tail.rfind(b"\n", 0, len(tail) - 1) + 1
     return pos + start, tail[start:]
+
+
+def recognise(path: Path) -> None:
+    """LogFormatError unless ``path`` is missing, empty, or starts with a whole
+    transition record of this schema: a file that is not a log is never modified."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 24)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise LogFormatError(f"cannot read file ({exc.strerror or exc})", source=path) from None
+    if not first:
+        return
+    record = _parse_line(first.rstrip(b"\n"), path, "line 1") if first.endswith(b"\n") else None
+    if record is None or any(k not in record for k in REQUIRED_KEYS) or record["schema_version"] != SCHEMA_VERSION:
+        raise LogFormatError(f"not a ctxsim transition log: its first line is not a transition record (schema "
+                             f"{SCHEMA_VERSION}, ending in a newline); refusing to modify it", source=path)
 
 
 def _cut_torn_tail(path: Path) -> None:
@@ -303,6 +405,7 @@ def read_transitions(path: str | Path) -> list[dict[str, Any]]:
     file and the line number.
     """
     path = Path(path)
+    check_input(path, "transition log", LogFormatError)
     try:
         data = path.read_bytes()
     except OSError as exc:

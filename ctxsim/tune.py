@@ -41,7 +41,7 @@ from .atomic import atomic_write_text
 from .errors import ConfigError, CtxsimError, describe_value
 from .sweep import RayConfig, import_ray, ray_session, resolve_path
 from .train import ExperimentConfig, env_configs, load_experiment
-from .validation import KeyedValueError, load_yaml, validate
+from .validation import Bounded, KeyedValueError, load_yaml, validate
 
 METRIC = "best_mean_reward"
 Pair = Annotated[list[float], Field(min_length=2, max_length=2)]  # [low, high]
@@ -95,7 +95,7 @@ class TuneConfig(BaseModel):
     name: Annotated[StrictStr, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")]
     description: StrictStr = ""
     experiment: StrictStr
-    overrides: dict[StrictStr, Any] = Field(default_factory=dict)
+    overrides: Annotated[dict[StrictStr, Any], Bounded] = Field(default_factory=dict)
     timesteps: Annotated[int, Field(gt=0, strict=True)]
     num_samples: Annotated[int, Field(ge=1, strict=True)] = 4
     seed: Annotated[int, Field(ge=0, strict=True)] = 0

@@ -5,6 +5,11 @@ experiments) uses, so that all of them fail the same way: one ctxsim error whose
 single-line message names the file, the dotted key path and the offending value.
 
 - :func:`load_yaml` reads a file as UTF-8 and parses it with ``yaml.safe_load``.
+- :func:`check_input` refuses, before anything is read, an input that is not a
+  regular file or is larger than its kind's limit (:data:`INPUT_LIMITS`).
+- :func:`bounded` (a pydantic ``BeforeValidator`` as :data:`Bounded`) refuses free-form
+  data (``dict[str, Any]`` fields) whose YAML aliases expand to more than
+  :data:`MAX_VALUES` values, before anything walks it.
 - :func:`validate` runs a pydantic v2 model over parsed data and turns a
   ``ValidationError`` into the caller's error class.
 
@@ -15,11 +20,13 @@ to point the message at the nested key they concern instead of at the whole mode
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, BeforeValidator, ValidationError
 
 from .errors import CtxsimError, describe_value
 
@@ -42,6 +49,19 @@ _TYPE_MESSAGES = {
 
 #: the largest seed: seeds go to numpy, which takes 0 .. 2**32 - 1
 MAX_SEED = 2**32 - 1
+
+_MB = 1024 * 1024
+#: the largest input ctxsim reads, per kind of file, in bytes (checked on the file's
+#: size before it is read or parsed; the README's Security section lists them)
+INPUT_LIMITS = {
+    "YAML file": 4 * _MB,  # context_config, models, scenarios, env specs, experiments, sweeps, tune files
+    "transcript": 64 * _MB,  # chat JSONL
+    "transition log": 512 * _MB,  # JSONL read back by evaluate --from-log and export
+    "exported policy": 64 * _MB,  # policy.json and weights.npz
+}
+#: most values (mappings, lists and scalars, an alias counted at each use) that free-form
+#: YAML data may expand to
+MAX_VALUES = 1_000_000
 
 
 class KeyedValueError(ValueError):
@@ -100,14 +120,65 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+def check_input(path: str | Path, kind: str, error_cls: type[CtxsimError]) -> None:
+    """Raise ``error_cls`` naming ``path`` when it exists but is not a regular file
+    (a FIFO or device would block or never end) or is larger than
+    ``INPUT_LIMITS[kind]`` bytes; a missing file is left to the reader to report."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return
+    if stat.S_ISDIR(info.st_mode):
+        return  # the reader says what it expected instead
+    if not stat.S_ISREG(info.st_mode):
+        raise error_cls(f"not a regular file (a {kind} must be one)", source=str(path))
+    limit = INPUT_LIMITS[kind]
+    if info.st_size > limit:
+        raise error_cls(f"{info.st_size:,} bytes is over the limit for a {kind} ({limit:,} bytes)", source=str(path))
+
+
+def bounded(value: Any) -> Any:
+    """``value`` itself, unless it expands to more than :data:`MAX_VALUES` values
+    (KeyedValueError). YAML aliases make one list or mapping appear many times; the
+    count visits each object once (memoized), so a bomb of 10**9 values is refused in
+    time proportional to the file."""
+    sizes: dict[int, int] = {}
+
+    def size(item: Any) -> int:
+        if not isinstance(item, (dict, list)):
+            return 1
+        known = sizes.get(id(item))
+        if known is None:
+            children = item.values() if isinstance(item, dict) else item
+            sizes[id(item)] = -1  # a value that contains itself (a recursive alias)
+            known = sizes[id(item)] = min(1 + sum(size(child) for child in children), MAX_VALUES + 1)
+        elif known < 0:
+            raise KeyedValueError("", "<recursive>", "a YAML alias refers to a value that contains it")
+        return known
+
+    try:
+        total = size(value)
+    except RecursionError:
+        raise KeyedValueError("", "<deep>", "nested too deep") from None
+    if total > MAX_VALUES:
+        raise KeyedValueError("", type(value).__name__, f"its YAML aliases expand to more than {MAX_VALUES:,} values")
+    return value
+
+
+#: ``Annotated[dict[str, Any], Bounded]``: a free-form field that :func:`bounded` checks first
+Bounded = BeforeValidator(bounded)
+
+
 def load_yaml(path: str | Path, error_cls: type[CtxsimError]) -> Any:
     """Parse a UTF-8 YAML file as ``yaml.safe_load`` does, but refusing a key that
     appears twice in one mapping.
 
     Raises ``error_cls`` (one line, naming the file) when the file cannot be read, is
-    not UTF-8, or is not valid YAML (with line and column). An empty file yields None.
+    not a regular file, is over the size limit (:func:`check_input`), is not UTF-8, or
+    is not valid YAML (with line and column). An empty file yields None.
     """
     source = str(path)
+    check_input(path, "YAML file", error_cls)
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
@@ -163,7 +234,7 @@ def _describe(err: dict, key_prefix: str) -> tuple[str, str]:
     ctx = err.get("ctx") or {}
     cause = ctx.get("error")
     if isinstance(cause, KeyedValueError):
-        loc += cause.key.split(".")
+        loc += cause.key.split(".") if cause.key else []
         value = cause.value
         text = str(cause)
     elif err["type"] in _TYPE_MESSAGES:

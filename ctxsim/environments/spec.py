@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import gymnasium
 from gymnasium.envs.registration import load_env_creator
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ..errors import ConfigError
 from ..paths import ENVS_DIR
-from ..validation import load_yaml, validate
+from ..validation import Bounded, load_yaml, validate
 from . import env_ids, register_envs
 
 
@@ -33,7 +33,7 @@ class _SpecFile(BaseModel):
 
     id: StrictStr
     description: StrictStr = ""
-    config: dict[StrictStr, Any] = Field(default_factory=dict)
+    config: Annotated[dict[StrictStr, Any], Bounded] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -51,7 +51,7 @@ from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, current_break, feature_names, observe
 from ..transitions import TransitionWriter
-from ..validation import validate
+from ..validation import check_input, validate
 from .registry import Policy, register_loader, run_episode
 
 FORMAT = "ctxsim-exported-policy"
@@ -365,6 +365,7 @@ def recognizes(path: Path) -> bool:
 
 
 def _read_spec(file: Path) -> PolicySpec:
+    check_input(file, "exported policy", PolicyError)
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -407,6 +408,7 @@ def _settings(spec: PolicySpec, file: Path) -> EpisodeSettings:
 
 
 def _layers(spec: PolicySpec, weights: Path) -> list[Layer]:
+    check_input(weights, "exported policy", PolicyError)
     try:
         with np.load(weights, allow_pickle=False) as npz:
             arrays = {name: npz[name] for name in npz.files}

@@ -1,0 +1,298 @@
+"""Hostile paths and files, and runs killed halfway (issue 24).
+
+Each case is what a user (or an attacker) can hand the command line: an output that
+is a FIFO or a socket, a name longer than the file system allows, inputs of hundreds
+of megabytes, a notes file passed as ``--log``, a YAML alias bomb under free-form
+keys, a run killed with SIGKILL and run again, an exported policy whose weights hold
+a pickle, a missing optional extra. The command must refuse before any work with one
+line and exit code 2, never modify what it does not own, and leave outputs an
+uninterrupted run would have left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ctxsim.cli import main
+from ctxsim.errors import PolicyError
+from ctxsim.transitions import read_transitions
+from ctxsim.validation import INPUT_LIMITS, MAX_VALUES
+
+EVALUATE = ["evaluate", "--policy", "random", "--policy", "seed-chain", "--names", "chat-10k", "mild-overflow",
+            "--seeds", "2", "--quiet"]
+
+
+def fails_cleanly(argv: list[str], capsys, *needles: str) -> str:
+    """Run the CLI: exit 2, one line on stderr holding every needle; that line."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and err.startswith("ctxsim: error:"), err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+# ---- outputs that are not regular files ----------------------------------------------------
+def test_output_fifo_is_refused_and_kept(tmp_path, capsys):
+    fifo = tmp_path / "out.csv"
+    os.mkfifo(fifo)
+    fails_cleanly(["generate", "--scenario", "chat-10k", "--out", str(fifo)], capsys, "FIFO", "out.csv")
+    fails_cleanly([*EVALUATE, "--out", str(fifo)], capsys, "FIFO")
+    assert fifo.is_fifo()
+
+
+def test_output_socket_is_refused_and_kept(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # a short relative path: AF_UNIX addresses are at most 107 bytes
+    server = socket.socket(socket.AF_UNIX)
+    server.bind("log.jsonl")
+    try:
+        fails_cleanly([*EVALUATE, "--out", "r.csv", "--log", "log.jsonl"], capsys, "socket", "log.jsonl")
+        fails_cleanly(["report", "results", "--out", "log.jsonl"], capsys, "socket", "not a folder")
+        assert Path("log.jsonl").is_socket() and not Path("r.csv").exists()
+    finally:
+        server.close()
+
+
+def test_output_name_too_long_is_refused_before_work(tmp_path, capsys):
+    long_name = tmp_path / ("r" * 300 + ".csv")
+    fails_cleanly([*EVALUATE, "--out", str(long_name)], capsys, "304 bytes long", "allows 255")
+    assert list(tmp_path.iterdir()) == []
+    fails_cleanly(["train", "experiments/maskable_ppo_default.yaml", "--out", str(tmp_path / ("d" * 300))], capsys, "bytes long")
+
+
+def test_a_name_near_the_limit_still_writes_atomically(tmp_path, capsys):
+    out = tmp_path / ("c" * 250 + ".json")  # its temporary would be longer than 255 bytes if it kept the whole name
+    assert main(["generate", "--scenario", "chat-10k", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["units"]
+
+
+# ---- inputs beyond their limit ----------------------------------------------------------------
+def sparse(path: Path, size: int) -> Path:
+    """A file of ``size`` bytes that takes no disk space (and no time to write)."""
+    with open(path, "wb") as fh:
+        fh.truncate(size)
+    return path
+
+
+def test_a_200_mb_transcript_is_refused_before_it_is_read(tmp_path, capsys):
+    sparse(tmp_path / "chat.jsonl", 200 * 1024 * 1024)
+    (tmp_path / "big.yaml").write_text("name: big\ntranscript: chat.jsonl\nlimit: 5000\n")
+    out = tmp_path / "c.json"
+    fails_cleanly(["generate", "--scenario", str(tmp_path / "big.yaml"), "--out", str(out)], capsys,
+                  "chat.jsonl", "over the limit for a transcript", f"{INPUT_LIMITS['transcript']:,}")
+    assert not out.exists()
+
+
+def test_a_200_mb_scenario_yaml_is_refused_before_it_is_parsed(tmp_path, capsys):
+    suite = sparse(tmp_path / "suite.yaml", 200 * 1024 * 1024)
+    fails_cleanly(["scenarios", "list", "--suite", str(suite)], capsys, "suite.yaml", "over the limit for a YAML file")
+    fails_cleanly([*EVALUATE[:3], "--scenarios", str(suite), "--out", str(tmp_path / "r.csv")], capsys, "YAML file")
+
+
+def test_an_input_fifo_is_refused_not_read(tmp_path, capsys):
+    os.mkfifo(tmp_path / "suite.yaml")  # reading it would block for ever
+    fails_cleanly(["scenarios", "list", "--suite", str(tmp_path / "suite.yaml")], capsys, "not a regular file")
+
+
+def test_a_huge_log_is_refused_before_it_is_read(tmp_path, capsys):
+    log = sparse(tmp_path / "big.jsonl", INPUT_LIMITS["transition log"] + 1)
+    fails_cleanly(["evaluate", "--from-log", str(log)], capsys, "over the limit for a transition log")
+
+
+def alias_bomb(indent: str) -> str:
+    """YAML lines (indented) whose last alias, ``*l8``, expands to 10**9 values."""
+    return "".join(f"{indent}l{i}: &l{i} [" + ", ".join([f"*l{i - 1}" if i else "x"] * 10) + "]\n" for i in range(9))
+
+
+@pytest.mark.timeout(60)
+def test_an_alias_bomb_under_hyperparams_is_refused(tmp_path, capsys):
+    experiment = tmp_path / "bomb.yaml"
+    experiment.write_text("name: bomb\nalgo: PPO\nhyperparams:\n" + alias_bomb("  ") + "  policy_kwargs: *l8\n")
+    fails_cleanly(["train", str(experiment), "--timesteps", "8", "--out", str(tmp_path / "runs")], capsys,
+                  "bomb.yaml", "hyperparams", f"more than {MAX_VALUES:,} values")
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.timeout(60)
+def test_an_alias_bomb_under_an_env_spec_config_is_refused(tmp_path, capsys):
+    spec = tmp_path / "env.yaml"
+    spec.write_text("id: ctxsim/ContextOverflow-v0\nconfig:\n  bombs:\n" + alias_bomb("    ") + "    use: *l8\n")
+    fails_cleanly([*EVALUATE[:3], "--env", str(spec), "--out", str(tmp_path / "r.csv")], capsys, "env.yaml", "config")
+
+
+# ---- logs: never modify a foreign file; a killed run resumes ---------------------------------
+def test_a_notes_file_given_as_log_is_never_modified(tmp_path, capsys):
+    notes = tmp_path / "notes.txt"
+    notes.write_bytes(b"my notes\nthe last line, no newline")
+    before = notes.read_bytes()
+    fails_cleanly([*EVALUATE, "--out", str(tmp_path / "r.csv"), "--log", str(notes)], capsys,
+                  "notes.txt", "not a ctxsim transition log")
+    assert notes.read_bytes() == before and not (tmp_path / "r.csv").exists()
+
+
+KILLER = textwrap.dedent("""
+    import os, signal, sys
+    import ctxsim.transitions as transitions
+    from ctxsim.cli import main
+
+    written, limit = [], int(sys.argv[1])
+    write = transitions.TransitionWriter.write
+
+    def write_then_die(self, record):
+        if len(written) == limit:  # half a line on disk, then SIGKILL: no cleanup runs
+            self._fh.write(transitions.encode_record(record)[:30])
+            self._fh.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+        written.append(record)
+        write(self, record)
+
+    transitions.TransitionWriter.write = write_then_die
+    main(sys.argv[2:])
+""")
+
+
+def killed(tmp_path: Path, after: int, argv: list[str]) -> None:
+    """Run the CLI in a process that SIGKILLs itself while writing record ``after`` + 1."""
+    script = tmp_path / "killer.py"
+    script.write_text(KILLER)
+    done = subprocess.run([sys.executable, str(script), str(after), *argv], cwd=tmp_path, capture_output=True)
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+
+
+def test_a_rerun_after_sigkill_resumes_and_counts_each_episode_once(tmp_path, capsys):
+    whole, log = tmp_path / "whole.jsonl", tmp_path / "log.jsonl"
+    assert main([*EVALUATE, "--out", str(tmp_path / "w.csv"), "--log", str(whole)]) == 0
+    records = len(read_transitions(whole))
+    argv = [*EVALUATE, "--out", str(tmp_path / "r.csv"), "--log", str(log)]
+    killed(tmp_path, records // 2, argv)
+    assert 0 < len(read_transitions(log)) < records  # the killed run's records, a torn line after them
+
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert log.read_bytes() == whole.read_bytes()  # as if the run had never been killed
+    assert main(["evaluate", "--from-log", str(log)]) == 0
+    assert main(["evaluate", "--from-log", str(whole)]) == 0
+    resumed, uninterrupted = capsys.readouterr().out.split("\n" + str(whole))
+    assert f"{records} records, 8 finished episodes" in resumed
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no marker, no temporary left
+
+
+def test_a_rerun_after_sigkill_with_another_command_is_refused(tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    killed(tmp_path, 3, [*EVALUATE, "--out", str(tmp_path / "r.csv"), "--log", str(log)])
+    before = log.read_bytes()
+    fails_cleanly(["evaluate", "--policy", "greedy", "--names", "chat-10k", "--out", str(tmp_path / "g.csv"),
+                   "--log", str(log), "--quiet"], capsys, "log.jsonl", "killed before it finished")
+    assert log.read_bytes() == before
+
+
+def test_an_overwrite_killed_halfway_leaves_no_temporary_on_the_next_run(tmp_path, capsys):
+    log = tmp_path / "log.jsonl"
+    argv = [*EVALUATE, "--out", str(tmp_path / "r.csv"), "--log", str(log), "--overwrite"]
+    killed(tmp_path, 3, argv)
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # what the kill left
+    assert main(argv) == 0
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+# ---- the export format never unpickles -------------------------------------------------------
+class Planted:
+    """Unpickling this creates a file: proof that a pickle was loaded."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def __reduce__(self):
+        return open, (self.path, "w")
+
+
+def hand_made_export(folder: Path, weight: np.ndarray) -> Path:
+    """A minimal export directory (one identity layer) around ``weight``."""
+    from ctxsim.episode import EpisodeSettings
+    from ctxsim.observe import OBSERVATION_VERSION, ObservationConfig, feature_names
+
+    settings = EpisodeSettings()
+    config = ObservationConfig.of(settings)
+    features = feature_names(config)
+    policy = folder / "policy"
+    policy.mkdir(parents=True)
+    spec = {
+        "format": "ctxsim-exported-policy", "format_version": 1, "name": "hand-made", "algorithm": "PPO", "source": {},
+        "observation": {"version": OBSERVATION_VERSION, "config": config.model_dump(mode="json"), "features": features},
+        "actions": list(settings.actions), "settings": {}, "normalization": None,
+        "network": {"kind": "logits", "hidden": [], "activation": "identity",
+                    "layers": [{"weight": "w0", "bias": "b0", "inputs": len(features), "outputs": len(settings.actions),
+                                "activation": "identity"}]},
+    }
+    (policy / "policy.json").write_text(json.dumps(spec))
+    np.savez(policy / "weights.npz", w0=weight, b0=np.zeros(len(settings.actions), dtype=np.float32))
+    return folder
+
+
+def test_policies_load_never_unpickles(tmp_path):
+    from ctxsim.episode import EpisodeSettings
+    from ctxsim.observe import ObservationConfig, feature_names
+    from ctxsim.policies import load
+
+    shape = (len(EpisodeSettings().actions), len(feature_names(ObservationConfig.of(EpisodeSettings()))))
+    assert load(hand_made_export(tmp_path / "plain", np.zeros(shape, dtype=np.float32))).name  # the format loads
+    planted = tmp_path / "PWNED"
+    weight = np.empty(shape, dtype=object)
+    weight[...] = Planted(str(planted))
+    with pytest.raises(PolicyError, match="weights"):
+        load(hand_made_export(tmp_path / "pickled", weight))
+    assert not planted.exists()
+
+
+# ---- optional extras ---------------------------------------------------------------------------
+@pytest.mark.skipif(__import__("importlib").util.find_spec("langchain_core") is not None, reason="the extra is installed")
+def test_a_peer_without_its_extra_prints_the_install_hint_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    assert main(["evaluate", "--policy", "peer:langchain-trim", "--names", "chat-10k", "--out", str(out), "--quiet"]) == 2
+    captured = capsys.readouterr()
+    assert "pip install 'ctxsim[peers]'" in captured.out + captured.err
+    assert not out.exists()
+
+
+# ---- the runtime path ----------------------------------------------------------------------------
+def test_import_ctxsim_imports_no_gymnasium_and_envs_still_register():
+    code = ("import sys, ctxsim; assert 'gymnasium' not in sys.modules, 'gymnasium imported';"
+            "import gymnasium; env = gymnasium.make('ctxsim.environments:ctxsim/ContextOverflow-v0',"
+            " config={'scenario_names': ['mild-overflow'], 'contexts_per_scenario': 1});"
+            "print(env.spec.entry_point)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ctxsim.environments.overflow:ContextOverflowEnv"
+    code = "import gymnasium, ctxsim; print('ctxsim/ConversationStream-v0' in gymnasium.registry)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
+
+
+# ---- reproducibility ---------------------------------------------------------------------------
+def test_the_installed_dependencies_are_the_pinned_ones(repo_root):
+    """Every package constraints.txt pins is installed at that version (a local label
+    like torch's ``+cpu`` aside), and every installed package but ctxsim is pinned."""
+    from importlib.metadata import distributions
+
+    from packaging.utils import canonicalize_name
+
+    pinned = {}
+    for line in (repo_root / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            pinned[canonicalize_name(name)] = version
+    installed = {canonicalize_name(d.metadata["Name"]): d.version.split("+", 1)[0] for d in distributions()}
+    installed = {name: v for name, v in installed.items() if name not in ("ctxsim", "pip", "setuptools", "wheel")}
+    extras = {"langchain-core", "sentence-transformers", "ray"}  # optional extras outside [dev]: not pinned
+    assert {n: v for n, v in pinned.items() if installed.get(n) != v} == {}
+    assert sorted(set(installed) - set(pinned) - extras) == []
