@@ -122,3 +122,11 @@ def test_hybrid_runs_a_required_strategy_even_once_the_state_fits():
     budget = ContextBudget(required=("discard_low_rel",))
     required = get_strategy("hybrid").apply(state, StrategyContext(budget=budget))
     assert required.note.split(" → ")[-1] == "discard_low_rel"
+
+
+def test_hybrid_runs_required_strategies_its_chain_does_not_name_by_priority():
+    """Seed 003: required strategies run; higher priority first."""
+    state = _contexts("fact-dense", seeds=[0])[0]
+    budget = ContextBudget(required=("discard_low_rel", "content_type_chunking"))
+    result = get_strategy("hybrid", chain=("summarize_old",)).apply(state, StrategyContext(budget=budget))
+    assert result.note.split(" → ") == ["summarize_old", "content_type_chunking", "discard_low_rel"]

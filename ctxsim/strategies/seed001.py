@@ -819,9 +819,11 @@ class Hybrid(Strategy):
     order, each to the result of the previous one, skipping those not applicable,
     running at most ``max_iterations`` (3) of them and stopping as soon as the
     state fits the target (so nothing runs when it already fits). Steps the
-    context's budget excludes (seed 003) are skipped too; steps it requires are
+    context's budget excludes (seed 003) are skipped too; strategies it requires are
     never skipped: each runs when applicable, even once the state fits or
-    ``max_iterations`` steps have run (seed 003's ``RequiredStrategies``). The chain may name
+    ``max_iterations`` steps have run (seed 003's ``RequiredStrategies``); required
+    strategies the chain does not name run after it, highest ``priority`` first
+    (recovery modes and hybrid itself excepted). The chain may name
     any registered strategy except recovery modes and hybrid itself. The cost is
     the sum of the steps' costs; the history gets one entry, "hybrid", and the note
     lists the steps. Partial progress is kept when the chain ends over the target
@@ -841,17 +843,25 @@ class Hybrid(Strategy):
         super().__init__(**params)
         self.steps = tuple(get_strategy(sid) for sid in self.params.chain)
 
+    def _steps(self, ctx: StrategyContext) -> tuple[Strategy, ...]:
+        """The chain, then the budget's required strategies it does not name (by priority)."""
+        if ctx.budget is None:
+            return self.steps
+        extra = [strategy_class(sid) for sid in ctx.budget.required if sid not in self.params.chain]
+        extra = [cls for cls in extra if not cls.recovery and cls.id != self.id]
+        return self.steps + tuple(cls() for cls in sorted(extra, key=lambda c: (-c.priority, c.id)))
+
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
         return any(
             _allowed(s.id, ctx) and (_required(s.id, ctx) or not state.fits(ctx.target(state))) and s.applicable(state, ctx)
-            for s in self.steps
+            for s in self._steps(ctx)
         )
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         target = ctx.target(state)
         current, cost, ran, fallbacks = state, Cost(), [], []
-        for step in self.steps:
+        for step in self._steps(ctx):
             done = current.fits(target) or len(ran) >= self.params.max_iterations
             if done and not _required(step.id, ctx):
                 continue

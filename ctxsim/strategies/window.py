@@ -31,18 +31,18 @@ from .registry import register
 #: the smallest summary body worth writing (tokens)
 MIN_SUMMARY_TOKENS = 50
 #: tokenization of header + body may differ from the sum of the parts by a token or two
-_JOIN_SLACK_TOKENS = 2
+JOIN_SLACK_TOKENS = 2
 
 
 @lru_cache(maxsize=1)
-def _header_tokens() -> int:
+def summary_header_tokens() -> int:
     """Upper bound of a summary header's tokens (widest turn numbers) plus its newline."""
     return count_tokens(SUMMARY_PREFIX.format(first=99999, last=99999) + "\n")
 
 
 def summary_overhead(state: ContextState) -> int:
     """Tokens a summary unit costs besides its body: message framing, header, slack."""
-    return message_overhead(state.message_format) + _header_tokens() + _JOIN_SLACK_TOKENS
+    return message_overhead(state.message_format) + summary_header_tokens() + JOIN_SLACK_TOKENS
 
 
 def summary_floor(units: Sequence[ContextUnit], task: str, minimum: int) -> int:
