@@ -113,11 +113,12 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     from .strategies import describe_strategies
 
     rows = [
-        [r["id"], r["rank"], r["seed"], "yes" if r["keeps_p1"] else "", r["summary"],
-         ", ".join(f"{k}={v}" for k, v in r["params"].items())]
+        [r["id"], r["rank"], r["priority"], "" if r["max_tokens"] is None else f"{r['max_tokens']:,}", r["seed"],
+         "yes" if r["keeps_p1"] else "", r["summary"], ", ".join(f"{k}={v}" for k, v in r["params"].items())]
         for r in describe_strategies()
     ]
-    _console().print(_table("Strategies (ladder order)", ["id", "rank", "seed", "keeps P1", "what it does", "parameters"], rows))
+    header = ["id", "rank", "priority", "max tokens", "seed", "keeps P1", "what it does", "parameters"]
+    _console().print(_table("Strategies (ladder order)", header, rows))
     return 0
 
 

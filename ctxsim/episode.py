@@ -95,11 +95,11 @@ class EpisodeSettings:
     @property
     def key(self) -> str:
         """Stable hash of the settings that change transitions (cache key)."""
-        blob = json.dumps(
-            [self.actions, self.target, self.recovery_mode, self.latency.model_dump(), self.embedder,
-             self.strategy_params, self.budget.excluded],
-            sort_keys=True, default=str,
-        )
+        parts = [self.actions, self.target, self.recovery_mode, self.latency.model_dump(), self.embedder,
+                 self.strategy_params, self.budget.excluded]
+        if self.budget.required:  # hybrid runs its required steps (keys without any stay as they were)
+            parts.append(self.budget.required)
+        blob = json.dumps(parts, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def params_for(self, strategy_id: str) -> dict[str, Any]:

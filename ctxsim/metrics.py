@@ -12,7 +12,8 @@ Definitions (MISSION.md):
   (default ``recall``: token-weighted recall of the original's sentences, rescaled
   so that chance matches score 0); coherence_delta = coherence − 1;
 * p1_preserved — share of the original P1 units still present (compressed in place
-  counts as present; folded into a summary does not); 1.0 when there were none;
+  counts as present; folded into a summary does not) with their planted rules and
+  facts (in the unit or in the result); 1.0 when there were none;
 * facts_retained / rules_retained — share of the planted facts / rules whose exact
   value still appears in the rendered final context; 1.0 when none were planted;
 * probe_score — share of all probes (every planted item of ground truth: facts,
@@ -75,8 +76,21 @@ def coherence(
 
 
 def p1_preserved(original: ContextState, final: ContextState) -> float:
+    """Share of the original P1 units kept: present by id (compressed in place
+    counts, folded into a summary does not) and still carrying every planted rule
+    and fact value they held, in the unit or elsewhere in the result; 1.0 when there
+    were none."""
     p1 = [u.id for u in original.units if u.priority == 1]
-    return sum(uid in final for uid in p1) / len(p1) if p1 else 1.0
+    if not p1:
+        return 1.0
+    planted: dict[str, list[str]] = {}
+    for fact in original.fact_table:
+        planted.setdefault(fact.unit_id, []).append(fact.value)
+    text = final.render() if any(uid in planted for uid in p1) else ""
+    kept = sum(
+        uid in final and all(v in final.unit(uid).content or v in text for v in planted.get(uid, ())) for uid in p1
+    )
+    return kept / len(p1)
 
 
 def retained(original: ContextState, final: ContextState, kind: str | None = None) -> float:

@@ -289,9 +289,14 @@ def test_readme_lists_every_command_and_the_registry_strategy_table():
         options = {o for a in actions for o in a.option_strings if o.startswith("--") and o != "--help"}
         missing = sorted(o for o in options if not re.search(rf"{o}(?![-a-z])", rows))
         assert not missing, f"README's ctxsim {command} rows leave out {missing}"
-    rows = re.findall(r"^\| `([a-z_]+)` \| (\d) \| (\d{3}) \| (yes)? ?\| (.+?) \| .+ \|$", readme, flags=re.MULTILINE)
-    assert rows == [(r["id"], str(r["rank"]), r["seed"], "yes" if r["keeps_p1"] else "", r["summary"])
-                    for r in describe_strategies()]
+    rows = re.findall(
+        r"^\| `([a-z_]+)` \| (\d) \| (\d+) \| ([\d,]*) ?\| (\d{3}) \| (yes)? ?\| (.+?) \| .+ \|$", readme, flags=re.MULTILINE
+    )
+    assert rows == [
+        (r["id"], str(r["rank"]), str(r["priority"]), "" if r["max_tokens"] is None else f"{r['max_tokens']:,}",
+         r["seed"], "yes" if r["keeps_p1"] else "", r["summary"])
+        for r in describe_strategies()
+    ]
 
 
 def test_readme_documents_every_experiment_key():

@@ -297,14 +297,16 @@ def test_prioritize_recent_drops_least_relevant_first_and_stops_when_it_fits():
     assert all(uid in result.state for uid in recent)
 
 
-def test_prioritize_recent_boosts_p1():
+def test_prioritize_recent_boosts_p1_when_p1_may_be_dropped():
     mid = "Plan the rollback, bake the bread, water the garden and watch the concert."
     for priority, boost, survives in ((2, 1.5, False), (1, 1.5, True), (1, 1.0, False)):
         state = state_of([unit(99, content=mid, priority=priority)] + list(relevance_state().units), limit=50)
         raw, _ = relevance_scores(state, state.units, StrategyContext())
         assert 0.5 / 1.5 <= raw[0] < 0.5, "the fixture needs a unit the boost lifts over the threshold"
-        result = get_strategy("prioritize_recent", priority_boost=boost).apply(state)
+        result = get_strategy("prioritize_recent", priority_boost=boost, drop_p1=True).apply(state)
         assert ("u99" in result.state) == survives
+        kept = get_strategy("prioritize_recent", priority_boost=boost).apply(state)
+        assert ("u99" in kept.state) == (priority == 1 or survives), "seed 001: prioritize_recent keeps P1 intact"
 
 
 def test_prioritize_recent_all_high_relevance_advises_fresh_start():

@@ -18,6 +18,7 @@ from .base import (
     ProgressEvent,
     Strategy,
     StrategyContext,
+    StrategyPriority,
     StrategyResult,
 )
 from .registry import describe_strategies, get_strategy, list_strategies, register, strategy_class, strategy_from_config
@@ -35,6 +36,7 @@ __all__ = [
     "ProgressEvent",
     "Strategy",
     "StrategyContext",
+    "StrategyPriority",
     "StrategyResult",
     "describe_strategies",
     "get_strategy",

@@ -2,12 +2,15 @@
 
 A strategy is a pure function of a :class:`~ctxsim.model.ContextState`: it has an
 id, a display name, an aggressiveness ``rank`` (seed 002's ladder: lower ranks are
-applied first), typed parameters with the seeds' defaults, and
-``apply(state, ctx) -> StrategyResult``. The input state is never touched.
+applied first), a ``priority`` and a ``max_tokens`` (seed 003's contract), typed
+parameters with the seeds' defaults, and ``apply(state, ctx) -> StrategyResult``.
+The input state is never touched.
 
 Contract enforced here for every strategy:
 
 * pinned units come out unchanged (a violation is a bug and raises);
+* the new units a strategy writes (summaries, placeholders, handovers) hold at
+  most ``max_tokens`` tokens of content when it states a bound (a bug otherwise);
 * tokens never grow, except for recovery handovers: a non-recovery strategy whose
   output is larger than its input returns the input unchanged;
 * the result lists which units were removed, compressed in place, or folded into a
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -25,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import StrategyError, describe_value
 from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
+from ..tokens import count_tokens
 
 TOKEN_LIMIT_EXCEEDED = "TOKEN_LIMIT_EXCEEDED"
 BREAKER_FAILED = "BREAKER_FAILED"
@@ -32,6 +37,29 @@ RECOVERY_TRIGGERED = "RECOVERY_TRIGGERED"
 
 #: seed 002's ladder, least to most aggressive (the ``rank`` of a strategy)
 RANK_PRUNE, RANK_EXTERNALIZE, RANK_COMPRESS, RANK_SUMMARIZE, RANK_CLEAR, RANK_SELECT, RANK_DROP, RANK_RECOVERY = range(8)
+
+
+class StrategyPriority(IntEnum):
+    """Seed 003's priority levels: higher is more important and is tried first."""
+
+    CRITICAL = 100
+    HIGH = 80
+    MEDIUM = 60
+    LOW = 40
+    OPTIONAL = 20
+
+
+#: a strategy's default priority from its ladder rank: the more of the context it keeps, the higher
+RANK_PRIORITY = {
+    RANK_PRUNE: StrategyPriority.CRITICAL,
+    RANK_EXTERNALIZE: StrategyPriority.HIGH,
+    RANK_COMPRESS: StrategyPriority.HIGH,
+    RANK_SUMMARIZE: StrategyPriority.MEDIUM,
+    RANK_CLEAR: StrategyPriority.LOW,
+    RANK_SELECT: StrategyPriority.LOW,
+    RANK_DROP: StrategyPriority.OPTIONAL,
+    RANK_RECOVERY: StrategyPriority.OPTIONAL,
+}
 
 
 class Params(BaseModel):
@@ -153,9 +181,13 @@ class Strategy:
     """Base class. Subclasses set the class attributes and implement :meth:`run`.
 
     Class attributes: ``id`` (public name), ``display_name``, ``rank`` (ladder
-    order), ``phase`` (seed 001 progress phase), ``seed`` (design document it comes
-    from), ``keeps_p1`` (promise: every P1 unit survives, possibly compressed in
-    place), ``recovery`` (a recovery mode), ``Params`` (a :class:`Params` model).
+    order), ``priority`` (seed 003's :class:`StrategyPriority` scale, 0-100: higher
+    is tried first where strategies are ordered by importance; default from the
+    rank, :data:`RANK_PRIORITY`), ``phase`` (seed 001 progress phase), ``seed``
+    (design document it comes from), ``keeps_p1`` (promise: every P1 unit
+    survives, possibly compressed in place), ``recovery`` (a recovery mode),
+    ``Params`` (a :class:`Params` model). The property :attr:`max_tokens` is seed
+    003's per-strategy bound on what one application contributes.
     """
 
     id: ClassVar[str]
@@ -166,7 +198,20 @@ class Strategy:
     summary: ClassVar[str] = ""
     keeps_p1: ClassVar[bool] = False
     recovery: ClassVar[bool] = False
+    priority: ClassVar[int]
     Params: ClassVar[type[Params]] = Params
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "priority" not in cls.__dict__ and hasattr(cls, "rank"):
+            cls.priority = int(RANK_PRIORITY.get(cls.rank, StrategyPriority.MEDIUM))
+
+    @property
+    def max_tokens(self) -> int | None:
+        """Most tokens of content the new units of one application hold (a summary,
+        a placeholder, a handover), with these parameters; None when the strategy
+        writes no new unit or sizes it by the content (e.g. to keep every user rule)."""
+        return None
 
     def __init__(self, **params: Any):
         try:
@@ -206,6 +251,7 @@ class Strategy:
         if not self.recovery and new.total_tokens > state.total_tokens:
             new, out = state, Outcome(state, out.cost, out.fallback, "output larger than input; unchanged")
         _check_pinned(self.id, state, new)
+        _check_contribution(self, state, new)
         latency = round(wall_ms, 3) if ctx.latency.measured else ctx.latency.ms(out.cost)
         removed, compressed, summarized = _diff(state, new)
         return StrategyResult(
@@ -277,6 +323,15 @@ def _check_pinned(strategy_id: str, before: ContextState, after: ContextState) -
     for u in before.units:
         if u.pinned and (u.id not in after or after.unit(u.id).content != u.content):
             raise StrategyError(f"strategy '{strategy_id}' broke the pinned unit {u.id!r} (bug)")
+
+
+def _check_contribution(strategy: Strategy, before: ContextState, after: ContextState) -> None:
+    bound = strategy.max_tokens
+    if bound is None:
+        return
+    written = sum(count_tokens(u.content) for u in after.units if u.id not in before)
+    if written > bound:
+        raise StrategyError(f"strategy '{strategy.id}' wrote {written} tokens, over its max_tokens {bound} (bug)")
 
 
 def unchanged(state: ContextState, note: str = "nothing to do") -> Outcome:

@@ -22,7 +22,7 @@ from ..model import ContextState, ContextUnit, ToolEnvelope
 from .base import RANK_PRUNE, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, unchanged
 from .common import replace_span, summarize_units
 from .registry import register
-from .window import MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_saves
+from .window import JOIN_SLACK_TOKENS, MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_header_tokens, summary_saves
 
 #: OpenCode DCP's tools that are never pruned (seed 004 §2.2)
 DCP_PROTECTED_TOOLS = ("task", "todowrite", "todoread", "distill", "compress", "prune", "batch", "plan_enter", "plan_exit")
@@ -240,6 +240,11 @@ class CompactKeepRecent(Strategy):
     seed = "004"
     summary = "Summarize everything but the last N units into one structured summary that keeps user rules."
     Params = CompactParams
+
+    @property
+    def max_tokens(self) -> int:
+        """The summary unit: a body of at most ``max_summary_tokens`` under its header."""
+        return self.params.max_summary_tokens + summary_header_tokens() + JOIN_SLACK_TOKENS
 
     def _plan(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], int, str]:
         """(older units, summary body tokens, "") or ([], 0, why not)."""

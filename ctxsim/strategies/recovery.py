@@ -55,6 +55,11 @@ class FreshStart(Strategy):
     recovery = True
     Params = FreshStartParams
 
+    @property
+    def max_tokens(self) -> int:
+        """The whole handover unit: ``handover_tokens``."""
+        return self.params.handover_tokens
+
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         return any(not u.pinned for u in state.units)
 

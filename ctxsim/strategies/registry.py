@@ -53,7 +53,8 @@ def strategy_from_config(strategy_id: str, config) -> Strategy:
 
 
 def describe_strategies() -> list[dict[str, Any]]:
-    """One row per strategy: id, name, rank, seed, summary, default parameters."""
+    """One row per strategy: id, name, rank, priority, max tokens (with the default
+    parameters), seed, summary, default parameters."""
     rows = []
     for sid in list_strategies():
         cls = _REGISTRY[sid]
@@ -63,6 +64,8 @@ def describe_strategies() -> list[dict[str, Any]]:
                 "id": sid,
                 "name": cls.display_name,
                 "rank": cls.rank,
+                "priority": cls.priority,
+                "max_tokens": cls().max_tokens,
                 "seed": cls.seed,
                 "keeps_p1": cls.keeps_p1,
                 "recovery": cls.recovery,

@@ -29,6 +29,9 @@ from ..errors import StrategyError
 from ..latency import Cost
 from ..coherence import centroid
 from ..model import ContextState, ContextUnit
+from ..summarize.extractive import must_carry
+from ..summarize.rules import holds_user_rule, must_keep_sentences
+from ..summarize.structured import item_lines
 from ..tokens import count_tokens
 from .base import (
     RANK_COMPRESS,
@@ -38,6 +41,7 @@ from .base import (
     Params,
     Strategy,
     StrategyContext,
+    is_protected,
     unchanged,
 )
 from .common import (
@@ -51,6 +55,7 @@ from .common import (
     truncate_paragraphs,
 )
 from .registry import get_strategy, register, strategy_class
+from .window import summary_floor
 
 #: a share in (0, 1]
 Share = Annotated[float, Field(gt=0, le=1)]
@@ -372,18 +377,45 @@ def _shrinks(unit: ContextUnit, ratio: float, min_tokens: int) -> bool:
 def _compress_text(
     unit: ContextUnit, ratio: float, state: ContextState, ctx: StrategyContext
 ) -> tuple[ContextUnit, Cost]:
-    """``unit`` with its content summarized to ``ratio`` of its tokens (same id)."""
+    """``unit`` with its content summarized to ``ratio`` of its tokens (same id).
+
+    The unit's user rules, and a P1 unit's sentences carrying values, are kept
+    verbatim (:func:`~ctxsim.summarize.rules.must_keep_sentences`): the budget grows
+    to hold them, so such a unit may stay at its size.
+    """
     target = max(1, math.floor(unit.token_count * ratio))
-    text = ctx.summarizer.summarize_text(unit.content, target, task=ctx.query_for(state)).text
+    keep = must_keep_sentences(unit)
+    text = ctx.summarizer.summarize_text(unit.content, target, task=ctx.query_for(state), keep=keep).text
     if not text.strip() or count_tokens(text) >= unit.token_count:
         return unit, Cost()
     new = unit.with_content(text)
     return new, Cost.summary(unit.token_count, new.token_count) + Cost(units_touched=1)
 
 
+def _kept_whole(unit: ContextUnit, drop_p1: bool = False) -> bool:
+    """Units a selecting strategy of seed 001 never drops: pinned, stating a user
+    rule, or (unless ``drop_p1``) P1."""
+    return is_protected(unit, keep_p1=not drop_p1) or holds_user_rule(unit)
+
+
+def _truncated_body(fold: list[ContextUnit], tokens: int) -> str:
+    """summarize_old's fallback body of about ``tokens`` tokens: what a summary of
+    ``fold`` must carry (rules, earlier summaries' items; :func:`must_carry`) one item
+    a line, then the most recent whole paragraphs of the span that fit the rest."""
+    carried = "\n".join(item_lines(item) for items in must_carry(fold).values() for item in items)
+    room = tokens - (count_tokens(carried + "\n\n") if carried else 0)
+    cut = truncate_paragraphs("\n\n".join(u.content for u in fold), room, keep="tail") if room > 0 else ""
+    return "\n\n".join(part for part in (carried, cut) if part.strip())
+
+
 def _allowed(strategy_id: str, ctx: StrategyContext) -> bool:
     """False when the context's budget (seed 003) excludes the strategy."""
     return ctx.budget is None or not ctx.budget.is_excluded(strategy_id)
+
+
+def _required(strategy_id: str, ctx: StrategyContext) -> bool:
+    """True when the context's budget (seed 003) requires the strategy to run."""
+    return ctx.budget is not None and ctx.budget.is_required(strategy_id)
 
 
 def _with_history(new: ContextState, old: ContextState, strategy_id: str) -> ContextState:
@@ -409,11 +441,15 @@ class SummarizeOld(Strategy):
     The first ``old_threshold`` (0.6) of the units, by count, are "old". Their
     non-pinned P2/P3 units (pointers and placeholders excepted: they are already
     small and carry artifact ids) are folded into ONE structured summary unit of
-    about ``summary_length`` (300) tokens, placed where the first of them was. Old
+    about ``summary_length`` (300) tokens, placed where the first of them was; the
+    summary is larger when the user rules of the span and what earlier summaries in
+    it carried need more room (seed 002: a summary of summaries carries forward
+    what the previous one carried, so facts do not drift over cycles). Old
     P1 units are summarized less aggressively (seed: "summarizes non-P1 more
     aggressively"): each is compressed in place to ``p1_ratio`` (0.7) of its tokens,
     oldest first, only while the state is still over the target, and only when
-    it has at least ``min_tokens`` (40) tokens. Pinned units are never touched.
+    it has at least ``min_tokens`` (40) tokens; its user rules and its sentences
+    carrying values are kept verbatim. Pinned units are never touched.
 
     The fold happens whenever the old P2/P3 units hold more than the summary would
     (seed semantics: the whole old span is summarized, even when less would fit).
@@ -422,8 +458,9 @@ class SummarizeOld(Strategy):
     similarity of the context with the summary (seed 001's check, the centroid
     measure :func:`ctxsim.coherence.centroid`: embedding cosine of the result vs
     the input, units weighted by tokens)
-    is below ``min_similarity`` (0.7), the old span is truncated instead — its most
-    recent whole paragraphs up to the summary's size (seed 003's paragraph-boundary
+    is below ``min_similarity`` (0.7), the old span is truncated instead — the rules
+    and carried items the summary had to hold, then its most recent whole
+    paragraphs up to the summary's size (seed 003's paragraph-boundary
     truncation) — and ``fallback`` is ``"truncate"``. (Comparing the summary with
     the span alone does not work with the default hashed TF-IDF embedder: a summary
     ~10x shorter than its span scores 0.3-0.7 on every generated scenario, so the
@@ -444,42 +481,42 @@ class SummarizeOld(Strategy):
     keeps_p1 = True
     Params = SummarizeOldParams
 
-    def _plan(self, state: ContextState) -> tuple[list[ContextUnit], list[ContextUnit]]:
-        """(old units to fold, old P1 units that may be compressed in place)."""
+    def _plan(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], int, list[ContextUnit]]:
+        """(old units to fold, summary body tokens, old P1 units that may be compressed in place)."""
         p = self.params
         old = state.units[: _old_count(state, p.old_threshold)]
         fold = [u for u in old if not u.pinned and u.priority != 1 and u.type != "placeholder"]
-        # fold only when the summary (its header + summary_length) is smaller than the span;
+        length = max(p.summary_length, summary_floor(fold, ctx.query_for(state), 1)) if fold else p.summary_length
+        # fold only when the summary (its header + body) is smaller than the span;
         # the header is measured on a one-token body ("x")
-        if fold and state.tokens_of(fold) <= state.unit_cost(summary_unit(fold, "x")) - 1 + p.summary_length:
+        if fold and state.tokens_of(fold) <= state.unit_cost(summary_unit(fold, "x")) - 1 + length:
             fold = []
         p1 = [u for u in old if not u.pinned and u.priority == 1 and _shrinks(u, p.p1_ratio, p.min_tokens)]
-        return fold, p1
+        return fold, length, p1
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
-        fold, p1 = self._plan(state)
+        fold, _, p1 = self._plan(state, ctx)
         return bool(fold) or (bool(p1) and not state.fits(ctx.target(state)))
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         p = self.params
-        fold, p1 = self._plan(state)
+        fold, length, p1 = self._plan(state, ctx)
         target = ctx.target(state)
         if not fold and (not p1 or state.fits(target)):
             return unchanged(state, "nothing old to summarize")
         units = list(state.units)
         cost, fallback, notes = Cost(), None, []
         if fold:
-            summary, cost = summarize_units(state, fold, p.summary_length, ctx)
+            summary, cost = summarize_units(state, fold, length, ctx)
             span = {u.id for u in fold}
             coh = centroid(state, state.with_units(replace_span(units, span, summary)), ctx.embedder_id)
             cost += Cost(embedded_units=len(state.units) + 1)
             notes.append(f"coherence with the summary {coh:.2f}")
             if coh < p.min_similarity:
-                body = summary.content.split("\n", 1)[1]
-                cut = truncate_paragraphs("\n\n".join(u.content for u in fold), count_tokens(body), keep="tail")
-                if cut.strip():
-                    summary, fallback = summary_unit(fold, cut, prefix="truncated"), "truncate"
+                truncated = _truncated_body(fold, count_tokens(summary.content.split("\n", 1)[1]))
+                if truncated.strip():
+                    summary, fallback = summary_unit(fold, truncated, prefix="truncated"), "truncate"
             units = replace_span(units, span, summary)
         for unit in p1:
             if state.with_units(units).fits(target):
@@ -497,6 +534,7 @@ class PrioritizeRecentParams(Params):
     rel_threshold: float = Field(0.5, ge=0)
     recent_bias: float = Field(0.2, ge=0, le=1)
     priority_boost: float = Field(1.5, ge=1)
+    drop_p1: bool = False
 
 
 @register
@@ -509,8 +547,10 @@ class PrioritizeRecent(Strategy):
     (rounded up) and pinned units are always kept, and so is every unit scoring at
     least ``rel_threshold`` (0.5). The others are dropped, least relevant first,
     until the state fits the target: ctxsim stops as soon as it fits, where the seed
-    drops every unit under the threshold. A P1 unit is protected only by its boost
-    (``keeps_p1`` is False): one that scores under the threshold even boosted can go.
+    drops every unit under the threshold. P1 units are never dropped (seed 001: the
+    strategy "ensures P1 stays intact"); with ``drop_p1: true`` they are protected
+    only by their boost, as in the seed's sketch (one that scores under the
+    threshold even boosted can go). Units stating a user rule are never dropped.
 
     Weird case (seed: "if all units high-rel, force fresh start"): when no unit is
     under the threshold, the state is returned unchanged with the note
@@ -522,7 +562,8 @@ class PrioritizeRecent(Strategy):
     rank = RANK_SELECT
     phase = "prioritize_recent"
     seed = "001"
-    summary = "Drop units under 0.5 relevance to the task (P1 ×1.5), least relevant first; always keep the last 20 %."
+    summary = "Drop units under 0.5 relevance to the task, least relevant first; keep P1, user rules and the last 20 %."
+    keeps_p1 = True
     Params = PrioritizeRecentParams
 
     def _candidates(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], Cost]:
@@ -531,7 +572,7 @@ class PrioritizeRecent(Strategy):
         n = len(state.units)
         scores, cost = relevance_scores(state, state.units, ctx, p.priority_boost)
         pool = range(n - math.ceil(n * p.recent_bias))
-        low = [i for i in pool if not state.units[i].pinned and scores[i] < p.rel_threshold]
+        low = [i for i in pool if not _kept_whole(state.units[i], p.drop_p1) and scores[i] < p.rel_threshold]
         low.sort(key=lambda i: (scores[i], i))
         return [state.units[i] for i in low], cost
 
@@ -663,16 +704,20 @@ class DiscardLowRelParams(Params):
     placeholder_detail: Literal["brief", "linked"] = "brief"
     priority_boost: float = Field(1.5, ge=1)
     min_coherence: float = Field(0.6, ge=0, le=1)
+    drop_p1: bool = False
 
 
 @register
 class DiscardLowRel(Strategy):
     """Discard low-relevance units (seed 001, strategy 4): aggressive pruning.
 
-    The bottom ``discard_percent`` (0.3) of the non-pinned units by relevance to
-    the task (P1 multiplied by ``priority_boost``, 1.5, as in seed 001's
-    ``computeRelevance``) are removed: ``n - ceil(n × 0.7)`` of the n non-pinned
-    units (with the default share none when n < 4: ``applicable`` is then False).
+    The bottom ``discard_percent`` (0.3) of the droppable units by relevance to
+    the task are removed: ``n - ceil(n × 0.7)`` of the n droppable units (with the
+    default share none when n < 4: ``applicable`` is then False). Pinned units and
+    units stating a user rule are not droppable, nor are P1 units (seed 001: P1 is
+    "must keep"; "breaking prioritizes P1 units") unless ``drop_p1: true``: then, as
+    in the seed's sketch, P1 scores are multiplied by ``priority_boost`` (1.5, seed
+    001's ``computeRelevance``) and P1 units can be discarded.
     Seed semantics: the whole share goes, even when less would fit. ONE
     placeholder unit (type placeholder, role assistant) takes the place of the
     first discarded unit: its text is
@@ -693,11 +738,12 @@ class DiscardLowRel(Strategy):
     rank = RANK_SELECT
     phase = "discard_low_rel"
     seed = "001"
-    summary = "Discard the 30 % least relevant units behind one placeholder; undo and summarize if coherence < 0.6."
+    summary = "Discard the 30 % least relevant units (never P1 or user rules) behind one placeholder; undo and summarize if coherence < 0.6."
+    keeps_p1 = True
     Params = DiscardLowRelParams
 
     def _count(self, state: ContextState) -> int:
-        n = sum(not u.pinned for u in state.units)
+        n = sum(not _kept_whole(u, self.params.drop_p1) for u in state.units)
         return n - math.ceil(n * (1 - self.params.discard_percent))
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
@@ -722,7 +768,7 @@ class DiscardLowRel(Strategy):
         k = self._count(state)
         if k <= 0:
             return unchanged(state, "too few units to discard")
-        pool = [u for u in state.units if not u.pinned]
+        pool = [u for u in state.units if not _kept_whole(u, self.params.drop_p1)]
         scores, cost = relevance_scores(state, pool, ctx, self.params.priority_boost)
         order = sorted(range(len(pool)), key=lambda i: (scores[i], i))[:k]
         discarded = [pool[i] for i in sorted(order)]
@@ -774,7 +820,11 @@ class Hybrid(Strategy):
     order, each to the result of the previous one, skipping those not applicable,
     running at most ``max_iterations`` (3) of them and stopping as soon as the
     state fits the target (so nothing runs when it already fits). Steps the
-    context's budget excludes (seed 003) are skipped too. The chain may name
+    context's budget excludes (seed 003) are skipped too; strategies it requires are
+    never skipped: each runs when applicable, even once the state fits or
+    ``max_iterations`` steps have run (seed 003's ``RequiredStrategies``); required
+    strategies the chain does not name run after it, highest ``priority`` first
+    (recovery modes and hybrid itself excepted). The chain may name
     any registered strategy except recovery modes and hybrid itself. The cost is
     the sum of the steps' costs; the history gets one entry, "hybrid", and the note
     lists the steps. Partial progress is kept when the chain ends over the target
@@ -794,18 +844,28 @@ class Hybrid(Strategy):
         super().__init__(**params)
         self.steps = tuple(get_strategy(sid) for sid in self.params.chain)
 
+    def _steps(self, ctx: StrategyContext) -> tuple[Strategy, ...]:
+        """The chain, then the budget's required strategies it does not name (by priority)."""
+        if ctx.budget is None:
+            return self.steps
+        extra = [strategy_class(sid) for sid in ctx.budget.required if sid not in self.params.chain]
+        extra = [cls for cls in extra if not cls.recovery and cls.id != self.id]
+        return self.steps + tuple(cls() for cls in sorted(extra, key=lambda c: (-c.priority, c.id)))
+
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
-        return not state.fits(ctx.target(state)) and any(
-            _allowed(s.id, ctx) and s.applicable(state, ctx) for s in self.steps
+        return any(
+            _allowed(s.id, ctx) and (_required(s.id, ctx) or not state.fits(ctx.target(state))) and s.applicable(state, ctx)
+            for s in self._steps(ctx)
         )
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         target = ctx.target(state)
         current, cost, ran, fallbacks = state, Cost(), [], []
-        for step in self.steps:
-            if current.fits(target) or len(ran) == self.params.max_iterations:
-                break
+        for step in self._steps(ctx):
+            done = current.fits(target) or len(ran) >= self.params.max_iterations
+            if done and not _required(step.id, ctx):
+                continue
             if not _allowed(step.id, ctx) or not step.applicable(current, ctx):
                 continue
             result = step.apply(current, ctx)

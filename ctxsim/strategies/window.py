@@ -22,7 +22,7 @@ from pydantic import Field
 from ..latency import Cost
 from ..model import ContextState, ContextUnit
 from ..summarize import StructuredSummary, SummarySpan
-from ..summarize.extractive import unit_candidates
+from ..summarize.extractive import must_carry
 from ..tokens import count_tokens, message_overhead
 from .base import RANK_SELECT, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, unchanged
 from .common import SUMMARY_PREFIX, relevance_scores, remove_until, replace_span, summarize_units
@@ -31,37 +31,31 @@ from .registry import register
 #: the smallest summary body worth writing (tokens)
 MIN_SUMMARY_TOKENS = 50
 #: tokenization of header + body may differ from the sum of the parts by a token or two
-_JOIN_SLACK_TOKENS = 2
+JOIN_SLACK_TOKENS = 2
 
 
 @lru_cache(maxsize=1)
-def _header_tokens() -> int:
+def summary_header_tokens() -> int:
     """Upper bound of a summary header's tokens (widest turn numbers) plus its newline."""
     return count_tokens(SUMMARY_PREFIX.format(first=99999, last=99999) + "\n")
 
 
 def summary_overhead(state: ContextState) -> int:
     """Tokens a summary unit costs besides its body: message framing, header, slack."""
-    return message_overhead(state.message_format) + _header_tokens() + _JOIN_SLACK_TOKENS
-
-
-def user_rules(units: Sequence[ContextUnit]) -> list[str]:
-    """The user rules a structured summary of ``units`` carries, verbatim and once
-    each (the summarizer's own detection: seed 004's rule patterns in user and
-    system sentences, and the rules of earlier summaries)."""
-    return list(dict.fromkeys(c.payload for c in unit_candidates(units)[0] if c.section == "rules"))
+    return message_overhead(state.message_format) + summary_header_tokens() + JOIN_SLACK_TOKENS
 
 
 def summary_floor(units: Sequence[ContextUnit], task: str, minimum: int) -> int:
     """Smallest summary body for ``units`` (in order; tokens): ``minimum``, or more
-    when the structured summary needs more room to hold the task and every user rule
-    (its rendering plus a newline, as the summarizer prices lines)."""
-    rules = user_rules(units)
-    if not rules:
+    when the structured summary needs more room to hold the task, every user rule
+    and what earlier summaries among ``units`` carried (:func:`must_carry`; its
+    rendering plus a newline, as the summarizer prices lines)."""
+    carried = must_carry(units)
+    if not carried:
         return minimum
     span = SummarySpan(units[0].id, units[-1].id, min(u.turn for u in units), max(u.turn for u in units))
     skeleton = StructuredSummary(
-        span, depth=max(u.summary_depth for u in units), current_task=(task,) if task.strip() else (), rules=tuple(rules)
+        span, depth=max(u.summary_depth for u in units), current_task=(task,) if task.strip() else (), **carried
     )
     return max(minimum, count_tokens(skeleton.render() + "\n"))
 

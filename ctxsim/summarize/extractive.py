@@ -8,9 +8,9 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
 1. Candidates. Each unit's text is split into sentences
    (:func:`~ctxsim.summarize.sentences.segments`; code and log units line by
    line; a leading bullet marker is dropped) and each sentence gets a section:
-   *rules* (a sentence of a user or system message, or of a summary, with
-   never/always/must/don't/do not/should/prefer/constraint/rule/policy, seed
-   004), *decisions* (decided/chose/will use/agreed/going with), *open items*
+   *rules* (a sentence of a user or system message, or of a summary, that
+   speaks of a rule: :func:`~ctxsim.summarize.rules.mentions_rule`, seed 004),
+   *decisions* (decided/chose/will use/agreed/going with), *open items*
    (TODO/``[ ]``/next/pending/blocked, and every sentence of a ``plan_ref``
    unit), *facts* (prose holding a number, amount, date, path, file name, URL,
    version, id, quoted string or name), else *notes* ("Context"). A unit with a
@@ -22,11 +22,16 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    centrality is the cosine to the token-weighted centroid of all candidates
    (embedder similarities), times the unit's priority weight (P1 or pinned 1.5,
    P3 0.75).
-3. Order. Rules first (imperative ones before the others), then every candidate
-   holding a fact marker (facts, and decisions, open items, tool outcomes and
-   artifacts with values), then the rest; within each tier by maximal marginal
-   relevance (``λ·score − (1−λ)·max similarity to those ranked before``), which
-   keeps near-duplicates out.
+3. Order. Rules first (instructions, :func:`~ctxsim.summarize.rules.is_user_rule`,
+   and every rule an earlier summary carried, before the others), then the
+   structured items an earlier summary carried (seed 002: a summary of summaries
+   carries forward what the previous one carried), then every candidate holding a
+   fact marker (facts, and decisions, open items, tool outcomes and artifacts
+   with values), then the rest; within each tier by maximal marginal relevance
+   (``λ·score − (1−λ)·max similarity to those ranked before``), which keeps
+   near-duplicates out. :func:`must_carry` lists what a summary needs room for
+   so that nothing of the first two tiers is cut (strategies size their budget
+   with it).
 4. Budget. :func:`~ctxsim.summarize.structured.fit_summary` takes the ranked
    candidates greedily under ``target_tokens`` and fills the remainder with a
    partial sentence; the rendering never exceeds the target and, when the input
@@ -47,6 +52,7 @@ from ..errors import StrategyError, describe_value
 from ..model import ContextUnit
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_tokens
+from .rules import VALUE, is_user_rule, mentions_rule
 from .sentences import segments
 from .structured import (
     SUMMARY_RENDER_VERSION,
@@ -65,28 +71,18 @@ from .structured import (
     prefix_within,
 )
 
-SUMMARIZER_VERSION = "extractive-1"
+SUMMARIZER_VERSION = "extractive-2"
 FILL_RATIO = 0.95
 PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
+#: rank tier of the structured items an earlier summary carried (after rules, before new facts)
+CARRIED_TIER = 0.75
+#: sections a summary of summaries carries forward whole (seed 002's core sections; not the task, not notes)
+CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts")
 
-RULE = re.compile(
-    r"\b(?:never|always|must|should|prefer|constraints?|rules?|polic(?:y|ies)|requirements?)\b|\bdo not\b|\bdon['’]t\b",
-    re.IGNORECASE,
-)
-STRONG_RULE = re.compile(
-    r"^\W*(?:never|always|do not|don['’]t|must|only)\b|\b(?:constraints?|rules?|polic(?:y|ies)|requirements?)\b",
-    re.IGNORECASE,
-)
 DECISION = re.compile(
     r"\b(?:decided|decide to|chose|chosen|choose to|will use|agreed|going with|opted|settled on)\b", re.I
 )
 OPEN_ITEM = re.compile(r"\bTODO\b|\bFIXME\b|\[ \]|\b(?:next|pending|blocked)\b", re.IGNORECASE)
-FACT = re.compile(
-    r"\d|[$€£¥]|https?://|\w@\w|`[^`]+`|\"[^\"]{2,}\""
-    r"|(?:^|[\s(])[~.]{0,2}/\w"
-    r"|\b\w+\.(?:py|js|ts|tsx|json|ya?ml|md|txt|go|rs|java|c|h|cpp|sql|sh|toml|cfg|ini|log|csv|html|css)\b"
-    r"|(?<=[a-z,;:)] )[A-Z][A-Za-z]+"
-)
 
 _BULLET = re.compile(r"^[-*•+]\s+")
 
@@ -128,14 +124,20 @@ class ExtractiveSummarizer:
         key = cache_key("units", *self._params, target_tokens, task, depth, *(unit_cache_key(u) for u in units))
         return cached(key, lambda: self._summarize_units(units, target_tokens, task, depth))
 
-    def summarize_text(self, text: str, target_tokens: int, *, task: str = "") -> SummaryResult:
+    def summarize_text(
+        self, text: str, target_tokens: int, *, task: str = "", keep: Sequence[str] = ()
+    ) -> SummaryResult:
         """The most central sentences of ``text`` (in original order) within the budget.
 
-        A text already within ``target_tokens`` is returned unchanged.
+        ``keep`` lists sentences of ``text`` that must come out verbatim (user rules,
+        a P1 unit's values): they rank first, and when they need more room than
+        ``target_tokens`` the budget grows to hold them (never beyond the input).
+        A text already within the budget is returned unchanged.
         """
         check_target(target_tokens)
-        key = cache_key("text", *self._params, target_tokens, task, text)
-        return cached(key, lambda: self._summarize_text(text, target_tokens, task))
+        keep = tuple(keep)
+        key = cache_key("text", *self._params, target_tokens, task, text, *keep)
+        return cached(key, lambda: self._summarize_text(text, target_tokens, task, keep))
 
     # ---- units ----------------------------------------------------------------
     def _summarize_units(
@@ -161,7 +163,7 @@ class ExtractiveSummarizer:
         return SummaryResult(text, summary, count_tokens(text), input_tokens)
 
     # ---- text -----------------------------------------------------------------
-    def _summarize_text(self, text: str, target_tokens: int, task: str) -> SummaryResult:
+    def _summarize_text(self, text: str, target_tokens: int, task: str, keep: tuple[str, ...]) -> SummaryResult:
         input_tokens = count_tokens(text)
         if input_tokens <= target_tokens:
             return SummaryResult(text, None, input_tokens, input_tokens)
@@ -171,22 +173,29 @@ class ExtractiveSummarizer:
             "\n" if "\n" in text[(segs[i - 1].end if i else 0) : s.start] else " " for i, s in enumerate(segs)
         ]
         candidates = [Candidate("text", sentences[i], (i, 0)) for i in range(len(segs))]
-        scored = self._scores(sentences, candidates, [1.0] * len(segs), task, len(segs))
-        ranked = [candidates[i] for i in self._rank(sentences, scored, [0.0] * len(segs), target_tokens)]
 
         def render(chosen: list[Candidate]) -> str:
             ordered = sorted(chosen, key=lambda c: c.position)
             return "".join((separators[c.position[0]] if k else "") + c.payload for k, c in enumerate(ordered))
 
+        def marginal(c: Candidate, _opened: set[str] | None = None) -> int:
+            # the first sentence goes without its separator, which can cost more
+            # ("Produce" is 2 tokens, " Produce" 1): price each piece both ways
+            return max(count_tokens(separators[c.position[0]] + c.payload), count_tokens(c.payload))
+
+        wanted = set(keep)
+        tiers = [0.0 if sentence in wanted else 1.0 for sentence in sentences]
+        target_tokens = max(target_tokens, sum(marginal(c) for c, t in zip(candidates, tiers) if t == 0.0))
+        if input_tokens <= target_tokens:
+            return SummaryResult(text, None, input_tokens, input_tokens)
+        scored = self._scores(sentences, candidates, [1.0] * len(segs), task, len(segs))
+        ranked = [candidates[i] for i in self._rank(sentences, scored, tiers, target_tokens)]
+
         chosen = fit_candidates(
             ranked,
             target_tokens,
             fixed_cost=0,
-            # the first sentence goes without its separator, which can cost more
-            # ("Produce" is 2 tokens, " Produce" 1): price each piece both ways
-            marginal=lambda c, _opened: max(
-                count_tokens(separators[c.position[0]] + c.payload), count_tokens(c.payload)
-            ),
+            marginal=marginal,
             render=render,
             fill_ratio=FILL_RATIO,
         )
@@ -269,11 +278,13 @@ def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list
     tiers: list[float] = []
     weights: list[float] = []
 
-    def add(section: str, payload, index: int, sub: int, unit: ContextUnit) -> None:
+    def add(section: str, payload, index: int, sub: int, unit: ContextUnit, carried: bool = False) -> None:
         text = _text_of(payload)
         if section == "rules":
-            tier = 0.0 if STRONG_RULE.search(text) else 0.5
-        elif section != "notes" and (not isinstance(payload, str) or FACT.search(text)):
+            tier = 0.0 if carried or is_user_rule(text) else 0.5
+        elif section != "notes" and carried:
+            tier = CARRIED_TIER
+        elif section != "notes" and (not isinstance(payload, str) or VALUE.search(text)):
             tier = 1.0
         else:
             tier = 2.0
@@ -299,7 +310,7 @@ def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list
         if carried is not None:
             for section in ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts", "notes"):
                 for item in getattr(carried, section):
-                    add(section, item, index, sub, unit)
+                    add(section, item, index, sub, unit, carried=True)
                     sub += 1
             continue
         rule_role = unit.role in ("user", "system") or unit.type == "summary"
@@ -312,16 +323,28 @@ def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list
     return candidates, tiers, weights
 
 
+def must_carry(units: Sequence[ContextUnit]) -> dict[str, tuple]:
+    """What a summary of ``units`` must hold whole, by section, once each and in
+    input order: every rule, and every item of :data:`CARRIED_SECTIONS` an earlier
+    summary among ``units`` carried (seed 002's drift invariant)."""
+    candidates, tiers, _ = unit_candidates(units)
+    out: dict[str, dict] = {}
+    for cand, tier in zip(candidates, tiers):
+        if cand.section == "rules" or tier == CARRIED_TIER:
+            out.setdefault(cand.section, {})[cand.payload] = None
+    return {section: tuple(items) for section, items in out.items()}
+
+
 def _section(sentence: str, code: bool, rule_role: bool, plan: bool) -> str:
     if code:
         return "open_items" if plan or OPEN_ITEM.search(sentence) else "notes"
-    if rule_role and RULE.search(sentence):
+    if rule_role and mentions_rule(sentence):
         return "rules"
     if DECISION.search(sentence):
         return "decisions"
     if plan or OPEN_ITEM.search(sentence):
         return "open_items"
-    if FACT.search(sentence):
+    if VALUE.search(sentence):
         return "facts"
     return "notes"
 

@@ -123,30 +123,44 @@ class LLMSummarizer:
         key = cache_key("units", *self._params, target_tokens, task, depth, *(unit_cache_key(u) for u in units))
         return cached(key, lambda: self._summarize_units(units, target_tokens, task, depth))
 
-    def summarize_text(self, text: str, target_tokens: int, *, task: str = "") -> SummaryResult:
-        """The model's compression of ``text``, cut at a word boundary to the budget."""
+    def summarize_text(
+        self, text: str, target_tokens: int, *, task: str = "", keep: Sequence[str] = ()
+    ) -> SummaryResult:
+        """The model's compression of ``text``, cut at a word boundary to the budget.
+
+        ``keep`` (sentences that must come out verbatim) are taken from the input, not
+        from the model: they come first, one per line, and the model's text fills the
+        rest of the budget (the budget grows to hold them, never beyond the input).
+        """
         check_target(target_tokens)
         input_tokens = count_tokens(text)
-        if input_tokens <= target_tokens:
+        kept = "\n".join(dict.fromkeys(keep))
+        budget = max(target_tokens, count_tokens(kept + "\n") if kept else 0)
+        if input_tokens <= budget:
             return SummaryResult(text, None, input_tokens, input_tokens)
 
         def compute() -> SummaryResult:
             focus = f" Keep what matters for the task: {task}" if task.strip() else ""
-            reply = self.complete(
-                [
-                    {
-                        "role": "system",
-                        "content": f"Compress the user's text to at most {target_tokens} tokens. Copy numbers, "
-                        f"paths, names, error messages and rules exactly.{focus}",
-                    },
-                    {"role": "user", "content": text},
-                ],
-                target_tokens,
+            room = budget - (count_tokens(kept + "\n") if kept else 0)
+            reply = (
+                self.complete(
+                    [
+                        {
+                            "role": "system",
+                            "content": f"Compress the user's text to at most {room} tokens. Copy numbers, "
+                            f"paths, names, error messages and rules exactly.{focus}",
+                        },
+                        {"role": "user", "content": text},
+                    ],
+                    room,
+                )
+                if room > 0
+                else ""
             )
-            out = prefix_within(reply.strip(), target_tokens)
+            out = "\n".join(p for p in (kept, prefix_within(reply.strip(), room)) if p)
             return SummaryResult(out, None, count_tokens(out), input_tokens)
 
-        return cached(cache_key("text", *self._params, target_tokens, task, text), compute)
+        return cached(cache_key("text", *self._params, target_tokens, task, text, *keep), compute)
 
     def complete(self, messages: list[dict[str, str]], max_tokens: int) -> str:
         """The assistant text of one chat completion, with retries (see module doc)."""

@@ -1,0 +1,92 @@
+"""Recognising user rules and must-keep sentences from the text alone.
+
+A deployed policy has no ground truth of planted rules, so every strategy that
+compresses, summarizes or drops text finds the rules the way a reader would:
+
+* :func:`mentions_rule` — the broad test that files a sentence of a user or system
+  message under a summary's "Rules & Constraints" (seed 004): it names a rule,
+  a policy or a constraint, or uses never/always/must/should/prefer/do not;
+* :func:`is_user_rule` — the narrow test of an *instruction*: an imperative at the
+  start of the sentence or of a clause ("Never push to main.", "Please remember:
+  always use UTC.", "and don't touch the schema"), a modal addressed to the agent
+  ("you must …", "we should never …") or a fixed phrase ("under no
+  circumstances", "is not allowed"). Questions are not rules. "The cache never
+  expires" and "I always forget the flag" are statements, not rules.
+
+Sentences passing :func:`is_user_rule` are never cut by a summary (seed 004: the
+summary "preserves user rules"). :func:`must_keep_sentences` lists the sentences of
+a unit no in-place compression may drop: its user rules, and for a P1 unit (seed
+001: "must keep") every sentence carrying a value (a number, path, name, ...).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..model import ContextUnit
+from .sentences import segments
+
+#: roles whose sentences can state a user rule
+RULE_ROLES = frozenset({"user", "system"})
+
+_RULE_WORDS = re.compile(
+    r"\b(?:never|always|must|should|prefer|constraints?|rules?|polic(?:y|ies)|requirements?)\b|\bdo not\b|\bdon['’]t\b",
+    re.IGNORECASE,
+)
+#: where an instruction can start: the sentence, a clause after punctuation, or a softener
+_CLAUSE = (
+    r"(?:^|[:;,(—–-]\s*(?:and\s+|but\s+|so\s+)?"
+    r"|\b(?:please|also|remember(?:\s+to|\s+that)?|note(?:\s+that)?|important)\W*\s*)"
+)
+_IMPERATIVE = r"(?:never|always|do\s+not|don['’]t|must(?:\s+not)?|avoid|make\s+sure|be\s+sure|ensure|refrain)\b"
+_INSTRUCTION = re.compile(
+    rf"{_CLAUSE}\W*{_IMPERATIVE}"
+    r"|\b(?:you|we|agents?|the\s+agent|everyone|nobody)\s+(?:must|shall|should|need\s+to|have\s+to|may\s+not|are\s+not\s+allowed\s+to|cannot|can['’]t)\b"
+    r"|\bunder\s+no\s+circumstances\b|\bat\s+all\s+times\b|\b(?:is|are)\s+(?:not\s+allowed|forbidden|prohibited|mandatory)\b"
+    r"|\b(?:constraints?|rules?|polic(?:y|ies)|requirements?)\b[^.?!]*:",
+    re.IGNORECASE,
+)
+#: a sentence carrying a value: number, amount, URL, email, code span, quote, path, file name, or a name mid-sentence
+VALUE = re.compile(
+    r"\d|[$€£¥]|https?://|\w@\w|`[^`]+`|\"[^\"]{2,}\""
+    r"|(?:^|[\s(])[~.]{0,2}/\w"
+    r"|\b\w+\.(?:py|js|ts|tsx|json|ya?ml|md|txt|go|rs|java|c|h|cpp|sql|sh|toml|cfg|ini|log|csv|html|css)\b"
+    r"|(?<=[a-z,;:)] )[A-Z][A-Za-z]+"
+)
+
+
+def mentions_rule(sentence: str) -> bool:
+    """Broad test: the sentence speaks of a rule or constraint (section filing)."""
+    return bool(_RULE_WORDS.search(sentence))
+
+
+def is_user_rule(sentence: str) -> bool:
+    """Narrow test: the sentence instructs the agent (see the module docstring)."""
+    text = sentence.strip()
+    if not text or text.endswith("?"):
+        return False
+    return bool(_INSTRUCTION.search(text))
+
+
+def user_rule_sentences(unit: ContextUnit) -> list[str]:
+    """The sentences of ``unit`` that state a user rule (user and system prose only)."""
+    if unit.role not in RULE_ROLES or unit.type in ("code", "log"):
+        return []
+    return [unit.content[s.start : s.end] for s in segments(unit.content) if not s.code and is_user_rule(unit.content[s.start : s.end])]
+
+
+def holds_user_rule(unit: ContextUnit) -> bool:
+    """Whether ``unit`` states a user rule (removing it would lose the rule)."""
+    return bool(user_rule_sentences(unit))
+
+
+def must_keep_sentences(unit: ContextUnit) -> tuple[str, ...]:
+    """Sentences an in-place compression of ``unit`` keeps verbatim, in order:
+    its user rules, and for a P1 unit also every prose sentence carrying a value."""
+    rules = set(user_rule_sentences(unit))
+    out: list[str] = []
+    for seg in segments(unit.content, by_line=unit.type in ("code", "log")):
+        sentence = unit.content[seg.start : seg.end]
+        if sentence in rules or (unit.priority == 1 and not seg.code and VALUE.search(sentence)):
+            out.append(sentence)
+    return tuple(dict.fromkeys(out))

@@ -1,0 +1,108 @@
+"""Design document 002 (Context Compaction Production Design v2), tested as it states its promises.
+
+Sections cited: "Core Data Structures / StructuredSummary" ("Plain-text summaries
+drift over time ... Structured summaries prevent this") and "Testing Strategy"
+(*Invariant Tests*: facts survive N compaction cycles; *Summary Drift Tests*:
+repeated summarization keeps the constraints).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxsim.model import ContextState, ContextUnit
+from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.strategies import StrategyContext, get_strategy
+
+CYCLES = 10
+CONSTRAINT = "Never delete production data."
+
+
+def _cycles(strategy_id: str, seed: int):
+    """Overflows that repeat as the conversation goes on: the fact-dense context
+    arrives in 11 parts; after each part the strategy compacts to 60 % of the size.
+    Yields (values the summaries held before the cycle, rendered result after it)."""
+    full = build_context(find_scenario("fact-dense"), seed)
+    values = [f.value for f in full.fact_table]
+    n = len(full.units)
+    step = n // (CYCLES + 2)
+    state = full.with_units(full.units[: n - CYCLES * step])
+    for cycle in range(CYCLES):
+        end = n if cycle == CYCLES - 1 else n - (CYCLES - 1 - cycle) * step
+        state = state.with_units(list(state.units) + list(full.units[n - (CYCLES - cycle) * step : end]))
+        carried = {v for v in values for u in state.units if u.type == "summary" and v in u.content}
+        state = get_strategy(strategy_id).apply(state, StrategyContext(target_tokens=state.total_tokens * 6 // 10)).state
+        yield carried, state.render()
+
+
+@pytest.mark.parametrize("strategy_id", ["summarize_old", "compact_keep_recent"])
+def test_invariant_what_a_summary_carried_survives_ten_compaction_cycles(strategy_id):
+    """*Invariant Tests*: "Critical facts must survive N compaction cycles" — every
+    value a summary held is still in the context after the next cycle, while new
+    material with new values keeps arriving."""
+    held = 0
+    for carried, rendered in _fact_cycles(strategy_id):
+        assert not [v for v in carried if v not in rendered], f"{strategy_id}: a summary of summaries dropped a value"
+        held += len(carried)
+    assert held > 0, "the fixture must put values into summaries"
+
+
+def test_invariant_holds_on_the_fact_dense_scenario():
+    """The same invariant on a generated session (planted values, compact_keep_recent)."""
+    held = 0
+    for cycle, (carried, rendered) in enumerate(_cycles("compact_keep_recent", 0)):
+        lost = sorted(v for v in carried if v not in rendered)
+        assert not lost, f"cycle {cycle + 1}: summary of summaries dropped {lost}"
+        held += len(carried)
+    assert held > 0
+
+
+TOPICS = "garden football lecture concert recipe weather novel painting travel meeting calendar exam".split()
+
+
+def _chatter(turn: int, sentences: int = 30) -> str:
+    return " ".join(
+        f"The {TOPICS[(turn + i) % 12]} and the {TOPICS[(turn * 5 + i) % 12]} came up in the notes."
+        for i in range(sentences)
+    )
+
+
+def _fact_cycles(strategy_id: str):
+    """Ten overflows: each turn brings two new values amid chatter; after each turn
+    the strategy compacts to 60 % of the size."""
+
+    def turn_unit(turn: int) -> ContextUnit:
+        text = (
+            f"{_chatter(turn, 6)} The {TOPICS[turn % 12]} budget is ${turn},{turn:03d}. {_chatter(turn + 1, 6)} "
+            f"Ticket TK-{4000 + turn} tracks the {TOPICS[(turn + 3) % 12]} work. {_chatter(turn + 2, 6)}"
+        )
+        return ContextUnit(f"m{turn}", "message", text, role="assistant", turn=turn, priority=2)
+
+    # compact_keep_recent sizes its summary to the target (its cap, 2,000 tokens, stays a hard limit)
+    strategy = get_strategy(strategy_id, **({"summary_length": 80} if strategy_id == "summarize_old" else {}))
+    state = ContextState(units=tuple(turn_unit(t) for t in range(10)), limit=100_000, min_limit=10, task="Plan the garden")
+    values = [f"${t},{t:03d}" for t in range(40)] + [f"TK-{4000 + t}" for t in range(40)]
+    for turn in range(10, 30, 2):
+        state = state.with_units(list(state.units) + [turn_unit(turn), turn_unit(turn + 1)])
+        carried = {v for v in values for u in state.units if u.type == "summary" and v in u.content}
+        state = strategy.apply(state, StrategyContext(target_tokens=state.total_tokens * 6 // 10)).state
+        yield carried, state.render()
+
+
+def test_no_summary_drift_the_constraint_survives_ten_summaries():
+    """*Summary Drift Tests*: "Repeated summarization doesn't lose pinned
+    constraints" — a rule stated once, then summarized with new material ten times."""
+
+    def chatter(turn: int) -> ContextUnit:
+        return ContextUnit(f"m{turn}", "message", _chatter(turn), role="assistant", turn=turn, priority=3)
+
+    units = [ContextUnit("rule", "message", f"Before we start: {CONSTRAINT}", role="user", turn=0, priority=2)]
+    units += [chatter(t) for t in range(1, 8)]
+    state = ContextState(units=tuple(units), limit=100_000, min_limit=10, task="Plan the garden")
+    turn = 8
+    for _ in range(CYCLES):
+        state = get_strategy("summarize_old", summary_length=60).apply(state).state
+        state = state.with_units(list(state.units) + [chatter(turn), chatter(turn + 1)])
+        turn += 2
+        assert CONSTRAINT in state.render()
+    assert max(u.summary_depth for u in state.units) >= CYCLES - 1, "the rule went through every summary"
