@@ -3,7 +3,9 @@
 :func:`minify_code` drops comments, docstrings, blank lines and trailing spaces
 without touching string literals or identifiers; :func:`compress_log` collapses
 repeated log lines and keeps lines by severity up to a token budget (cl100k
-tokens). Both are pure functions of their text.
+tokens). Both are pure functions of their arguments and remember their last
+:data:`MEMO_SIZE` results by content: a strategy asks first whether a unit would
+shrink, then shrinks it, and every state of a context holds the same units.
 """
 
 from __future__ import annotations
@@ -14,8 +16,12 @@ import re
 import textwrap
 import tokenize
 import warnings
+from functools import lru_cache
 
 from .tokens import count_tokens
+
+#: results each of minify_code and compress_log remembers (by content)
+MEMO_SIZE = 2048
 
 # --------------------------------------------------------------------------- code minification
 
@@ -65,6 +71,12 @@ def minify_code(code: str, *, strip_docstrings: bool = True) -> str:
     outside fences is left as it is. Line breaks are normalized to ``\n``. Never
     returns an empty string.
     """
+    return _minified(code, strip_docstrings)
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _minified(code: str, strip_docstrings: bool) -> str:
+    """:func:`minify_code`, computed once per (code, strip_docstrings) while remembered."""
     code = code.replace("\r\n", "\n").replace("\r", "\n")  # tokenize also breaks lines at a bare \r
     if _FENCED.search(code):
         out = _FENCED.sub(
@@ -291,6 +303,12 @@ def compress_log(text: str, max_tokens: int) -> str:
     WARN lines, then the rest, the most recent first within a class — and printed
     in their original order followed by ``[N log lines omitted]``.
     """
+    return _compressed_log(text, max_tokens)
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _compressed_log(text: str, max_tokens: int) -> str:
+    """:func:`compress_log`, computed once per (text, max_tokens) while remembered."""
     lines = collapse_repeats([ln for ln in text.split("\n") if ln.strip()])
     joined = "\n".join(lines)
     if count_tokens(joined) <= max_tokens:

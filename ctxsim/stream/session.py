@@ -42,10 +42,10 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..cache import LRUCache
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..errors import RecoveryError
 from ..model import ContextState, ContextUnit
-from ..relevance import LRUCache
 from ..strategies import StrategyContext
 from .cache import PromptCache, PromptCacheModel
 from .conversation import Conversation
