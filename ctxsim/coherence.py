@@ -49,7 +49,8 @@ import numpy as np
 
 from .errors import ConfigError, describe_value
 from .model import ContextState
-from .relevance import LRUCache, SparseRows, embed_sparse, get_embedder, similarity
+from .cache import LRUCache
+from .relevance import SparseRows, embed_sparse, get_embedder, similarity
 from .summarize.sentences import split_sentences
 from .tokens import count_tokens
 

@@ -19,7 +19,6 @@ from ctxsim.errors import ConfigError
 from ctxsim.relevance import (
     CachedEmbedder,
     Embedder,
-    LRUCache,
     RowSimilarity,
     SparseRows,
     cosine_to_query,
@@ -111,17 +110,6 @@ def test_sparse_rows_match_the_dense_rows_and_their_products():
     index = RowSimilarity(sparse)
     for k in range(len(texts)):
         np.testing.assert_allclose(index.to_row(k), dense @ dense[k], atol=1e-6)
-
-
-def test_lru_cache_evicts_least_recently_used():
-    cache: LRUCache[str, int] = LRUCache(2)
-    cache.put("a", 1)
-    cache.put("b", 2)
-    assert cache.get("a") == 1
-    cache.put("c", 3)
-    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
-    with pytest.raises(ConfigError):
-        LRUCache(0)
 
 
 def test_similar_texts_score_higher_than_unrelated():

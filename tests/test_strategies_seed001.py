@@ -17,11 +17,12 @@ from hypothesis import strategies as st
 from ctxsim.errors import StrategyError
 from strategy_contract import apply_with_contract
 
+from ctxsim.minify import collapse_repeats, compress_log, minify_code
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
 from ctxsim.scenarios import build_context, find_scenario
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.common import relevance_scores
-from ctxsim.strategies.seed001 import BRIEF_PLACEHOLDER, collapse_repeats, compress_log, minify_code
+from ctxsim.strategies.seed001 import BRIEF_PLACEHOLDER
 from ctxsim.tokens import count_messages, count_tokens
 
 SEED001_IDS = ("summarize_old", "prioritize_recent", "content_type_chunking", "discard_low_rel", "hybrid")

@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictStr, model_validator
 
+from ..cache import LRUCache
 from ..coherence import DEFAULT_MEASURE, MEASURES
 from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
 from ..errors import ConfigError, CtxsimError, ScenarioError, StrategyError, describe_value
@@ -21,7 +22,7 @@ from ..model import MAX_CONTEXTS, ContextState
 from ..observe import current_break, observe
 from ..paths import ROOT
 from ..pool import Pool, ensure_pool, scenario_digest
-from ..relevance import LRUCache, list_embedders
+from ..relevance import list_embedders
 from ..reward import RewardWeights, reward_terms
 from ..scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
 from ..strategies import BREAKER_FAILED, ProgressEvent, get_strategy

@@ -9,11 +9,11 @@ import gymnasium as gym
 import numpy as np
 from pydantic import Field, model_validator
 
+from ..cache import LRUCache
 from ..episode import settings_subset
 from ..errors import ConfigError, ScenarioError, describe_value
 from ..model import MAX_TOKENS, ContextState
 from ..observe import observe
-from ..relevance import LRUCache
 from ..scenarios import Scenario
 from ..stream import (
     Conversation,

@@ -2,11 +2,13 @@
 
 An :class:`Embedder` maps texts to float32 rows of unit L2 norm (a zero row for a
 text with no features). Every embedder built on :class:`CachedEmbedder` caches its
-rows per text content (a bounded LRU keyed by a blake2b digest of the text) and
+rows per text content (a bounded LRU keyed by the text itself) and
 computes the missing rows of a batch in one call, so strategies may embed the same
 units many times per environment step at little cost. It also remembers its last
 :data:`COSINE_MEMO` :func:`cosine_to_query` results (the action mask and the
-observation of one state score the same units against the same task).
+observation of one state score the same units against the same task) and its last
+:data:`DOCUMENT_MEMO` :func:`document_embedding` results (every outcome of a
+context is compared with the same original).
 
 Registered ids (one shared instance per id, so caches are shared):
 
@@ -21,14 +23,13 @@ which :func:`get_embedder` and :func:`list_embedders` load first.
 
 from __future__ import annotations
 
-import hashlib
 import threading
-from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
-from typing import Generic, NamedTuple, Protocol, TypeVar, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from ..cache import LRUCache
 from ..errors import ConfigError, describe_value
 from ..plugins import load_plugins
 from ..tokens import count_tokens
@@ -39,7 +40,6 @@ __all__ = [
     "SparseRows",
     "RowSimilarity",
     "embed_sparse",
-    "LRUCache",
     "register_embedder",
     "get_embedder",
     "list_embedders",
@@ -53,48 +53,9 @@ __all__ = [
 DEFAULT_EMBEDDER = "hashed-tfidf"
 #: cosine_to_query results a cached embedder remembers
 COSINE_MEMO = 8
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class LRUCache(Generic[K, V]):
-    """A bounded, thread-safe least-recently-used map (embedding and summary caches)."""
-
-    def __init__(self, maxsize: int):
-        if maxsize < 1:
-            raise ConfigError(f"cache maxsize must be >= 1, got {describe_value(maxsize)}", key="maxsize")
-        self.maxsize = maxsize
-        self._data: OrderedDict[K, V] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: K) -> V | None:
-        with self._lock:
-            value = self._data.get(key)
-            if value is None:
-                self.misses += 1
-                return None
-            self._data.move_to_end(key)
-            self.hits += 1
-            return value
-
-    def put(self, key: K, value: V) -> None:
-        with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._data.clear()
-            self.hits = self.misses = 0
-
-    def __len__(self) -> int:
-        return len(self._data)
-
+#: document_embedding results a cached embedder remembers (a context's original and
+#: the results of breaking it, compared one by one)
+DOCUMENT_MEMO = 64
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -104,10 +65,6 @@ class Embedder(Protocol):
     dim: int
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
-def _text_key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 class SparseRows(NamedTuple):
@@ -189,6 +146,8 @@ class CachedEmbedder:
         # the last few cosine_to_query results: the action mask and the observation
         # of one state both score the same units against the same task
         self._recent_cosines: LRUCache[tuple[str, tuple[str, ...]], np.ndarray] = LRUCache(COSINE_MEMO)
+        # the last few document vectors: every outcome of a context compares the same original
+        self._recent_documents: LRUCache[tuple[tuple[str, ...], tuple[float, ...]], np.ndarray] = LRUCache(DOCUMENT_MEMO)
 
     def _compute(self, texts: list[str]) -> SparseRows:
         raise NotImplementedError
@@ -198,42 +157,35 @@ class CachedEmbedder:
         return self.embed_sparse(texts).dense()
 
     def embed_sparse(self, texts: Sequence[str]) -> SparseRows:
-        """The same embeddings as :meth:`embed`, as :class:`SparseRows`."""
+        """The same embeddings as :meth:`embed`, as :class:`SparseRows`.
+
+        The cache is keyed by the texts themselves: a string's hash is computed
+        once and kept by the string, so the units a context shares with its
+        successors are looked up without reading their text again. Each distinct
+        text of the batch is looked up once (one ``hits``/``misses`` count) and the
+        missing ones are computed together in one ``_compute`` call."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one string")
-        found: list[tuple[np.ndarray, np.ndarray] | None] = []
-        missing: dict[bytes, list[int]] = {}
-        missing_texts: list[str] = []
-        for i, text in enumerate(texts):
-            key = _text_key(text)
-            if key in missing:
-                missing[key].append(i)
-                found.append(None)
-                continue
-            row = self._cache.get(key)
-            if row is None:
-                missing[key] = [i]
-                missing_texts.append(text)
-            found.append(row)
-        if missing_texts:
-            computed = self._compute(missing_texts)
-            bounds = np.searchsorted(computed.rows, np.arange(len(missing_texts) + 1))
-            for j, (key, positions) in enumerate(missing.items()):
+        distinct: dict[str, tuple[np.ndarray, np.ndarray] | None] = dict.fromkeys(texts)
+        distinct.update(zip(distinct, self._cache.get_many(distinct)))
+        missing = [text for text, row in distinct.items() if row is None]
+        if missing:
+            computed = self._compute(missing)
+            bounds = np.searchsorted(computed.rows, np.arange(len(missing) + 1))
+            for j, text in enumerate(missing):
                 a, b = bounds[j], bounds[j + 1]
-                row = (computed.cols[a:b].astype(np.int32), computed.values[a:b].astype(np.float32))
-                self._cache.put(key, row)
-                for i in positions:
-                    found[i] = row
-            if len(missing_texts) == len(texts):  # all new and distinct: the batch as computed
+                row = distinct[text] = (computed.cols[a:b].astype(np.int32), computed.values[a:b].astype(np.float32))
+                self._cache.put(text, row)
+            if len(missing) == len(texts):  # all new and distinct: the batch as computed
                 return SparseRows(
                     (len(texts), self.dim), computed.rows.astype(np.int64, copy=False),
                     computed.cols.astype(np.int32, copy=False), computed.values.astype(np.float32, copy=False),
                 )
-        lengths = [len(r[0]) for r in found]
+        found = [distinct[text] for text in texts]
         empty = (np.zeros(0, np.int32), np.zeros(0, np.float32))
         return SparseRows(
             (len(texts), self.dim),
-            np.repeat(np.arange(len(texts), dtype=np.int64), lengths),
+            np.repeat(np.arange(len(texts), dtype=np.int64), [len(r[0]) for r in found]),
             np.concatenate([r[0] for r in found] or [empty[0]]),
             np.concatenate([r[1] for r in found] or [empty[1]]),
         )
@@ -245,6 +197,7 @@ class CachedEmbedder:
     def clear_cache(self) -> None:
         self._cache.clear()
         self._recent_cosines.clear()
+        self._recent_documents.clear()
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(id={self.id!r}, dim={self.dim})"
@@ -362,7 +315,9 @@ def document_embedding(
     The weighted mean of the parts' embeddings, re-normalized; ``weights`` default
     to each part's token count. This is how a long rendered context gets one
     vector: MiniLM truncates long inputs, so a context is embedded unit by unit.
-    A document without features gives the zero vector.
+    A document without features gives the zero vector. A cached embedder
+    remembers its last :data:`DOCUMENT_MEMO` vectors by parts and weights (a new
+    array is returned on every call).
     """
     emb = _resolve(embedder)
     if not texts:
@@ -375,7 +330,18 @@ def document_embedding(
             f"weights must be {len(texts)} finite non-negative numbers, got {describe_value(list(weights))}",
             key="weights",
         )
-    vector = embed_sparse(emb, texts).weighted_sum(w)
+    if not isinstance(emb, CachedEmbedder):
+        return _document_vector(emb, texts, w)
+    key = (tuple(texts), tuple(w.tolist()))
+    vector = emb._recent_documents.get(key)
+    if vector is None:
+        vector = _document_vector(emb, texts, w)
+        emb._recent_documents.put(key, vector)
+    return vector.copy()
+
+
+def _document_vector(emb: Embedder, texts: Sequence[str], weights: np.ndarray) -> np.ndarray:
+    vector = embed_sparse(emb, texts).weighted_sum(weights)
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm > 0 else vector
 

@@ -42,11 +42,11 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..cache import LRUCache
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..errors import RecoveryError
 from ..model import ContextState, ContextUnit
 from ..probes import PROBE_KINDS, probe_kind, share_answered
-from ..relevance import LRUCache
 from ..strategies import StrategyContext
 from .cache import PromptCache, PromptCacheModel
 from .conversation import Conversation

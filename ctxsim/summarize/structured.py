@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-from ..relevance import LRUCache
+from ..cache import LRUCache
 from ..tokens import count_tokens
 
 SUMMARY_RENDER_VERSION = "v1"

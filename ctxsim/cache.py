@@ -1,0 +1,68 @@
+"""A bounded, thread-safe least-recently-used map: the process caches of ctxsim.
+
+Embedding rows (:mod:`ctxsim.relevance`), summaries (:mod:`ctxsim.summarize`), and
+the contexts, settings and conversations the environments and the long-horizon
+session keep between steps all live in one of these.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable
+from typing import Generic, TypeVar
+
+from .errors import ConfigError, describe_value
+
+__all__ = ["LRUCache"]
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LRUCache(Generic[K, V]):
+    """At most ``maxsize`` entries; a lookup refreshes its entry, an insertion past
+    the bound evicts the least recently used one. ``hits`` and ``misses`` count
+    lookups. ``None`` is never stored (it means "missing")."""
+
+    def __init__(self, maxsize: int):
+        if maxsize < 1:
+            raise ConfigError(f"cache maxsize must be >= 1, got {describe_value(maxsize)}", key="maxsize")
+        self.maxsize = maxsize
+        self._data: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            return self._get(key)
+
+    def get_many(self, keys: Iterable[K]) -> list[V | None]:
+        """:meth:`get` of each key in order, under one acquisition of the lock."""
+        with self._lock:
+            return [self._get(key) for key in keys]
+
+    def _get(self, key: K) -> V | None:
+        value = self._data.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        self._data.move_to_end(key)
+        self.hits += 1
+        return value
+
+    def put(self, key: K, value: V) -> None:
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+            self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._data)

@@ -1,0 +1,27 @@
+"""The bounded LRU map every process cache of ctxsim uses."""
+
+import pytest
+
+from ctxsim.cache import LRUCache
+from ctxsim.errors import ConfigError
+
+
+def test_lru_cache_evicts_least_recently_used():
+    cache: LRUCache[str, int] = LRUCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get("a") == 1
+    cache.put("c", 3)
+    assert cache.get("b") is None and cache.get("a") == 1 and cache.get("c") == 3
+    with pytest.raises(ConfigError, match="maxsize"):
+        LRUCache(0)
+
+
+def test_get_many_looks_up_in_order_refreshes_and_counts_each_key():
+    cache: LRUCache[str, int] = LRUCache(2)
+    cache.put("a", 1)
+    cache.put("b", 2)
+    assert cache.get_many(["b", "x", "a"]) == [2, None, 1]
+    assert (cache.hits, cache.misses) == (2, 1)
+    cache.put("c", 3)  # "a" was refreshed last, so "b" goes
+    assert cache.get_many(["a", "b", "c"]) == [1, None, 3]
