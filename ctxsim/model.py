@@ -23,7 +23,7 @@ ROLES = ("system", "user", "assistant", "tool")
 OUTCOMES = ("success", "failure", "partial")
 DURABILITIES = ("ephemeral", "anchoring", "replayable", "non_replayable")
 PRIORITIES = (1, 2, 3)
-FACT_KINDS = ("fact", "rule")
+FACT_KINDS = ("fact", "rule", "artifact", "continuation")
 DEFAULT_MIN_LIMIT = 3500
 #: the largest limit, and the largest generated context, ctxsim accepts (tokens): the
 #: largest context windows on offer are about this size
