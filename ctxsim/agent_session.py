@@ -103,7 +103,7 @@ class _Session:
         if self.rng.random() < 0.12:
             return ""
         text = " ".join(s for s in sentences if s)
-        if self.rng.random() < 0.35:
+        if self.rng.random() < 0.5:
             text = self.fake.sentence(nb_words=self.rng.randint(6, 16)) + " " + text
         if self.rng.random() < 0.12:
             points = [f"{i}. {self.fake.sentence(nb_words=self.rng.randint(8, 20))}" for i in range(1, self.rng.randint(3, 7))]
@@ -366,14 +366,16 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
 
     s.find()
     s.grep(bug.function.name)
-    s.view(bug.path, bug.line - rng.randint(10, 40), bug.line + rng.randint(5, 30)) if rng.random() < 0.6 else s.view(bug.path)
+    first_view = (bug.path, bug.line - rng.randint(10, 40), bug.line + rng.randint(5, 30), "nl") if rng.random() < 0.8 else (bug.path,)
+    s.view(*first_view)
     s.write_script(s.script, s.reproduce_script(), "Let me write a script that reproduces the issue.")
     s.run_script()
     for _ in range(rng.randint(1, 4)):
         _explore(s)
     s.edit()
     s.run_script()
-    s.reread()
+    if rng.random() < 0.6:
+        s.view(*first_view)  # the same view again: it shows the edit
     s.tests()
     while s.tokens < target - 1200:
         if reminders and rng.random() < 0.05:
@@ -416,7 +418,7 @@ def _explore(s: _Session, late: bool = False) -> None:
         s.find()
     elif choice < 0.61:
         s.ls()
-    elif choice < 0.63 and s.views:
+    elif choice < 0.62 and s.views:
         s.reread()
     elif choice < 0.92 and late:
         name = f"test_{rng.choice(repo.words)}_{rng.choice(('edge_cases', 'fix', 'comprehensive', 'regression'))}.py"
