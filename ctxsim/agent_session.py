@@ -113,7 +113,7 @@ class _Session:
     def find(self) -> None:
         bug = self.repo.bug
         word = bug.path.rsplit("/", 1)[-1][:-3].split("_")[0] if not self.messages[3:] else self.rng.choice(self.repo.words)[:5]
-        hits = [p for p in self.repo.tree if word in p] + self.rng.sample(self.repo.tree, min(3, len(self.repo.tree)))
+        hits = [p for p in self.repo.tree if word in p] + self.rng.sample(self.repo.tree, min(6, len(self.repo.tree)))
         hits = list(dict.fromkeys(hits))[:20]
         self.run(self.thought(f"Let me look for the files related to `{word}` in the repository."),
                  f'find . -type f -name "*.py" | grep -i {word} | head -20', "\n".join(f"./{p}" for p in hits))
@@ -180,7 +180,7 @@ class _Session:
         call = f"{name}().{bug.function.name}" if bug.function.cls else name
         lines = ["#!/usr/bin/env python", f'"""{self.fake.sentence(nb_words=8)}"""', "import sys", "",
                  "sys.path.insert(0, '/testbed')", "", f"from {module} import {name}", "", ""]
-        for i in range(self.rng.randint(2, 12)):
+        for i in range(self.rng.randint(3, 14)):
             arg = self.rng.choice(("None", "{}", "[]", repr(self.rng.choice(self.repo.words)), str(self.rng.randint(0, 99))))
             label = self.fake.sentence(nb_words=self.rng.randint(3, 7)).rstrip(".").lower()
             lines += [f"# Test {i + 1}: {label}", f"print({f'Test {i + 1}: {label}'!r})", "try:",
@@ -257,7 +257,7 @@ class _Session:
     def tests(self, final: bool = False) -> int:
         tests = sorted(p for p in self.repo.tree if p.startswith("tests/"))
         target = self.rng.choice(tests)
-        names = [f"test_{self.repo.rng.choice(self.repo.words)}_{self.repo.rng.choice(self.repo.words)}" for _ in range(self.rng.randint(4, 40))]
+        names = [f"test_{self.repo.rng.choice(self.repo.words)}_{self.repo.rng.choice(self.repo.words)}" for _ in range(self.rng.randint(4, 30))]
         failed = set() if self.fixed else {self.rng.choice(names)}
         if self.test_style == "django":
             module = target[6:-3]
@@ -407,7 +407,7 @@ def _explore(s: _Session, late: bool = False) -> None:
     choice = rng.random()
     if choice < 0.36:
         path, function = repo.some_function() if rng.random() < 0.6 else (bug.path, bug.function)
-        if rng.random() < 0.07:
+        if rng.random() < 0.07 and f"cat {path}" not in s.views:  # a file is read whole once
             s.view(path)
         else:
             start = repo.lines(path).index(next(t for t in repo.lines(path) if f"def {function.name}(" in t)) + 1
