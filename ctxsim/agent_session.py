@@ -299,7 +299,11 @@ def _observation(command: str, output: str, returncode: int, timeout: bool) -> s
 
 def _task_message(session: _Session, title: str, rules: list[str]) -> str:
     bug, fake, rng = session.repo.bug, session.fake, session.rng
-    story = [fake.paragraph(nb_sentences=rng.randint(3, 6)) for _ in range(rng.randint(2, 4))]
+    name = bug.function.qualname
+    story = [rng.choice((f"Calling {name} without a {bug.subject} fails instead of falling back to the default.",
+                         f"Since the last release {name} no longer accepts an empty {bug.subject}.",
+                         f"When {bug.subject} is missing, {name} raises {bug.error} deep inside {bug.path}."))]
+    story += [fake.paragraph(nb_sentences=rng.randint(3, 6)) for _ in range(rng.randint(1, 3))]
     function = bug.function
     source = session.repo.history[bug.path][0][function.start - 1 : min(function.end, function.start + 24)]
     snippet = ["The code in question:", "", "```python", *source, "```", "", "Steps to reproduce:", "", f">>> from {bug.path[:-3].replace('/', '.')} import {bug.function.cls or bug.function.name}",
@@ -353,7 +357,9 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
     s = _Session(rng, fake, repo, test_style=rng.choice(("pytest", "django")),
                  script=rng.choice(("reproduce_issue.py", "reproduce.py", "test_reproduce.py", f"test_{repo.bug.subject}.py")))
     bug = repo.bug
-    title = f"{bug.function.qualname} raises {bug.error} when {bug.subject} is {fake.word()}"
+    title = rng.choice((f"{bug.function.qualname}() raises {bug.error} when {bug.subject} is None",
+                        f"{bug.error} in {bug.function.qualname} when {bug.subject} is not given",
+                        f"{bug.function.qualname} crashes with {bug.error}: {bug.message}"))
     rules = ["DO NOT MODIFY: tests and configuration files (setup.cfg, tox.ini, pyproject.toml)",
              f"Keep the public signature of {bug.function.qualname} unchanged"]
     s.say("system", SYSTEM_PROMPT)
@@ -366,7 +372,7 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
 
     s.find()
     s.grep(bug.function.name)
-    first_view = (bug.path, bug.line - rng.randint(10, 40), bug.line + rng.randint(5, 30), "nl") if rng.random() < 0.8 else (bug.path,)
+    first_view = (bug.path, bug.line - rng.randint(10, 40), bug.line + rng.randint(5, 30), "nl")
     s.view(*first_view)
     s.write_script(s.script, s.reproduce_script(), "Let me write a script that reproduces the issue.")
     s.run_script()
@@ -374,10 +380,12 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
         _explore(s)
     s.edit()
     s.run_script()
-    if rng.random() < 0.6:
+    if rng.random() < 0.5:
         s.view(*first_view)  # the same view again: it shows the edit
     s.tests()
-    while s.tokens < target - 1200:
+    final = [p for p in repo.changed_paths() if p in repo.tree]  # the patch: edited source files, not scripts
+    reserve = 2 * count_tokens(repo.diff(final, index=False)) + 700  # what the closing steps add (tokens)
+    while s.tokens < target - reserve:
         if reminders and rng.random() < 0.05:
             s.say("assistant", s.thought("The fix works; let me think about what else could break.") or "Let me think about the edge cases.")
             s.say("user", FORMAT_REMINDER)
@@ -385,10 +393,9 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
             continue
         _explore(s, late=True)
     s.tests(final=True)
-    changed = [p for p in repo.changed_paths() if not p.endswith(".py") or p in repo.tree]
-    s.run(s.thought("Let me review the whole change."), "git diff", repo.diff(changed))
-    s.run(s.thought("Now let me create the patch file."), "git diff -- " + " ".join(changed) + " > patch.txt", "")
-    last, _ = s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(changed))
+    s.run(s.thought("Let me review the whole change."), "git diff", repo.diff(final))
+    s.run(s.thought("Now let me create the patch file."), "git diff -- " + " ".join(final) + " > patch.txt", "")
+    last, _ = s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(final))
     s.fact("continuation", "cat patch.txt", last)
     _artifact_facts(s)
     holders: dict[str, list[str]] = {}
@@ -407,7 +414,7 @@ def _explore(s: _Session, late: bool = False) -> None:
     choice = rng.random()
     if choice < 0.36:
         path, function = repo.some_function() if rng.random() < 0.6 else (bug.path, bug.function)
-        if rng.random() < 0.07 and f"cat {path}" not in s.views:  # a file is read whole once
+        if rng.random() < 0.05 and f"cat {path}" not in s.views:  # a file is read whole once
             s.view(path)
         else:
             start = repo.lines(path).index(next(t for t in repo.lines(path) if f"def {function.name}(" in t)) + 1
@@ -435,9 +442,9 @@ def _artifact_facts(s: _Session) -> None:
     earlier version and no other file), in the last unit showing each."""
     for path in s.repo.changed_paths():
         versions = s.repo.history[path]
-        earlier = {line for version in versions[:-1] for line in version}
-        earlier |= {line for other, vs in s.repo.history.items() if other != path for version in vs for line in version}
-        fresh = [line.strip() for line in versions[-1] if line.strip() and line not in earlier and len(line.strip()) > 12]
+        earlier = {line.strip() for version in versions[:-1] for line in version}
+        earlier |= {line.strip() for other, vs in s.repo.history.items() if other != path for version in vs for line in version}
+        fresh = [line.strip() for line in versions[-1] if line.strip() not in earlier and len(line.strip()) > 12]
         for value in [path] + fresh[:1]:
             holder = max((i for i, m in enumerate(s.messages) if value in _text(m)), default=None)
             if holder is not None:

@@ -15,7 +15,9 @@ gives the same repository in every process.
 
 from __future__ import annotations
 
+import builtins
 import difflib
+import keyword
 import random
 from dataclasses import dataclass, field
 
@@ -23,15 +25,17 @@ from faker import Faker
 
 STDLIB = ("os", "re", "sys", "json", "logging", "warnings", "functools", "itertools", "collections", "copy",
           "inspect", "operator", "datetime", "decimal", "pathlib", "typing", "contextlib", "weakref", "enum")
-#: (error class, message template, attribute or operand used in the failing line)
+#: (error class, message template, failing expression) of a planted bug; ``{x}`` is the
+#: operand that is None (or empty) when it fails, ``{attr}`` a name
 ERRORS = (
-    ("AttributeError", "'NoneType' object has no attribute '{attr}'"),
-    ("TypeError", "unsupported operand type(s) for +: 'NoneType' and 'int'"),
-    ("KeyError", "'{attr}'"),
-    ("ValueError", "invalid literal for int() with base 10: '{attr}'"),
-    ("TypeError", "'NoneType' object is not iterable"),
-    ("IndexError", "list index out of range"),
+    ("AttributeError", "'NoneType' object has no attribute '{attr}'", "{x}.{attr}()"),
+    ("TypeError", "unsupported operand type(s) for +: 'NoneType' and 'int'", "{x} + 1"),
+    ("KeyError", "'{attr}'", "{x}['{attr}']"),
+    ("ValueError", "invalid literal for int() with base 10: ''", "int({x})"),
+    ("TypeError", "'NoneType' object is not iterable", "list({x})"),
+    ("IndexError", "list index out of range", "{x}[0]"),
 )
+_RESERVED = set(keyword.kwlist) | set(keyword.softkwlist) | set(dir(builtins)) | {"self", "cls"}
 _SUFFIXES = ("_value", "_name", "_options", "_fields", "_node", "_items", "_key", "_config", "_result", "_data")
 
 
@@ -53,7 +57,8 @@ class Function:
 @dataclass
 class Bug:
     """The planted bug: the file, function, the failing line's text and number
-    (original version), the error it raises, and the replacement lines of the fix."""
+    (original version), the error it raises, the replacement lines of the fix and the
+    operand (``subject``) that is None when it fails."""
 
     path: str
     function: Function
@@ -83,7 +88,8 @@ class FakeRepo:
     def build(cls, rng: random.Random, fake: Faker, modules: int) -> "FakeRepo":
         """A project of ``modules`` source modules (plus tests and a tree of unread paths) with one bug."""
         repo = cls(rng, fake)
-        repo.words = sorted({w.lower() for w in fake.words(nb=160, unique=True) if w.isalpha() and len(w) > 3})
+        repo.words = sorted({w.lower() for w in fake.words(nb=160, unique=True)
+                             if w.isalpha() and len(w) > 3 and w.lower() not in _RESERVED})
         repo.package = rng.choice(repo.words)
         subpackages = rng.sample(repo.words, 4)
         for i in range(modules):
@@ -128,7 +134,8 @@ class FakeRepo:
             return [f"{indent}{new} = {a}.get({r.choice(self.words)!r}, {b})"]
         if kind == 1:
             names.append(new)
-            return [f"{indent}{new} = [{r.choice(self.words)[0]} for {r.choice(self.words)[0]} in {a} if {r.choice(self.words)[0]}]"]
+            item = r.choice(("item", "entry", "value", "node", "part", "key"))
+            return [f"{indent}{new} = [{item} for {item} in {a} if {item}]"]
         if kind == 2:
             return [f"{indent}{self._comment()}"]
         if kind == 3:
@@ -139,26 +146,34 @@ class FakeRepo:
         if kind == 5:
             return [f"{indent}{a}.{self._ident(1)}({b})"]
         if kind == 6:
-            body = [line for _ in range(r.randint(1, 3)) for line in self._statement(indent + "    ", names, depth + 1)]
-            return [f"{indent}for {self._ident(1)} in {a}:", *body]
+            return [f"{indent}for {self._ident(1)} in {a}:", *self._block(indent + "    ", names, depth, r.randint(1, 3))]
         if kind == 7:
-            body = [line for _ in range(r.randint(1, 3)) for line in self._statement(indent + "    ", names, depth + 1)]
-            other = [line for line in self._statement(indent + "    ", names, depth + 1)]
-            return [f"{indent}if isinstance({a}, {self._class_name()}):", *body, f"{indent}else:", *other]
+            body = self._block(indent + "    ", names, depth, r.randint(1, 3))
+            return [f"{indent}if isinstance({a}, {self._class_name()}):", *body, f"{indent}else:", *self._block(indent + "    ", names, depth, 1)]
         if kind == 8:
-            body = [line for line in self._statement(indent + "    ", names, depth + 1)]
-            return [f"{indent}try:", *body, f"{indent}except ({r.choice(('KeyError', 'ValueError', 'TypeError'))}, AttributeError):",
+            return [f"{indent}try:", *self._block(indent + "    ", names, depth, 1), f"{indent}except ({r.choice(('KeyError', 'ValueError', 'TypeError'))}, AttributeError):",
                     f"{indent}    raise {self._class_name()}Error(", f"{indent}        \"{self.fake.sentence(nb_words=6).rstrip('.')}: %r\" % ({a},)",
                     f"{indent}    )"]
-        body = [line for _ in range(r.randint(1, 2)) for line in self._statement(indent + "    ", names, depth + 1)]
+        body = self._block(indent + "    ", names, depth, r.randint(1, 2))
         return [f"{indent}while {a} and len({a}) > {r.randint(0, 5)}:", *body, f"{indent}    break"]
+
+    def _block(self, indent: str, names: list[str], depth: int, count: int) -> list[str]:
+        """The body of a compound statement: ``count`` statements, at least one of them not a comment."""
+        lines = [line for _ in range(count) for line in self._statement(indent, names, depth + 1)]
+        if all(line.strip().startswith("#") for line in lines):
+            lines.append(f"{indent}{self.rng.choice(names)}.{self._ident(1)}()")
+        return lines
 
     def _function(self, indent: str, cls: str | None) -> tuple[str, list[str]]:
         name = ("_" if self.rng.random() < 0.3 else "") + self._ident()
         params = self.rng.sample(self.words, self.rng.randint(0, 3))
         args = ", ".join((["self"] if cls else []) + params + (["**kwargs"] if self.rng.random() < 0.2 else []))
-        names = list(params) or ["self" if cls else "None"]
         lines = [f"{indent}def {name}({args}):", *self._docstring(indent + "    ")]
+        names = list(params) or (["self"] if cls else [])
+        if not names:
+            local = self._ident(1) + self.rng.choice(_SUFFIXES)
+            lines.append(f"{indent}    {local} = {self._ident()}()")
+            names = [local]
         for _ in range(self.rng.randint(2, 9)):
             lines += self._statement(indent + "    ", names, 0)
         lines.append(f"{indent}    return {self.rng.choice(names)}")
@@ -175,7 +190,7 @@ class FakeRepo:
         if r.random() < 0.5:
             lines += [f"{self._ident(2).upper()} = {r.choice((repr(r.choice(self.words)), str(r.randint(2, 4096)), '()'))}", "", ""]
         functions: list[Function] = []
-        for _ in range(r.randint(2, 8)):
+        for _ in range(r.randint(1, 6)):
             if r.random() < 0.45:
                 cls = self._class_name()
                 base = r.choice(("object", "Exception", self._class_name(), "dict"))
@@ -206,8 +221,11 @@ class FakeRepo:
         indent = " " * (8 if function.cls else 4)
         subject = self._ident(1) + self.rng.choice(_SUFFIXES)
         attr = self.rng.choice(self.words)
-        error, template = self.rng.choice(ERRORS)
-        text = f"{indent}{subject} = {self.rng.choice(self.words)}.{attr}({self.rng.choice(self.words)})"
+        error, template, expression = self.rng.choice(ERRORS)
+        body = "\n".join(lines[function.start - 1 : function.end])
+        operand = next((w for w in self.rng.sample(self.words, len(self.words)) if f"{w}," in body or f"{w})" in body),
+                       self._ident(1) + self.rng.choice(_SUFFIXES))
+        text = f"{indent}{subject} = {expression.format(x=operand, attr=attr)}"
         line = function.end  # the failing line goes just before the function's return
         lines.insert(line - 1, text)
         function.end += 1
@@ -215,8 +233,9 @@ class FakeRepo:
             if f.start > function.start:
                 f.start, f.end = f.start + 1, f.end + 1
         fallback = self.rng.choice(("None", "{}", "[]", "0", repr(attr)))
-        fix = [f"{indent}if {subject} is None:", f"{indent}    return {fallback}", text]
-        self.bug = Bug(path, function, line, text, error, template.format(attr=attr), fix, subject)
+        fix = [f"{indent}if {operand} is None:", f"{indent}    # {operand} is optional: return early instead of raising {error}",
+               f"{indent}    return {fallback}", text]
+        self.bug = Bug(path, function, line, text, error, template.format(attr=attr), fix, operand)
 
     # ---- reading -------------------------------------------------------
     def lines(self, path: str) -> list[str]:
@@ -257,12 +276,13 @@ class FakeRepo:
         """Files whose current content differs from their first version (created files included)."""
         return [p for p in sorted(self.history) if self.history[p][0] != self.files[p] or len(self.history[p]) == 1 and p not in self.tree]
 
-    def diff(self, paths: list[str]) -> str:
-        """``git diff`` of ``paths`` against their first version."""
+    def diff(self, paths: list[str], index: bool = True) -> str:
+        """``git diff`` of ``paths`` against their first version (``index``: with the
+        ``index`` lines of blob hashes, drawn from the repository's generator)."""
         out = []
         for path in paths:
             before, after = self.history[path][0], self.files[path]
-            index = f"index {self.rng.getrandbits(40):010x}..{self.rng.getrandbits(40):010x} 100644"
             body = list(difflib.unified_diff(before, after, f"a/{path}", f"b/{path}", lineterm="", n=3))
-            out += [f"diff --git a/{path} b/{path}", index, *body]
+            hashes = [f"index {self.rng.getrandbits(40):010x}..{self.rng.getrandbits(40):010x} 100644"] if index else []
+            out += [f"diff --git a/{path} b/{path}", *hashes, *body]
         return "\n".join(out)
