@@ -109,6 +109,17 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_realism(args: argparse.Namespace) -> int:
+    from .realism import DEFAULT_CORPUS, DEFAULT_FAMILY, run
+
+    _check_option("contexts", args.contexts, 1, 10_000)
+    table = run(Path(args.family or DEFAULT_FAMILY), args.contexts, Path(args.corpus or DEFAULT_CORPUS), args.split,
+                Path(args.out), args.rank)
+    inside = int(table["inside"].sum())
+    _console().print(f"{inside} of {len(table)} statistics inside the corpus's 10-90 % range -> {args.out}")
+    return 0
+
+
 def cmd_strategies(args: argparse.Namespace) -> int:
     from .strategies import describe_strategies
 
@@ -459,6 +470,14 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--out", required=True, help="output JSON file ('-' for stdout)")
     gen.set_defaults(func=cmd_generate)
 
+    re_ = sub.add_parser("realism", help="statistics of generated contexts against a corpus of real sessions")
+    re_.add_argument("--family", help="a scenario or family file (default: agent sessions)")
+    re_.add_argument("--contexts", type=int, default=20, help="generated contexts (seeds 0..N-1)")
+    re_.add_argument("--corpus", help="a folder of chat JSONL sessions with splits.yaml (default: data/transcripts/mini-swe-agent)")
+    re_.add_argument("--split", choices=("train", "validation", "held_out"), help="only the sessions of one split")
+    re_.add_argument("--rank", action="store_true", help="also the strategies' rank agreement (minutes)")
+    re_.add_argument("--out", default="reports/realism.md", help="the report (a .png figure beside it)")
+    re_.set_defaults(func=cmd_realism)
     st = sub.add_parser("strategies", help="list the registered strategies")
     st.set_defaults(func=cmd_strategies)
 

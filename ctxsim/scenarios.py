@@ -30,6 +30,11 @@ ranges each context seed draws limit, overflow, mix, P1 share, unit sizes and pl
 material from; ``{}`` takes every default range), ``min_limit``, ``warning_threshold``,
 ``task``. The generated keys above are drawn, so they may not be given beside ``sample``.
 
+``session: agent_loop`` draws the context from the agent-loop session model
+(:mod:`ctxsim.agent_session`: a bash-only coding agent's session on a fake repository,
+fitted to real sessions) instead: such a scenario sets only its limit (or model) and
+target (or overflow); as a family, its ``sample`` draws only ``limit`` and ``overflow``.
+
 Any scenario may set ``contexts``: how many distinct contexts (seeds ``0..contexts-1``)
 an environment draws from it (default: the environment's ``contexts_per_scenario``).
 
@@ -102,9 +107,11 @@ Limit = Annotated[int, Field(gt=0, le=MAX_TOKENS)]
 _GENERATED_KEYS = frozenset(
     {
         "target_tokens", "overflow", "mix", "p1_ratio", "facts", "duplicates", "superseded_writes", "writes",
-        "errors", "pinned", "misclassified", "prior_summaries", "unit_tokens", "task",
+        "errors", "pinned", "misclassified", "prior_summaries", "unit_tokens", "task", "session",
     }
 )
+#: what an ``agent_loop`` family draws per seed (the session model decides the rest)
+AGENT_LOOP_SAMPLE_KEYS = ("limit", "overflow")
 
 
 def _plain(value: float | Range) -> float | dict:
@@ -156,6 +163,7 @@ class Scenario(BaseModel):
     sample: SampleRanges | None = None
     cut: Annotated[float, Field(gt=0, lt=1)] | Range | None = None
     contexts: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)] | None = None
+    session: Literal["agent_loop"] | None = None
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -181,7 +189,7 @@ class Scenario(BaseModel):
                 self._check_transcript_sample()
             return self
         if self.sample is not None:
-            extra = sorted(self.model_fields_set & (_GENERATED_KEYS | {"limit", "model"}) - {"task"})
+            extra = sorted(self.model_fields_set & (_GENERATED_KEYS | {"limit", "model"}) - {"task", "session"})
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "drawn by 'sample' in a scenario family; remove it")
             if self.sample.limit.min < self.min_limit:  # a draw under the floor would be raised to it
@@ -189,6 +197,10 @@ class Scenario(BaseModel):
             limit, overflow = self.sample.limit.max, self.sample.overflow.max
             if limit * overflow > MAX_TOKENS:
                 raise KeyedValueError("sample.limit.max", limit, f"x sample.overflow.max {overflow:g} exceeds {MAX_TOKENS:,} tokens")
+            other = sorted(self.sample.model_fields_set - set(AGENT_LOOP_SAMPLE_KEYS)) if self.session else []
+            if other:
+                raise KeyedValueError(f"sample.{other[0]}", getattr(self.sample, other[0]).model_dump(),
+                                      f"an agent_loop family draws only {' and '.join(AGENT_LOOP_SAMPLE_KEYS)}")
             return self
         if self.limit is None and self.model is None:
             raise KeyedValueError("limit", None, "exactly one of 'limit' or 'model' is required")
@@ -197,6 +209,11 @@ class Scenario(BaseModel):
             raise KeyedValueError("target_tokens", value, "exactly one of 'target_tokens' or 'overflow' is required")
         if self.overflow is not None and self.limit is not None and self.limit * self.overflow > MAX_TOKENS:
             raise KeyedValueError("overflow", self.overflow, f"x the limit {self.limit:,} exceeds {MAX_TOKENS:,} tokens")
+        if self.session is not None:  # the session model decides what the context holds
+            extra = sorted(self.model_fields_set & _GENERATED_KEYS - {"target_tokens", "overflow", "session"})
+            if extra:
+                raise KeyedValueError(extra[0], getattr(self, extra[0]), f"not used by session {self.session!r}; remove it")
+            return self
         for key in ("mix", "p1_ratio"):
             if getattr(self, key) is None:
                 raise KeyedValueError(key, None, "required key is missing")
@@ -255,8 +272,11 @@ class Scenario(BaseModel):
             return self
         if self.is_transcript:
             return self._draw_transcript_limit(seed)
-        keep = self.model_dump(include={"name", "description", "min_limit", "warning_threshold", "task"}, exclude_unset=True)
-        values = {**keep, **self.sample.draw(seed)}  # the validator keeps sample.limit at or over min_limit
+        keep = self.model_dump(include={"name", "description", "min_limit", "warning_threshold", "task", "session"}, exclude_unset=True)
+        drawn = self.sample.draw(seed)
+        if self.session is not None:
+            drawn = {key: drawn[key] for key in AGENT_LOOP_SAMPLE_KEYS}
+        values = {**keep, **drawn}  # the validator keeps sample.limit at or over min_limit
         drawn = Scenario.model_validate(values)
         drawn._source = self._source
         return drawn
@@ -474,7 +494,12 @@ def build_context(scenario: Scenario, seed: int) -> ContextState:
             cut=drawn.cut,
         )
         return replace(state, seed=seed) if scenario.is_family else state
+    drawn = scenario.draw(seed)
+    if drawn.session == "agent_loop":
+        from .agent_session import generate_session  # it imports this module
+
+        return generate_session(drawn, seed)
     from .generator import generate  # the generator imports this module
 
-    return generate(scenario.draw(seed), seed)
+    return generate(drawn, seed)
 

@@ -1,6 +1,6 @@
 """Real chat transcripts (OpenAI-style JSON Lines) as contexts.
 
-One message per line: ``{"role": "system"|"user"|"assistant"|"tool", "content": str,
+One message per line (a ``.jsonl.gz`` file is read decompressed): ``{"role": "system"|"user"|"assistant"|"tool", "content": str,
 "name": str?}``; other keys are ignored. An assistant's tool calls are appended to its
 content as ``[tool_call] NAME ARGS_JSON`` lines (see data/transcripts/SOURCES.md).
 OpenAI's Chat Completions form is read too: ``content`` as a list of text parts
@@ -37,8 +37,10 @@ context the future uses again become the context's probes (``state.fact_table``,
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import zlib
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -181,6 +183,11 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
         raw = path.read_bytes()
     except OSError as exc:
         raise TranscriptError(f"cannot read file ({exc.strerror or exc})", source=path) from None
+    if path.suffix == ".gz":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TranscriptError(f"not a readable gzip file ({exc})", source=path) from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -201,6 +208,12 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     if not messages:
         raise TranscriptError("empty transcript (no messages)", source=path)
     return messages
+
+
+def messages_to_units(messages: list[dict[str, Any]]) -> list[ContextUnit]:
+    """The units of chat messages held in memory (either form above), built as
+    :func:`load_transcript` builds a file's: unit ids ``line-1``, ``line-2``, ..."""
+    return _units([(number, _checked(m, f"message {number}", "<messages>")) for number, m in enumerate(messages, start=1)])
 
 
 def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:

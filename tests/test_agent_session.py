@@ -1,0 +1,107 @@
+"""The agent-loop session model: a stateful fake repository, ground truth, determinism, its schema hook."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from ctxsim.errors import ScenarioError
+from ctxsim.realism_stats import context_stats, view_key
+from ctxsim.scenarios import Scenario, build_context, find_scenario, load_scenarios
+from ctxsim.serialize import dumps_state
+
+FAMILY = "data/families/agent_sessions.yaml"
+
+
+@pytest.fixture(scope="module")
+def states(repo_root):
+    family = find_scenario(repo_root / FAMILY)
+    return [build_context(family, seed) for seed in range(4)]
+
+
+def test_a_session_is_system_task_then_command_and_output_turns(states):
+    for state in states:
+        roles = [u.role for u in state.units]
+        assert roles[:2] == ["system", "user"]
+        assert state.units[0].priority == state.units[1].priority == 1
+        assert all(u.priority == 2 for u in state.units[2:])
+        for before, role, after in zip(roles[1:], roles[2:], roles[3:] + ["end"]):
+            if role == "tool":
+                assert before == "assistant"
+            if role == "assistant":  # a command and its output, or a reply without one and the format reminder
+                assert after in ("tool", "user")
+        assert all(u.tool is not None and u.tool.tool_name == "bash" for u in state.units if u.role == "tool")
+        assert state.total_tokens > state.limit  # it overflows
+
+
+def test_every_fact_value_is_in_its_unit_and_every_kind_is_planted(states):
+    for state in states:
+        kinds = {f.kind for f in state.fact_table}
+        assert kinds == {"rule", "artifact", "continuation", "fact"}
+        for fact in state.fact_table:
+            assert fact.value in state.unit(fact.unit_id).content
+            assert fact.id in state.unit(fact.unit_id).fact_ids
+        task = state.units[1]
+        assert all(f.unit_id == task.id and f.priority == 1 for f in state.fact_table if f.kind == "rule")
+
+
+def _changed_views(state) -> int:
+    """Views shown again with other text (see ctxsim.realism_stats)."""
+    seen: dict[str, str] = {}
+    changed = 0
+    for unit in state.units:
+        key = view_key(unit)
+        if key in seen and seen[key] != unit.content:
+            changed += 1
+        if key:
+            seen[key] = unit.content
+    return changed
+
+
+def test_an_edit_changes_a_later_view_of_the_same_window(repo_root):
+    family = find_scenario(repo_root / FAMILY)
+    changed = [_changed_views(build_context(family, seed)) for seed in range(4, 16)]
+    assert sum(changed) >= 3  # about half the sessions view the edited window again
+
+
+def test_the_artifact_line_of_an_edited_file_is_new(states):
+    for state in states:
+        lines = [f for f in state.fact_table if f.kind == "artifact" and " " in f.value]
+        assert lines
+        for fact in lines:  # the latest version's line shows up only after the session started editing
+            first = next(i for i, u in enumerate(state.units) if fact.value in u.content)
+            assert first > 3
+
+
+def test_outputs_look_like_a_shell(states):
+    text = "\n".join(u.content for s in states for u in s.units if u.role == "tool")
+    for marker in ("<returncode>0</returncode>", "Traceback (most recent call last):", "diff --git a/", "@@ -",
+                   "Successfully installed", "\t"):
+        assert marker in text
+    stats = [context_stats(s) for s in states]
+    assert all(s["has_numbered_view"] and s["has_diff"] and s["has_traceback"] for s in stats)
+
+
+def test_same_seed_same_text_in_another_process(repo_root, states):
+    code = ("from ctxsim.scenarios import find_scenario, build_context; from ctxsim.serialize import dumps_state; "
+            f"import sys; sys.stdout.write(dumps_state(build_context(find_scenario({str(repo_root / FAMILY)!r}), 1)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == dumps_state(states[1])
+    assert dumps_state(states[0]) != dumps_state(states[1])
+
+
+def test_agent_loop_scenario_keys_are_checked(write_file):
+    fixed = Scenario.model_validate({"name": "s", "session": "agent_loop", "limit": 8000, "overflow": 1.5})
+    state = build_context(fixed, 0)
+    assert state.limit == 8000 and state.total_tokens >= 12000
+    bad = write_file("bad.yaml", "name: s\nsession: agent_loop\nlimit: 8000\noverflow: 1.5\nmix: {message: 1.0}\n")
+    with pytest.raises(ScenarioError, match=r"bad.yaml.*mix"):
+        load_scenarios(bad)
+    bad = write_file("fam.yaml", "name: s\nsession: agent_loop\nsample: {p1_ratio: {min: 0, max: 1}}\n")
+    with pytest.raises(ScenarioError, match=r"fam.yaml.*sample.p1_ratio"):
+        load_scenarios(bad)
+    bad = write_file("other.yaml", "name: s\nsession: loop\nlimit: 8000\noverflow: 1.5\n")
+    with pytest.raises(ScenarioError, match=r"other.yaml.*session"):
+        load_scenarios(bad)
