@@ -6,7 +6,7 @@ in :data:`MEASURES` (the env config key ``coherence``):
 
 ``recall`` (the default)
     Sentence recall in the style of BERTScore. The original's units are split into
-    sentences (:func:`ctxsim.summarize.sentences.split_sentences`; code and log
+    sentences (:func:`ctxsim.sentences.split_sentences`; code and log
     lines are one sentence each). Each original sentence scores
 
     * 1 when the result holds it verbatim (as one of its own sentences);
@@ -51,7 +51,7 @@ from .errors import ConfigError, describe_value
 from .model import ContextState
 from .cache import LRUCache
 from .relevance import SparseRows, embed_sparse, get_embedder, similarity
-from .summarize.sentences import split_sentences
+from .sentences import split_sentences
 from .tokens import count_tokens
 
 DEFAULT_MEASURE = "recall"

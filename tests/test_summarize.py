@@ -29,7 +29,7 @@ from ctxsim.summarize import (
     split_sentences,
 )
 from ctxsim.summarize.llm import parse_reply
-from ctxsim.summarize.sentences import segments
+from ctxsim.sentences import segments
 from ctxsim.tokens import count_tokens
 
 RULE = "Never delete production data."

@@ -342,7 +342,7 @@ def keywords(text: str, n: int) -> tuple[str, ...]:
 
 def first_sentence(text: str, max_tokens: int = 60) -> str:
     """The first sentence of ``text``, cut to ``max_tokens`` tokens at a word boundary."""
-    from ..summarize.sentences import split_sentences
+    from ..sentences import split_sentences
 
     sentences = split_sentences(text)
     return truncate_paragraphs(sentences[0], max_tokens) if sentences else ""

@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import ConfigError, describe_value
 from .extractive import ExtractiveSummarizer
 from .llm import LLMSummarizer
-from .sentences import split_sentences
+from ..sentences import split_sentences
 from .structured import (
     SUMMARY_RENDER_VERSION,
     ArtifactRef,

@@ -6,7 +6,7 @@ cut at a word boundary, to fill the budget), so planted values survive intact.
 How ``summarize_units`` builds a :class:`StructuredSummary`:
 
 1. Candidates. Each unit's text is split into sentences
-   (:func:`~ctxsim.summarize.sentences.segments`; code and log units line by
+   (:func:`~ctxsim.sentences.segments`; code and log units line by
    line; a leading bullet marker is dropped) and each sentence gets a section:
    *rules* (a sentence of a user or system message, or of a summary, that
    speaks of a rule: :func:`~ctxsim.summarize.rules.mentions_rule`, seed 004),
@@ -53,7 +53,7 @@ from ..model import ContextUnit
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_tokens
 from .rules import VALUE, is_user_rule, mentions_rule
-from .sentences import segments
+from ..sentences import segments
 from .structured import (
     SUMMARY_RENDER_VERSION,
     ArtifactRef,

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 
 from ..model import ContextUnit
-from .sentences import segments
+from ..sentences import segments
 
 #: roles whose sentences can state a user rule
 RULE_ROLES = frozenset({"user", "system"})
