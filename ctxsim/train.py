@@ -97,11 +97,33 @@ class ExperimentConfig(BaseModel):
 
 
 def load_experiment(path: str | Path) -> ExperimentConfig:
+    """An experiment file, validated. ``extends: FILE`` (relative to the file) starts
+    from that experiment's keys: this file's keys replace them, except ``hyperparams``,
+    which are merged key by key, so experiments share one block of hyperparameters."""
     path = Path(path)
+    return validate(ExperimentConfig, {**_experiment_data(path, ()), "source": str(path)}, path, ConfigError)
+
+
+def _experiment_data(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """The keys of an experiment file with its ``extends`` chain resolved."""
     data = load_yaml(path, ConfigError)
     if not isinstance(data, dict):
         raise ConfigError("an experiment file must be a mapping", source=path)
-    return validate(ExperimentConfig, {**data, "source": str(path)}, path, ConfigError)
+    base_ref = data.pop("extends", None)
+    if base_ref is None:
+        return data
+    if not isinstance(base_ref, str) or not base_ref:
+        raise ConfigError(f"must name an experiment file, got {describe_value(base_ref)}", source=path, key="extends")
+    base_path = (path.parent / base_ref).resolve()
+    if base_path in seen or base_path == path.resolve():
+        raise ConfigError(f"extends itself through {base_ref}", source=path, key="extends")
+    if not base_path.is_file():
+        raise ConfigError(f"file not found: {base_ref}", source=path, key="extends")
+    base = _experiment_data(base_path, seen + (path.resolve(),))
+    hyperparams = data.get("hyperparams", {})
+    if isinstance(hyperparams, dict) and isinstance(base.get("hyperparams"), dict):
+        data["hyperparams"] = {**base["hyperparams"], **hyperparams}
+    return {**base, **data}
 
 
 def resolve_path(ref: str, experiment: ExperimentConfig) -> Path:

@@ -5,6 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ctxsim.cli import main
 from ctxsim.episode import EpisodeSettings
 from ctxsim.errors import ConfigError
 from ctxsim.train import ExperimentConfig, load_experiment, train
@@ -209,3 +210,36 @@ def test_default_experiment_reaches_target(tmp_path):
     rewards = {p: df[df.policy == p].pivot(index="seed", columns="scenario", values="reward").values for p in (str(run), "seed-chain")}
     _, lo, _ = paired_difference_ci(rewards[str(run)], rewards["seed-chain"])
     assert lo > 0
+
+
+def test_an_experiment_extends_another_and_merges_its_hyperparameters(tmp_path, capsys):
+    from ctxsim.train import load_experiment
+
+    (tmp_path / "base.yaml").write_text(
+        "name: base\nalgo: MaskablePPO\ntimesteps: 500\neval_scenarios: [gpt4-6000]\n"
+        "hyperparams: {n_steps: 64, gamma: 1.0}\n"
+    )
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "child.yaml").write_text("extends: ../base.yaml\nname: child\nhyperparams: {gamma: 0.9}\n")
+    child = load_experiment(tmp_path / "sub" / "child.yaml")
+    assert (child.name, child.algo, child.timesteps, child.eval_scenarios) == ("child", "MaskablePPO", 500, ["gpt4-6000"])
+    assert child.hyperparams == {"n_steps": 64, "gamma": 0.9}  # merged key by key, the child's value wins
+    assert child.source == str(tmp_path / "sub" / "child.yaml")
+
+    (tmp_path / "loop.yaml").write_text("extends: loop2.yaml\nname: loop\n")
+    (tmp_path / "loop2.yaml").write_text("extends: loop.yaml\nname: loop2\n")
+    (tmp_path / "missing.yaml").write_text("extends: nowhere.yaml\nname: missing\n")
+    for name, needle in (("loop", "extends itself"), ("missing", "file not found: nowhere.yaml")):
+        assert main(["train", str(tmp_path / f"{name}.yaml")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "key 'extends'" in err and needle in err
+
+
+def test_shipped_experiments_share_the_default_hyperparameters(repo_root):
+    from ctxsim.train import load_experiment
+
+    default = load_experiment(repo_root / "experiments" / "maskable_ppo_default.yaml").hyperparams
+    for name in ("maskable_ppo_default_warm", "maskable_ppo_transcripts", "maskable_ppo_full_actions", "ppo_default"):
+        assert load_experiment(repo_root / "experiments" / f"{name}.yaml").hyperparams == default, name
+    text = (repo_root / "experiments" / "maskable_ppo_family.yaml").read_text()
+    assert "extends: maskable_ppo_default.yaml" in text and "n_epochs" not in text  # only what differs is written
