@@ -104,7 +104,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, text)
         _console().print(
             f"{scenario.name} seed {args.seed}: {len(state.units)} units, {state.total_tokens:,} tokens "
-            f"(limit {state.limit:,}), {len(state.fact_table)} planted facts -> {args.out}"
+            f"(limit {state.limit:,}), {len(state.fact_table)} probes -> {args.out}"
         )
     return 0
 

@@ -56,8 +56,8 @@ from .transcripts import ERROR_LINE
 #: shortest candidate string (characters); numbers need MIN_DIGITS digits
 MIN_CHARS = 4
 MIN_DIGITS = 3
-#: longest error line kept as a probe (characters)
-MAX_ERROR_LINE = 200
+#: longest error line kept as a probe, and longest probe text (characters)
+MAX_LINE = 200
 #: a candidate held by more than this share of the context's units is everywhere
 EVERYWHERE_SHARE = 0.5
 #: the "everywhere" rule applies to contexts of at least this many units
@@ -125,7 +125,7 @@ def candidates(text: str, *, tool_output: bool = False) -> dict[str, str]:
     if tool_output:
         for line in text.splitlines():
             line = line.strip()
-            if ERROR_LINE.search(line) and MIN_CHARS <= len(line) <= MAX_ERROR_LINE:
+            if ERROR_LINE.search(line) and MIN_CHARS <= len(line) <= MAX_LINE:
                 out.setdefault(line, "fact")
     return out
 
@@ -150,7 +150,7 @@ def _unit_candidates(unit: ContextUnit, terms: set[str]) -> dict[str, str]:
 
 def _line_of(text: str, value: str) -> str:
     line = next((line.strip() for line in text.splitlines() if value in line), value)
-    return line[:MAX_ERROR_LINE]
+    return line[:MAX_LINE]
 
 
 def future_probes(context: Sequence[ContextUnit], future: Iterable[ContextUnit], task: str) -> tuple[Fact, ...]:

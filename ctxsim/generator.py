@@ -560,7 +560,7 @@ class _Event:
 _Planted = tuple[str, str, str]  # (fact id, value, sentence)
 #: tool units each planted event kind still adds to the context (a pair's first half brings its second)
 _UNITS_OF = {"duplicate": 2, "superseded": 2, "copy": 1, "read_back": 1, "write": 1, "error": 1}
-#: fact id prefix of each planted message event (the fact kind follows from it: FACT_KIND_OF_PREFIX)
+#: fact id prefix of each planted message event, and the fact kind of each prefix
 _ID_PREFIX = {"fact": "fact", "rule": "rule", "next_step": "next-step"}
 _KIND_OF_PREFIX = {"fact": "fact", "rule": "rule", "next-step": "continuation"}
 #: smallest content of a planted write (tokens): enough for a function whose def line is distinctive

@@ -4,16 +4,16 @@ A probe is one planted :class:`~ctxsim.model.Fact` of the context's ground truth
 (``ContextState.fact_table``); its answer is the fact's exact ``value``. The four
 kinds of production compaction evaluations map onto the fact kinds:
 
-=============  ==============  ===================================================
-probe kind     fact kind       the answer
-=============  ==============  ===================================================
-recall         ``fact``        a planted fact ("$1,250", a port, a ticket id)
-artifact       ``artifact``    a file the session wrote or edited: its path, and a
-                               distinctive line of its latest version
-continuation   ``continuation``  the current task (a distinctive phrase of it) and
-                               the open item / next step
-decision       ``rule``        a rule the user set ("never push directly to main")
-=============  ==============  ===================================================
+==============  ================  ================================================
+probe kind      fact kind         the answer
+==============  ================  ================================================
+recall          ``fact``          a planted fact ("$1,250", a port, a ticket id)
+artifact        ``artifact``      a file the session wrote or edited: its path,
+                                  and a distinctive line of its latest version
+continuation    ``continuation``  the current task (a distinctive phrase of it)
+                                  and the open item / next step
+decision        ``rule``          a rule the user set ("never push to main")
+==============  ================  ================================================
 
 Answering rules (no judge, no model):
 

@@ -14,10 +14,10 @@ Profiles (``RewardWeights.profile``, set in an env spec as ``reward: {profile: g
   is; :mod:`ctxsim.probes`). Its default weight 1.5 makes a lost probe cost
   ``1.5 / n`` (n probes) while a drop of ``t`` of the original's ``T`` tokens gains
   at most ``0.3 · t / T`` in the reduction term, so dropping a unit that holds one
-  probe answer never pays while the unit is under ``5 / n`` of the context (n ≈ 20
-  to 40 on the generated suite: units under 12 % of the context; a unit holding k
-  answers may be k times larger). A success that loses every probe scores about a
-  failure.
+  probe answer never pays while the unit is under ``5 / n`` of the context (n = 12
+  to 28 on the generated suite: units under 18 % to 42 % of the context; a unit
+  holding k answers may be k times larger). A success that loses every probe scores
+  about a failure.
 
 Any weight, ``probes`` included, can be set next to the profile; an unset
 ``probes`` takes the profile's weight.

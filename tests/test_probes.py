@@ -253,3 +253,17 @@ def test_stream_probes_take_the_four_kinds_in_turn_and_report_each():
     assert row["probes_asked"] == 4
     shares = [row[f"probe_share_{k}"] for k in PROBE_KINDS]
     assert row["probe_share"] == pytest.approx(sum(shares) / 4)  # one probe of each kind
+
+
+def test_an_env_spec_names_its_profile_and_a_bad_one_is_one_line_exit_2(tmp_path, capsys):
+    from ctxsim.cli import main
+    from ctxsim.environments.overflow import ContextOverflowEnv
+
+    config = ContextOverflowEnv.checked_config({"reward": {"profile": "grounded", "p1": 0.4}}).model_dump(mode="json")
+    assert config["reward"]["profile"] == "grounded" and config["reward"]["p1"] == 0.4 and config["reward"]["probes"] is None
+    spec = tmp_path / "bad.yaml"
+    spec.write_text("id: ctxsim/ContextOverflow-v0\nconfig:\n  reward: {profile: nope}\n")
+    assert main(["evaluate", "--env", str(spec), "--policy", "seed-chain", "--names", "mild-overflow", "--seeds", "1",
+                 "--out", str(tmp_path / "r.csv"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "config.reward.profile" in err and "nope" in err

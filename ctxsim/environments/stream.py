@@ -123,8 +123,9 @@ class ConversationStreamEnv(ConfiguredEnv):
     ``max_steps`` strategies ran: forced ``recovery_mode``), then the conversation
     goes on to the next event. Along the way (see :mod:`ctxsim.stream.session`):
 
-    - facts and rules are planted early and *probed* later (``probes.turns``): a
-      probe is answered iff the fact's value is in the prompt of that turn;
+    - facts, rules, written files and the task state are planted and *probed* later
+      (``probes.turns``; the four kinds recall, decision, artifact, continuation in
+      turn): a probe is answered iff its value is in the prompt of that turn;
     - a turn that references externalized content (its artifact id, or the same file
       or URL) gets it back *ephemerally* from a reserved budget (seed 002:
       ``rehydration``); on such a turn the aggressive strategies (externalize, drop)
@@ -185,7 +186,8 @@ class ConversationStreamEnv(ConfiguredEnv):
     ``target_tokens``, ``chain`` (this event's), ``action_mask``,
     ``skip_aggressive``, ``rehydrated`` (artifacts injected this turn), ``stream``
     (running totals: overflow_events, over_hit_fresh_starts, forced_recoveries,
-    compactions, probes_asked / probes_answered / probe_share, facts_retained,
+    compactions, probes_asked / probes_answered / probe_share, probe_share_<kind>
+    per probe kind, facts_retained,
     max_summary_depth, max_summary_tokens, rehydrations, rehydration_loops, …,
     cache_hit_rate, tokens_sent, cached_tokens, cost_usd), ``rewards``; after an
     action also ``action``, ``valid_action``, ``latency_ms``, ``forced_recovery``;
