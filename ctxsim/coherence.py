@@ -157,9 +157,10 @@ def recall(original: ContextState, final: ContextState, embedder_id: str) -> flo
     total = float(data.weights.sum())
     if total == 0.0:
         return 1.0
-    result = set(sentences_of(final))
-    if not result:
+    sentences = sentences_of(final)
+    if not sentences:
         return 0.0
+    result = set(sentences)
     kept = np.array([t in result for t in data.texts], dtype=bool)
     missing = np.flatnonzero(~kept)
     if not missing.size:
@@ -167,7 +168,7 @@ def recall(original: ContextState, final: ContextState, embedder_id: str) -> flo
     best = np.zeros(missing.size)
     if kept.any():
         best = data.gram[np.ix_(missing, np.flatnonzero(kept))].max(axis=1).astype(np.float64)
-    new = [t for t in result if t not in data.index]
+    new = [t for t in dict.fromkeys(sentences) if t not in data.index]  # in order: results reproduce
     if new:
         missing_rows = _select(data.rows, missing)
         new_rows = embed_sparse(get_embedder(embedder_id), new)
