@@ -50,7 +50,7 @@ def __getattr__(name: str):
 
 
 def _register_envs() -> None:
-    if "gymnasium" not in sys.modules:  # importing it here would load the train extra on the runtime path
+    if sys.modules.get("gymnasium") is None:  # importing it here would load the train extra on the runtime path
         return
     from .environments import register_envs
 

@@ -74,7 +74,8 @@ def _kind(mode: int) -> str:
     return "a special file"
 
 
-def _temp_prefix(path: Path) -> str:
+def temp_prefix(path: Path) -> str:
+    """The name start of this process's temporaries for ``path`` (:func:`remove_stale` knows it)."""
     return f".{path.name[:TEMP_NAME_CHARS]}.{os.getpid()}."
 
 
@@ -120,7 +121,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
     check_output(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path)
-    fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
         with os.fdopen(fd, "wb") as fh:
@@ -151,11 +152,11 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     check_output(path, folder=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path)
-    tmp = Path(tempfile.mkdtemp(prefix=_temp_prefix(path), dir=path.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
     try:
         yield tmp
         if path.exists():
-            old = path.with_name(f"{_temp_prefix(path)}old")
+            old = path.with_name(f"{temp_prefix(path)}old")
             shutil.rmtree(old, ignore_errors=True)
             path.rename(old)
             tmp.rename(path)

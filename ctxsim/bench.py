@@ -439,7 +439,7 @@ def rate(a: Mark, b: Mark) -> float:
 
 
 def _make(config: dict[str, Any] | None = None):
-    import ctxsim  # noqa: F401  (registers the env ids)
+    import ctxsim.environments  # noqa: F401  (registers the env ids)
 
     return gym.make(ENV_ID, config=config)
 

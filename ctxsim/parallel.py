@@ -5,14 +5,18 @@ per item). Workers are ``forkserver`` processes that fork with ``preload`` alrea
 imported (``spawn`` where forkserver is missing), each limited to one BLAS/OpenMP
 thread (threadpoolctl, since the preload has already loaded numpy's BLAS) and one
 torch thread: the pool is the parallelism. Results come back in item order whatever order
-the items ran in, so outputs do not depend on the number of workers.
+the items ran in, so outputs do not depend on the number of workers. A worker ends
+when the process that started the pool does, so a killed sweep leaves no worker.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import select
 import sys
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Sequence, TypeVar
 
@@ -29,7 +33,27 @@ def default_workers() -> int:
 _limits: list[Any] = []
 
 
-def _init_worker() -> None:
+def _watch_owner(owner: int) -> None:
+    """End this worker when ``owner`` (the process that started the pool) ends, even
+    by SIGKILL: a daemon thread waits on the owner's pidfd (Linux), else polls it once
+    a second. Without it the workers and the forkserver keep each other alive."""
+    from .atomic import process_alive
+
+    def wait() -> None:
+        try:
+            fd = os.pidfd_open(owner)
+        except (AttributeError, OSError):  # not Linux, or the owner is gone already
+            while process_alive(owner):
+                time.sleep(1.0)
+        else:
+            select.select([fd], [], [])  # readable once the owner has exited
+        os._exit(1)
+
+    threading.Thread(target=wait, name="ctxsim-owner-watch", daemon=True).start()
+
+
+def _init_worker(owner: int) -> None:
+    _watch_owner(owner)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = "1"  # for libraries loaded later
     from threadpoolctl import threadpool_limits
@@ -66,7 +90,8 @@ def process_map(
     else:
         context = multiprocessing.get_context("spawn")
     results: list[Any] = [None] * len(items)
-    with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=context, initializer=_init_worker) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=context, initializer=_init_worker,
+                             initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(fn, items[i]): i for i in (order if order is not None else range(len(items)))}
         pending = set(futures)
         try:

@@ -56,7 +56,7 @@ import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
-from .atomic import atomic_write_bytes, atomic_write_text, output_folder
+from .atomic import atomic_write_bytes, atomic_write_text, output_folder, remove_stale, temp_prefix
 from .episode import EpisodeSettings
 from .evaluate import COLUMNS, MAX_SEEDS, check_policies, settings_from_env_spec, transcript_note, with_runs
 from .errors import ConfigError, PolicyError, describe_value
@@ -434,7 +434,8 @@ def run_sweep(
     if blocked:  # checked before any work, so a run never stops halfway through writing its outputs
         raise ConfigError(f"{blocked[0]} is a folder here; remove it or pick another --out", source=out, key="out")
     with output_folder(out):  # removed again if this run created it and fails
-        scratch = Path(tempfile.mkdtemp(prefix=".sweep-", dir=out))
+        remove_stale(out / SCRATCH)  # what a killed sweep left
+        scratch = Path(tempfile.mkdtemp(prefix=temp_prefix(out / SCRATCH), dir=out))
         try:
             units = [
                 WorkUnit(scenario, seed, tuple(sweep.policies.values()), sweep.settings, str(scratch))
@@ -477,6 +478,9 @@ def run_sweep(
 
 
 #: the files a sweep writes into its output folder
+#: the hidden scratch folder of a sweep's unit logs in its output folder
+#: (``.sweep.<pid>.<random>``; a killed sweep's is removed by the next one)
+SCRATCH = "sweep"
 OUTPUT_FILES = ("results.csv", "transitions.jsonl", "sweep.yaml", "summary.md", "regressions.csv")
 
 

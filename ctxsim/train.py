@@ -186,7 +186,7 @@ def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked:
         import gymnasium as gym
         from stable_baselines3.common.monitor import Monitor
 
-        import ctxsim  # noqa: F401  (registers the env ids)
+        import ctxsim.environments  # noqa: F401  (registers the env ids)
 
         os.environ["CTXSIM_POOL_DIR"] = pools
 

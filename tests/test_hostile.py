@@ -18,6 +18,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -296,3 +297,109 @@ def test_the_installed_dependencies_are_the_pinned_ones(repo_root):
     extras = {"langchain-core", "sentence-transformers", "ray"}  # optional extras outside [dev]: not pinned
     assert {n: v for n, v in pinned.items() if installed.get(n) != v} == {}
     assert sorted(set(installed) - set(pinned) - extras) == []
+
+
+# ---- a newcomer's first runs -------------------------------------------------------------------
+def test_a_run_shorter_than_eval_freq_still_evaluates_and_reports(tmp_path, capsys):
+    (tmp_path / "short.yaml").write_text(
+        "name: short\nalgo: MaskablePPO\nenv: envs/default.yaml\nenv_config: {contexts_per_scenario: 2}\n"
+        "train_scenarios: [chat-10k]\neval_scenarios: [gpt4-6000]\ntimesteps: 64\nn_envs: 1\n"
+        "hyperparams: {n_steps: 32, batch_size: 32, n_epochs: 1, policy_kwargs: {net_arch: [8]}}\n"
+        "eval_freq: 2000\neval_episodes: 2\ncheckpoint_freq: 1000000\n"
+    )
+    assert main(["train", str(tmp_path / "short.yaml"), "--out", str(tmp_path / "runs"), "--quiet"]) == 0
+    (run,) = (tmp_path / "runs").iterdir()
+    assert list(np.load(run / "evaluations.npz")["timesteps"]) == [64]
+    assert main(["evaluate", "--policy", "seed-chain", "--names", "gpt4-6000", "--seeds", "1", "--quiet",
+                 "--out", str(tmp_path / "r.csv")]) == 0
+    assert main(["report", str(tmp_path / "r.csv"), "--run", str(run), "--out", str(tmp_path / "report")]) == 0
+    assert (tmp_path / "report" / "report.md").is_file()
+
+
+def test_make_demo_writes_an_ignored_folder_and_demo_report_the_committed_one(repo_root, tmp_path):
+    import shutil
+
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    (tmp_path / "installed").touch()
+    later = time.time() + 3600
+    os.utime(tmp_path / "installed", (later, later))
+    stamp = [f"STAMP={tmp_path / 'installed'}"]  # newer than its prerequisites: no install in a dry run
+    demo = subprocess.run(["make", "-n", "-C", str(repo_root), "demo", *stamp], capture_output=True, text=True)
+    report = subprocess.run(["make", "-n", "-C", str(repo_root), "demo-report", *stamp], capture_output=True, text=True)
+    assert "ctxsim demo --out runs/demo" in demo.stdout and "ctxsim demo --out reports/demo" in report.stdout
+    ignored = subprocess.run(["git", "-C", str(repo_root), "check-ignore", "-q", "runs/demo/report/report.md"])
+    assert ignored.returncode == 0
+    from ctxsim.cli import build_parser
+
+    assert build_parser().parse_args(["demo"]).out == "runs/demo"
+
+
+def test_a_pool_build_advances_once_per_context_it_counts(tmp_path):
+    from ctxsim.environments.overflow import ContextOverflowEnv
+    from ctxsim.pool import ensure_pool, pool_contexts
+
+    checked = ContextOverflowEnv.checked_config({"scenario_names": ["chat-10k"], "contexts_per_scenario": 2,
+                                                 "pool": True}, "test", "config")
+    config = checked.model_dump(mode="json")
+    steps = []
+    ensure_pool(config, checked.suite, workers=1, rebuild=True, advance=lambda: steps.append(1))
+    assert len(steps) == pool_contexts(config, checked.suite) == 2
+
+
+# ---- killed sweeps ----------------------------------------------------------------------------------
+def descendants(pid: int) -> set[int]:
+    """The live processes below ``pid`` (from /proc; zombies count as gone)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, ppid = stat.read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, IndexError):
+            continue
+        if state != "Z":
+            children.setdefault(int(ppid), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    def running(pid: int) -> bool:
+        try:
+            return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except (OSError, IndexError):
+            return False
+
+    return {pid for pid in pids if running(pid)}
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+@pytest.mark.timeout(240)
+def test_a_killed_sweep_leaves_no_worker_and_the_next_run_removes_its_scratch(tmp_path, repo_root):
+    env = str(repo_root / "envs" / "default.yaml")
+    (tmp_path / "long.yaml").write_text(f"name: long\npolicies: [oracle, greedy]\nseeds: 40\nenv: {env}\n")
+    out = tmp_path / "out"
+    sweep = subprocess.Popen([sys.executable, "-m", "ctxsim", "sweep", str(tmp_path / "long.yaml"), "--workers", "2",
+                              "--out", str(out), "--quiet"], cwd=tmp_path, stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        while not list(out.glob(".sweep*/unit-*")) and sweep.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)  # until a worker runs a unit
+        below = descendants(sweep.pid)
+        assert sweep.poll() is None and len(below) >= 2, "the sweep ended or never started its workers"
+    finally:
+        sweep.kill()
+        sweep.wait()
+    deadline = time.monotonic() + 60
+    while alive(below) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(below)
+    assert [p.name for p in out.iterdir() if p.name.startswith(".sweep")]  # what the kill left
+
+    (tmp_path / "short.yaml").write_text(f"name: short\npolicies: [seed-chain]\nscenarios: {{names: [chat-10k]}}\n"
+                                         f"seeds: 1\nenv: {env}\n")
+    assert main(["sweep", str(tmp_path / "short.yaml"), "--workers", "1", "--out", str(out), "--quiet"]) == 0
+    assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
