@@ -1,7 +1,9 @@
 """Design document 002 (Context Compaction Production Design v2), tested as it states its promises.
 
-Sections cited: "Core Data Structures / StructuredSummary" ("Plain-text summaries
-drift over time ... Structured summaries prevent this") and "Testing Strategy"
+Sections cited: "Core Data Structures" (*CompactionPlan*: records keyed by message
+id, precedence Drop > Externalize > Summarize > Clear > Include; *StructuredSummary*:
+"Plain-text summaries drift over time ... Structured summaries prevent this"),
+"Rendering" (*PromptRenderer*: thread + plan → prompt) and "Testing Strategy"
 (*Invariant Tests*: facts survive N compaction cycles; *Summary Drift Tests*:
 repeated summarization keeps the constraints).
 """
@@ -11,8 +13,9 @@ from __future__ import annotations
 import pytest
 
 from ctxsim.model import ContextState, ContextUnit
+from ctxsim.plan import Action, CompactionPlan, PlanRecord, plan_of, render
 from ctxsim.scenarios import build_context, find_scenario
-from ctxsim.strategies import StrategyContext, get_strategy
+from ctxsim.strategies import StrategyContext, get_strategy, list_strategies
 
 CYCLES = 10
 CONSTRAINT = "Never delete production data."
@@ -106,3 +109,64 @@ def test_no_summary_drift_the_constraint_survives_ten_summaries():
         turn += 2
         assert CONSTRAINT in state.render()
     assert max(u.summary_depth for u in state.units) >= CYCLES - 1, "the rule went through every summary"
+
+
+# ---- CompactionPlan and PromptRenderer ---------------------------------------------------
+@pytest.mark.parametrize("scenario", ["chat-10k", "tool-dupes", "prior-summaries", "pinned-instructions", "transcript-humanevalfix"])
+def test_every_strategy_step_is_a_plan_the_renderer_reproduces(scenario):
+    """What a strategy decided is data: rendering the plan on the thread gives the
+    strategy's own result, unit for unit."""
+    state = build_context(find_scenario(scenario), 0)
+    for sid in list_strategies():
+        if sid == "error":
+            continue
+        after = get_strategy(sid).apply(state).state
+        plan = plan_of(state, after, sid)
+        assert render(state, plan).units == after.units, sid
+        assert {r.action for r in plan.records} <= set(Action) - {Action.INCLUDE}
+        assert plan.describe().startswith(f"compaction plan of {sid}: {state.total_tokens:,} -> {after.total_tokens:,}")
+
+
+def test_a_plan_applies_to_the_agents_own_thread_after_new_messages_arrive():
+    state = build_context(find_scenario("chat-10k"), 0)
+    after = get_strategy("summarize_old").apply(state).state
+    plan = plan_of(state, after, "summarize_old")
+    newer = ContextUnit("late-1", "message", "One more question about the rollout.", role="user", turn=999)
+    grown = state.with_units(list(state.units) + [newer])
+    assert render(grown, plan).units == after.units + (newer,)
+
+
+def _unit(uid: str, text: str = "text") -> ContextUnit:
+    return ContextUnit(uid, "message", text, role="assistant")
+
+
+def test_precedence_drop_over_externalize_over_summarize_over_rewrite():
+    thread = ContextState(units=tuple(_unit(f"m{i}") for i in range(5)), limit=1000, min_limit=10)
+    summary = ContextUnit("s", "summary", "summary of m0-m2", role="assistant", source_ids=("m0", "m1", "m2"))
+    pointer = ContextUnit("p", "placeholder", "pointer to m2-m3", role="assistant", meta=(("artifact_id", "art-1"),))
+    plan = CompactionPlan("test", (
+        PlanRecord(Action.REWRITE, ("m0",), _unit("m0", "short")),
+        PlanRecord(Action.SUMMARIZE, ("m0", "m1", "m2"), summary),
+        PlanRecord(Action.EXTERNALIZE, ("m2", "m3"), pointer),
+        PlanRecord(Action.DROP, ("m3",)),
+    ))
+    assert [plan.action_of(f"m{i}")[0] for i in range(5)] == [
+        Action.SUMMARIZE, Action.SUMMARIZE, Action.EXTERNALIZE, Action.DROP, Action.INCLUDE
+    ]
+    assert len(plan.warnings) == 3 and "drop takes precedence" in plan.warnings[-1]
+    assert [u.id for u in render(thread, plan).units] == ["s", "p", "m4"]
+
+
+def test_plan_records_are_checked():
+    with pytest.raises(ValueError, match="at least one message id"):
+        PlanRecord(Action.DROP, ())
+    with pytest.raises(ValueError, match="needs replacement"):
+        PlanRecord(Action.SUMMARIZE, ("m0",))
+
+
+def test_a_span_whose_first_message_is_dropped_renders_at_its_next_one():
+    thread = ContextState(units=tuple(_unit(f"m{i}") for i in range(3)), limit=1000, min_limit=10)
+    summary = ContextUnit("s", "summary", "summary of m0-m1", role="assistant")
+    plan = CompactionPlan("test", (PlanRecord(Action.SUMMARIZE, ("m0", "m1"), summary), PlanRecord(Action.DROP, ("m0",))))
+    assert [u.id for u in render(thread, plan).units] == ["s", "m2"]
+    assert [u.id for u in render(thread.with_units(thread.units[2:]), plan).units] == ["m2"], "no message of the span"
