@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
-from ..config import usage_tier
+from ..config import load_models, usage_tier
 from ..errors import ContextError, ContextWindowFull, describe_value
 from ..model import DEFAULT_MIN_LIMIT, ContextState
 from ..strategies import Strategy
@@ -35,6 +35,7 @@ from .build import BuildOptions, BuiltContext, compose, request_tokens
 from .compaction import BreakingPolicy, CompactionProposal, StrategySpec, plan, resolve, run_chain, run_policy
 from .events import Built, Cleared, Compacted, Event, EventHub, ItemAdded, ItemRemoved
 from .items import ContextItem, check_priority, check_type, chronological, items_to_state, ordered
+from .tiers import COMPACT_MARGIN_PERCENT, RECOVERY_ACTIONS, ContextWindowExceeded, TierAction
 
 #: optimistic attempts of compact() before it runs the strategy under the lock
 COMMIT_RETRIES = 3
@@ -90,6 +91,10 @@ class ContextWindow:
     ``message_format``: the chat format whose framing is counted (``openai``,
     ``anthropic``, ``plain``). ``max_items``: item limit (seed 000: 1,000).
     ``task``: the text relevance-based strategies score against (``ContextState.task``).
+    ``preserve_tool_results``: tool names whose results no compaction touches (seed
+    004's ``preserveToolResults``; a ``tool_result`` item names its tool in
+    ``metadata["tool_name"]``). :meth:`check_usage` acts on seed 004's usage tiers
+    (:mod:`.tiers`).
     """
 
     def __init__(
@@ -104,6 +109,7 @@ class ContextWindow:
         max_items: int = 1000,
         agent_id: str = "agent",
         task: str = "",
+        preserve_tool_results: Sequence[str] = ("updatePlan", "executeCommand"),
     ):
         for name, value in (("max_tokens", max_tokens), ("max_items", max_items)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -115,6 +121,12 @@ class ContextWindow:
         if policy is not None and not callable(getattr(policy, "break_context", None)):
             raise ContextError(f"policy has no break_context(state, target_tokens): {describe_value(policy)}", key="policy")
         self.max_tokens, self.max_items, self.agent_id, self.task = max_tokens, max_items, agent_id, task
+        if isinstance(preserve_tool_results, str) or not all(isinstance(t, str) for t in preserve_tool_results):
+            raise ContextError(
+                f"preserve_tool_results must be a list of tool names, got {describe_value(preserve_tool_results)}",
+                key="preserve_tool_results",
+            )
+        self.preserve_tool_results = frozenset(preserve_tool_results)
         self.message_format = message_format
         self.policy = policy
         self._chain = resolve(chain, "chain") if chain is not None else None
@@ -389,13 +401,17 @@ class ContextWindow:
         target = int(self.max_tokens * _percent(target_percent, "target_percent") / 100)
         with self._lock:
             version, before = self._version, dict(self._items)
+        state = self._state_of(before.values())
+        preserved = {i.id for i in before.values() if self._preserved(i)}
+        if preserved:  # strategies treat preserved tool results as pinned
+            state = state.with_units([replace(u, pinned=True) if u.id in preserved else u for u in state.units])
         if strategy is None and self.policy is not None:
             label, compact = "policy", partial(run_policy, self.policy, target=target)
         else:
             strategies = resolve(strategy, "strategy") if strategy is not None else (self._chain or (self._default,))
             label, compact = "+".join(s.id for s in strategies), partial(run_chain, strategies, target=target)
         return plan(
-            before, self._state_of(before.values()), version=version, target=target, label=label,
+            before, state, version=version, target=target, label=label,
             compact=compact, next_tick=self._tick, window_key=id(self),
         )
 
@@ -425,6 +441,43 @@ class ContextWindow:
             return proposal.tokens_freed if proposal.changed else 0
         finally:
             self._events.emit(events)
+
+    # ---- seed 004's tiers -------------------------------------------------------------
+    def check_usage(self, strategy: StrategySpec | None = None) -> TierAction:
+        """Act on the usage tier before a turn (see :mod:`.tiers`): safe → nothing;
+        warning → compaction in a background thread; critical → compaction now;
+        exceeded → :class:`ContextWindowExceeded` with the recovery options.
+        Compactions use ``strategy`` (default: the policy/chain/default strategy)."""
+        tier = self.usage_tier
+        if tier == "safe":
+            return TierAction(tier, "none")
+        if tier == "exceeded":
+            raise ContextWindowExceeded(self.current_tokens, self.max_tokens, self.usage_percent)
+        target = self._tier_target()
+        if tier == "warning":
+            worker = threading.Thread(target=self.compact, args=(strategy, target), name="ctxsim-compaction", daemon=True)
+            worker.start()
+            return TierAction(tier, "background", background=worker)
+        return TierAction(tier, "forced", tokens_freed=self.compact(strategy, target))
+
+    def recover(self, action: str) -> int:
+        """Run one of the recovery options of :class:`ContextWindowExceeded`; returns
+        tokens freed. ``compact``: the window's compaction to the tier target;
+        ``fresh_start``: seed 001's handover; ``clear``: every unpinned item goes."""
+        if action not in RECOVERY_ACTIONS:
+            raise ContextError(f"unknown recovery action {describe_value(action)}; known: {list(RECOVERY_ACTIONS)}", key="action")
+        before = self.current_tokens
+        if action == "clear":
+            self.clear()
+            return before - self.current_tokens
+        return self.compact("fresh_start" if action == "fresh_start" else None, self._tier_target())
+
+    def _tier_target(self) -> float:
+        """Compaction target (percent): :data:`COMPACT_MARGIN_PERCENT` under the warning tier."""
+        return max(1.0, load_models().tiers.warning * 100 - COMPACT_MARGIN_PERCENT)
+
+    def _preserved(self, item: ContextItem) -> bool:
+        return item.type == "tool_result" and item.metadata.get("tool_name") in self.preserve_tool_results
 
     # ---- internals (callers hold the lock where noted) ---------------------------------
     def _tick(self) -> int:
