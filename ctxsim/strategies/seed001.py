@@ -369,9 +369,13 @@ def _old_count(state: ContextState, old_threshold: float) -> int:
     return math.floor(len(state.units) * old_threshold)
 
 
-def _shrinks(unit: ContextUnit, ratio: float, min_tokens: int) -> bool:
-    """Whether compressing ``unit`` to ``ratio`` of its tokens is worth a summary call."""
-    return unit.token_count >= min_tokens and math.floor(unit.token_count * ratio) < unit.token_count
+def _shrinks(unit: ContextUnit, ratio: float, min_tokens: int, ctx: StrategyContext) -> bool:
+    """Whether compressing ``unit`` to ``ratio`` of its tokens is worth a summary call
+    and can shrink it once its must-keep sentences are kept (:func:`_compress_text`)."""
+    if unit.token_count < min_tokens or math.floor(unit.token_count * ratio) >= unit.token_count:
+        return False
+    keep = must_keep_sentences(unit)
+    return not keep or ctx.summarizer.keep_tokens(unit.content, keep) < count_tokens(unit.content)
 
 
 def _compress_text(
@@ -490,7 +494,7 @@ class SummarizeOld(Strategy):
         # the header is measured on a one-token body ("x")
         if fold and state.tokens_of(fold) <= state.unit_cost(summary_unit(fold, "x")) - 1 + length:
             fold = []
-        p1 = [u for u in old if not u.pinned and u.priority == 1 and _shrinks(u, p.p1_ratio, p.min_tokens)]
+        p1 = [u for u in old if not u.pinned and u.priority == 1 and _shrinks(u, p.p1_ratio, p.min_tokens, ctx)]
         return fold, length, p1
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
@@ -664,12 +668,13 @@ class ContentTypeChunking(Strategy):
         return [u for u in state.units if not u.pinned and u.type in TYPE_CLASS and self._ratio(u) < 1]
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        ctx = ctx or StrategyContext()
         for unit in self._eligible(state):
             if TYPE_CLASS[unit.type] in ("code", "log"):
                 new = self._cheap(unit)
                 if new is not None and count_tokens(new) < unit.token_count:
                     return True
-            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens):
+            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx):
                 return True
         return False
 
@@ -682,7 +687,7 @@ class ContentTypeChunking(Strategy):
                 if text is not None and count_tokens(text) < unit.token_count:
                     changed[unit.id] = unit.with_content(text)
                     cost += Cost(counted_tokens=unit.token_count, units_touched=1)
-            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens):
+            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx):
                 new, c = _compress_text(unit, self._ratio(unit), state, ctx)
                 if new is not unit:
                     changed[unit.id] = new

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
@@ -35,6 +36,7 @@ from .build import BuildOptions, BuiltContext, compose, request_tokens
 from .compaction import BreakingPolicy, CompactionProposal, StrategySpec, plan, resolve, run_chain, run_policy
 from .events import Built, Cleared, Compacted, Event, EventHub, ItemAdded, ItemRemoved
 from .items import ContextItem, check_priority, check_type, chronological, items_to_state, ordered
+from .telemetry import WindowMetrics, log
 from .tiers import COMPACT_MARGIN_PERCENT, RECOVERY_ACTIONS, ContextWindowExceeded, TierAction
 
 #: optimistic attempts of compact() before it runs the strategy under the lock
@@ -46,7 +48,8 @@ BUILD_TARGET_PERCENT = 70.0
 
 @dataclass(frozen=True)
 class ContextSnapshot:
-    """The window's content and settings at ``version`` (items in seed 000's order)."""
+    """The window's content and settings at ``version`` (items in seed 000's order);
+    ``created_at``: wall-clock time of the snapshot (seconds since the epoch)."""
 
     version: int
     items: tuple[ContextItem, ...]
@@ -54,6 +57,7 @@ class ContextSnapshot:
     compaction_threshold: float
     strategy: str
     agent_id: str = "agent"
+    created_at: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,8 @@ class ContextWindow:
         self._items: dict[str, ContextItem] = {}
         self._tokens = 0  # content + framing of every item, without the reply priming
         self._version = self._compactions = self._freed = 0
+        self._metrics = WindowMetrics()
+        log("initialized", agent_id=agent_id, max_tokens=max_tokens)
 
     # ---- settings and readings ------------------------------------------------
     @property
@@ -228,10 +234,12 @@ class ContextWindow:
         ContextError for a duplicate id or a full item count (``max_items``).
         """
         events: list[Event] = []
+        started = time.perf_counter()
         try:
             with self._lock:
                 return self._add_locked(item, events)
         finally:
+            self._metrics.add_latency_ms.observe((time.perf_counter() - started) * 1000)
             self._events.emit(events)
 
     def add_range(self, items: Iterable[ContextItem]) -> int:
@@ -292,7 +300,8 @@ class ContextWindow:
     def snapshot(self) -> ContextSnapshot:
         with self._lock:
             return ContextSnapshot(
-                self._version, tuple(self.items()), self.max_tokens, self._threshold, self._default.id, self.agent_id
+                self._version, tuple(self.items()), self.max_tokens, self._threshold, self._default.id, self.agent_id,
+                time.time(),
             )
 
     def restore(self, snapshot: ContextSnapshot) -> None:
@@ -356,6 +365,7 @@ class ContextWindow:
         :mod:`.build` for the rules.
         """
         options = options or BuildOptions()
+        started = time.perf_counter()
         budget = self.max_tokens - options.reserve_for_response
         if budget <= 0:
             raise ContextError(
@@ -374,16 +384,21 @@ class ContextWindow:
             content, included = compose(items, options, budget, self.message_format)
             kept = set(included)
             window_ids = list(dict.fromkeys(before_ids + [i.id for i in items]))  # the compaction's new items too
+            total = request_tokens(content, self.message_format)
+            build_ms = (time.perf_counter() - started) * 1000
+            self._metrics.build_latency_ms.observe(build_ms)
             built = BuiltContext(
                 content=content,
-                total_tokens=request_tokens(content, self.message_format),
+                total_tokens=total,
                 included_ids=included,
                 excluded_ids=tuple(i for i in window_ids if i not in kept),
                 was_compacted=bool(proposal and proposal.changed),
                 tokens_freed=proposal.tokens_freed if proposal and proposal.changed else 0,
+                build_time_ms=build_ms,
             )
             events.append(
-                Built(self.agent_id, len(included), len(built.excluded_ids), built.total_tokens, built.was_compacted, self._tick())
+                Built(self.agent_id, len(included), len(built.excluded_ids), built.total_tokens, built.was_compacted,
+                      self._tick(), build_ms)
             )
             return built
         finally:
@@ -441,6 +456,21 @@ class ContextWindow:
             return proposal.tokens_freed if proposal.changed else 0
         finally:
             self._events.emit(events)
+
+    # ---- seed 000's metrics -------------------------------------------------------------
+    def metrics(self) -> dict[str, object]:
+        """Seed 000's metrics by name: gauges (items, tokens, usage percent), the
+        latency histograms (ms; :class:`~.telemetry.Histogram`) and the counters."""
+        stats = self.stats()
+        return {
+            "agents.context.items": stats.total_items,
+            "agents.context.tokens": stats.current_tokens,
+            "agents.context.usage_percent": stats.usage_percent,
+            "agents.context.add_latency_ms": self._metrics.add_latency_ms,
+            "agents.context.build_latency_ms": self._metrics.build_latency_ms,
+            "agents.context.compaction_total": stats.compaction_count,
+            "agents.context.tokens_freed_total": stats.total_tokens_freed,
+        }
 
     # ---- seed 004's tiers -------------------------------------------------------------
     def check_usage(self, strategy: StrategySpec | None = None) -> TierAction:
@@ -521,19 +551,26 @@ class ContextWindow:
         cost = self._cost(item)
         pinned = sum(self._cost(i) for i in self._items.values() if i.pinned)
         if pinned + cost + self._priming > self.max_tokens:  # no compaction can make room
-            raise ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
-        if (self.current_tokens + self._requested(cost)) / self.max_tokens * 100 > self._threshold:
+            raise self._full(cost)
+        projected = (self.current_tokens + self._requested(cost)) / self.max_tokens * 100
+        if projected > self._threshold:
+            log("threshold", percent=round(projected, 1), agent_id=self.agent_id)
             # seed 000's target, or lower when the item needs more room than that leaves
             room = (self.max_tokens - self._requested(cost)) / self.max_tokens * 100
             self._compact_locked(None, min(self._threshold - THRESHOLD_MARGIN_PERCENT, room), "threshold", events)
         if self.current_tokens + self._requested(cost) > self.max_tokens:
-            raise ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
+            raise self._full(cost)
         stored = replace(item, added_at=self._tick())
         self._items[stored.id] = stored
         self._tokens += cost
         self._version += 1
         events.append(ItemAdded(self.agent_id, stored.id, stored.type, stored.token_count, self.current_tokens, self._tick()))
         return stored
+
+    def _full(self, cost: int) -> ContextWindowFull:
+        error = ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
+        log("full", agent_id=self.agent_id, current=error.current, max=error.maximum, requested=error.requested)
+        return error
 
     def _compact_locked(
         self, strategy: StrategySpec | None, target_percent: float, reason: str, events: list[Event]
