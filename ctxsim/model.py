@@ -24,6 +24,8 @@ OUTCOMES = ("success", "failure", "partial")
 DURABILITIES = ("ephemeral", "anchoring", "replayable", "non_replayable")
 PRIORITIES = (1, 2, 3)
 FACT_KINDS = ("fact", "rule")
+#: seed 002's sensitivity levels, least to most sensitive
+SENSITIVITIES = ("public", "internal", "confidential", "restricted")
 DEFAULT_MIN_LIMIT = 3500
 #: the largest limit, and the largest generated context, ctxsim accepts (tokens): the
 #: largest context windows on offer are about this size
@@ -169,12 +171,17 @@ class ContextUnit:
 
 @dataclass(frozen=True)
 class Artifact:
-    """Content moved out of the prompt (seed 002's externalization)."""
+    """Content moved out of the prompt (seed 002's externalization); ``sensitivity``
+    (one of :data:`SENSITIVITIES`) gates its automatic rehydration."""
 
     id: str
     content: str
     source_ids: tuple[str, ...]
     description: str = ""
+    sensitivity: str = "internal"
+
+    def __post_init__(self) -> None:
+        _check_choice("Artifact", "sensitivity", self.sensitivity, SENSITIVITIES)
 
 
 @dataclass(frozen=True)

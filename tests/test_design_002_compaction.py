@@ -1,6 +1,6 @@
 """Design document 002 (Context Compaction Production Design v2), tested as it states its promises.
 
-Sections cited: "Core Data Structures" (*CompactionPlan*: records keyed by message
+Sections cited: "Rehydration" (sensitivity gating), "Core Data Structures" (*CompactionPlan*: records keyed by message
 id, precedence Drop > Externalize > Summarize > Clear > Include; *StructuredSummary*:
 "Plain-text summaries drift over time ... Structured summaries prevent this"),
 "Rendering" (*PromptRenderer*: thread + plan → prompt) and "Testing Strategy"
@@ -170,3 +170,30 @@ def test_a_span_whose_first_message_is_dropped_renders_at_its_next_one():
     plan = CompactionPlan("test", (PlanRecord(Action.SUMMARIZE, ("m0", "m1"), summary), PlanRecord(Action.DROP, ("m0",))))
     assert [u.id for u in render(thread, plan).units] == ["s", "m2"]
     assert [u.id for u in render(thread.with_units(thread.units[2:]), plan).units] == ["m2"], "no message of the span"
+
+
+# ---- Rehydration: sensitivity gating ------------------------------------------------------
+def test_rehydration_gates_sensitive_artifacts():
+    """"Sensitivity gating: only auto-rehydrates public/internal by default"."""
+    from ctxsim.model import Artifact
+    from ctxsim.stream.rehydration import RehydrationConfig, Rehydrator
+
+    levels = ("public", "internal", "confidential", "restricted")
+    artifacts = tuple(Artifact(f"art-{level}", f"Content of the {level} report.", (f"u-{level}",), sensitivity=level)
+                      for level in levels)
+    state = ContextState(units=(_unit("m0"),), limit=5000, min_limit=500, artifacts=artifacts)
+    asking = [ContextUnit("q", "message", "Show " + ", ".join(a.id for a in artifacts) + " again.", role="user", turn=5)]
+    rehydrator = Rehydrator(RehydrationConfig(max_artifacts_per_turn=4), state.limit)
+    assert [r.artifact_id for r in rehydrator.inject(asking, state, {}, turn=5)] == ["art-public", "art-internal"]
+    assert rehydrator.sensitivity_skips == 2
+    everything = Rehydrator(RehydrationConfig(max_artifacts_per_turn=4, auto_rehydrate_sensitivities=levels), state.limit)
+    assert len(everything.inject(asking, state, {}, turn=5)) == 4
+
+
+def test_an_artifact_is_as_sensitive_as_its_most_sensitive_unit():
+    span = [ContextUnit(f"u{i}", "tool_result", "secret output " * 200, role="tool", turn=i,
+                        meta=(("sensitivity", level),)) for i, level in enumerate(("public", "confidential", "internal"))]
+    from ctxsim.strategies.ladder import sensitivity_of
+
+    assert sensitivity_of(span) == "confidential"
+    assert sensitivity_of(span[:1]) == "public" and sensitivity_of([_unit("x")]) == "internal"

@@ -25,7 +25,7 @@ from typing import Sequence
 from pydantic import Field
 
 from ..latency import Cost
-from ..model import Artifact, ContextState, ContextUnit, DroppedSpan, content_hash
+from ..model import SENSITIVITIES, Artifact, ContextState, ContextUnit, DroppedSpan, content_hash
 from .base import RANK_CLEAR, RANK_DROP, RANK_EXTERNALIZE, Outcome, Params, Strategy, StrategyContext, unchanged
 from .common import remove_until, replace_span, source_ids_of, synthetic_id, truncate_paragraphs
 from .registry import register
@@ -75,6 +75,12 @@ def pointer_saves(state: ContextState, span: Sequence[ContextUnit], summary_toke
     return bound < state.tokens_of(span)
 
 
+def sensitivity_of(span: Sequence[ContextUnit]) -> str:
+    """The most sensitive level among the units' ``meta["sensitivity"]`` (default "internal")."""
+    levels = [u.meta_dict.get("sensitivity", "internal") for u in span]
+    return max(levels, key=lambda s: SENSITIVITIES.index(s) if s in SENSITIVITIES else len(SENSITIVITIES))
+
+
 def externalize_span(
     span: Sequence[ContextUnit], ctx: StrategyContext, summary_tokens: int
 ) -> tuple[ContextUnit, Artifact, Cost]:
@@ -108,7 +114,8 @@ def externalize_span(
         # read by the summarizer: a pointer folded into a summary becomes an artifact reference
         meta=(("artifact_id", art_id), ("description", description), ("rehydrate_hint", hint)),
     )
-    artifact = Artifact(id=art_id, content=_render(span), source_ids=ids, description=description)
+    artifact = Artifact(id=art_id, content=_render(span), source_ids=ids, description=description,
+                        sensitivity=sensitivity_of(span))
     cost = Cost.summary(result.input_tokens, result.token_count) + Cost(artifact_writes=1, units_touched=len(span))
     return pointer, artifact, cost
 
