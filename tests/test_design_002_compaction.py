@@ -1,6 +1,7 @@
 """Design document 002 (Context Compaction Production Design v2), tested as it states its promises.
 
-Sections cited: "Rehydration" (sensitivity gating), "Core Data Structures" (*CompactionPlan*: records keyed by message
+Sections cited: "Provider-Aware Token Budgeting", "Rehydration" (sensitivity
+gating), "Core Data Structures" (*CompactionPlan*: records keyed by message
 id, precedence Drop > Externalize > Summarize > Clear > Include; *StructuredSummary*:
 "Plain-text summaries drift over time ... Structured summaries prevent this"),
 "Rendering" (*PromptRenderer*: thread + plan → prompt) and "Testing Strategy"
@@ -9,6 +10,8 @@ repeated summarization keeps the constraints).
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -197,3 +200,45 @@ def test_an_artifact_is_as_sensitive_as_its_most_sensitive_unit():
 
     assert sensitivity_of(span) == "confidential"
     assert sensitivity_of(span[:1]) == "public" and sensitivity_of([_unit("x")]) == "internal"
+
+
+# ---- Provider-aware token budget -----------------------------------------------------------
+TOOLS = [
+    {"name": "read_file", "description": "Read a file of the repository.",
+     "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+    {"name": "run_tests", "description": "Run the test suite and return the failures.",
+     "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}}},
+]
+SYSTEM = "You are a careful coding agent. Follow the user's rules and keep the To Do List current."
+
+
+@pytest.mark.parametrize("strategy_id", ["compact_keep_recent", "hybrid", "summarize"])
+def test_budget_stays_under_the_limit_with_real_overhead(strategy_id):
+    """*Budget Tests*: "Total request size never exceeds budget" — system prompt and
+    tool schemas included, the reply's safety buffer and the rehydration reserve kept free."""
+    from ctxsim.budget import TokenBudget
+    from ctxsim.tokens import count_messages, count_tokens
+
+    state = build_context(find_scenario("chat-10k"), 0)
+    budget = TokenBudget.for_request(8000, system_prompt=SYSTEM, tools=TOOLS, safety_buffer_tokens=300,
+                                     rehydration_reserve_tokens=500)
+    after = get_strategy(strategy_id).apply(state, StrategyContext(target_tokens=budget.available_for_messages)).state
+    if after.total_tokens > budget.available_for_messages:
+        pytest.skip(f"{strategy_id} cannot reach the target on this context")
+    request = count_messages([{"role": "system", "content": SYSTEM}] + after.render_messages(), after.message_format)
+    request += sum(count_tokens(json.dumps(t, sort_keys=True, separators=(",", ":"))) for t in TOOLS)
+    assert request <= int(8000 * 0.85) - 300 - 500
+
+
+def test_budget_counts_its_parts_and_rejects_bad_values():
+    from ctxsim.budget import TokenBudget, tool_schema_tokens
+    from ctxsim.errors import ConfigError
+
+    budget = TokenBudget.for_request(100_000, system_prompt=SYSTEM, tools=TOOLS)
+    assert budget.tool_schema_tokens == tool_schema_tokens(TOOLS) > 40
+    assert budget.available_for_messages == 85_000 - budget.system_prompt_tokens - budget.tool_schema_tokens - 500 - 2000
+    assert budget.available_for_rehydration == 2000
+    with pytest.raises(ConfigError, match="soft_threshold must be in \\(0, 1\\], got 1.5"):
+        TokenBudget(1000, soft_threshold=1.5)
+    with pytest.raises(ConfigError, match="no room for messages"):
+        TokenBudget(2000)
