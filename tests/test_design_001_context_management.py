@@ -130,3 +130,16 @@ def test_hybrid_runs_required_strategies_its_chain_does_not_name_by_priority():
     budget = ContextBudget(required=("discard_low_rel", "content_type_chunking"))
     result = get_strategy("hybrid", chain=("summarize_old",)).apply(state, StrategyContext(budget=budget))
     assert result.note.split(" → ") == ["summarize_old", "content_type_chunking", "discard_low_rel"]
+
+
+# ---- "Integration Points: With Priority System" ------------------------------------------
+def test_p1_agents_get_a_20_percent_higher_limit():
+    from ctxsim.config import ContextConfig
+    from ctxsim.errors import ConfigError
+
+    config = ContextConfig()
+    assert config.limit_for("cloud_grok", agent_priority=1) == int(config.limit_for("cloud_grok") * 1.2) == 9600
+    assert config.limit_for(agent_priority=3) == config.limit_for() == 5000
+    assert ContextConfig(p1_agent_limit_bonus=0.0).limit_for("cloud_grok", agent_priority=1) == 8000
+    with pytest.raises(ConfigError, match="agent_priority must be 1, 2 or 3, got 0"):
+        config.limit_for(agent_priority=0)
