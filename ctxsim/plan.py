@@ -31,7 +31,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable
 
 from .model import ContextState, ContextUnit
 
@@ -192,12 +191,3 @@ def render(thread: ContextState, plan: CompactionPlan) -> ContextState:
             rendered.add(id(record))
             units.append(record.replacement)
     return thread.with_units(units, applied=plan.strategy or None)
-
-
-def plans_of_chain(state: ContextState, steps: Iterable[tuple[str, ContextState]]) -> list[CompactionPlan]:
-    """One plan per step of a chain: ``steps`` are (strategy id, state after it)."""
-    plans, current = [], state
-    for sid, after in steps:
-        plans.append(plan_of(current, after, sid))
-        current = after
-    return plans
