@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from ctxsim.cli import main
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.plan import Action, CompactionPlan, PlanRecord, plan_of, render
 from ctxsim.scenarios import build_context, find_scenario
@@ -128,6 +129,13 @@ def test_every_strategy_step_is_a_plan_the_renderer_reproduces(scenario):
         assert render(state, plan).units == after.units, sid
         assert {r.action for r in plan.records} <= set(Action) - {Action.INCLUDE}
         assert plan.describe().startswith(f"compaction plan of {sid}: {state.total_tokens:,} -> {after.total_tokens:,}")
+
+
+def test_cli_plan_prints_the_plan_of_each_step(capsys):
+    assert main(["plan", "--scenario", "chat-10k", "--strategy", "summarize_old", "--strategy", "discard_low_rel"]) == 0
+    out = capsys.readouterr().out
+    assert "compaction plan of summarize_old:" in out and "compaction plan of discard_low_rel:" in out
+    assert "  summarize " in out
 
 
 def test_a_plan_applies_to_the_agents_own_thread_after_new_messages_arrive():

@@ -86,7 +86,9 @@ class ProgressEvent:
 
 @dataclass(frozen=True)
 class ContextBudget:
-    """Seed 003's budget: strategies that must run, and strategies never to run."""
+    """Seed 003's budget: the most tokens the context may hold (``max_tokens``: a
+    strategy's target never exceeds it), strategies that must run, and strategies
+    never to run (exclusion takes precedence)."""
 
     max_tokens: int | None = None
     required: tuple[str, ...] = ()
@@ -106,7 +108,8 @@ class ContextBudget:
 class StrategyContext:
     """What a strategy may use besides the state.
 
-    ``target_tokens`` is the size to reach (default: the state's limit); ``query`` is
+    ``target_tokens`` is the size to reach (default: the state's limit; never above
+    the budget's ``max_tokens``); ``query`` is
     the text relevance is measured against (default: the state's task);
     ``skip_aggressive`` is seed 002's turn flag after a rehydration (externalize and
     drop then do nothing).
@@ -122,7 +125,10 @@ class StrategyContext:
     summarizer_options: dict[str, Any] = field(default_factory=dict)
 
     def target(self, state: ContextState) -> int:
-        return state.limit if self.target_tokens is None else self.target_tokens
+        target = state.limit if self.target_tokens is None else self.target_tokens
+        if self.budget is not None and self.budget.max_tokens is not None:
+            target = min(target, self.budget.max_tokens)
+        return target
 
     def query_for(self, state: ContextState) -> str:
         return self.query or state.task or "current task context"
