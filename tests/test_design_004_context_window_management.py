@@ -15,7 +15,7 @@ import pytest
 from ctxsim.config import model_limit, parse_token_count, usage_tier
 from ctxsim.errors import ContextError
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
-from ctxsim.strategies import StrategyContext, get_strategy
+from ctxsim.strategies import StrategyContext, get_strategy, list_strategies, strategy_class
 from ctxsim.window import RECOVERY_OPTIONS, ContextItem, ContextWindow, ContextWindowExceeded
 
 MAX = 2000
@@ -146,3 +146,25 @@ def test_pruning_purges_old_errors_to_their_message():
     after = get_strategy("purge_errors").apply(state).state
     assert "e" in after and after.unit("e").token_count < state.unit("e").token_count
     assert "boom" in after.unit("e").content
+
+
+# ---- user rules survive every compaction ------------------------------------------------------
+def _rule_context() -> ContextState:
+    topics = "garden football lecture concert recipe weather novel painting travel meeting calendar exam".split()
+
+    def chatter(t: int, n: int = 30) -> str:
+        return " ".join(f"The {topics[(t + i) % 12]} and the {topics[(t * 5 + i) % 12]} came up in the notes." for i in range(n))
+
+    units = [ContextUnit("r", "message", f"{chatter(0, 3)} Please remember: never push directly to main. {chatter(1, 3)}",
+                         role="user", turn=0, priority=2)]
+    units += [ContextUnit(f"m{i}", "message", chatter(i), role="assistant" if i % 2 else "user", turn=i, priority=2)
+              for i in range(1, 20)]
+    return ContextState(units=tuple(units), limit=2000, min_limit=10, task="Plan the garden")
+
+
+@pytest.mark.parametrize("strategy_id", [s for s in list_strategies() if not strategy_class(s).recovery])
+def test_every_compaction_preserves_a_user_rule_that_only_the_text_marks(strategy_id):
+    """"preserveRules: true": a P2 user message states the rule; no fact table, no P1 tag."""
+    state = _rule_context()
+    after = get_strategy(strategy_id).apply(state).state
+    assert "never push directly to main" in after.render()

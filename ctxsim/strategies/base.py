@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import StrategyError, describe_value
 from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
+from ..summarize.rules import holds_user_rule
 from ..tokens import count_tokens
 
 TOKEN_LIMIT_EXCEEDED = "TOKEN_LIMIT_EXCEEDED"
@@ -345,6 +346,8 @@ def unchanged(state: ContextState, note: str = "nothing to do") -> Outcome:
     return Outcome(state, Cost(), None, note)
 
 
-def is_protected(unit: ContextUnit, *, keep_p1: bool = False) -> bool:
-    """Pinned units are never touched; with ``keep_p1`` neither are P1 units."""
-    return unit.pinned or (keep_p1 and unit.priority == 1)
+def is_protected(unit: ContextUnit, *, keep_p1: bool = False, keep_rules: bool = False) -> bool:
+    """Pinned units are never touched; with ``keep_p1`` neither are P1 units, with
+    ``keep_rules`` neither are units that state a user rule (removing one would lose
+    the rule: seed 004's compaction "preserves user rules")."""
+    return unit.pinned or (keep_p1 and unit.priority == 1) or (keep_rules and holds_user_rule(unit))

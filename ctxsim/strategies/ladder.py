@@ -26,7 +26,17 @@ from pydantic import Field
 
 from ..latency import Cost
 from ..model import SENSITIVITIES, Artifact, ContextState, ContextUnit, DroppedSpan, content_hash
-from .base import RANK_CLEAR, RANK_DROP, RANK_EXTERNALIZE, Outcome, Params, Strategy, StrategyContext, unchanged
+from .base import (
+    RANK_CLEAR,
+    RANK_DROP,
+    RANK_EXTERNALIZE,
+    Outcome,
+    Params,
+    Strategy,
+    StrategyContext,
+    is_protected,
+    unchanged,
+)
 from .common import remove_until, replace_span, source_ids_of, synthetic_id, truncate_paragraphs
 from .registry import register
 
@@ -372,7 +382,7 @@ class Drop(Strategy):
 
     Removes the oldest non-pinned units, every P3 unit before any P2 unit (and P1
     units only with ``drop_p1``, last), keeping the last ``preserve_recent`` (3)
-    units, until the state fits the target. Each run of adjacent dropped units is
+    units and every unit that states a user rule, until the state fits the target. Each run of adjacent dropped units is
     recorded in ``state.dropped`` as one :class:`~ctxsim.model.DroppedSpan` (seed
     002's dropped-span index: original ids, the ``keywords`` (8) most frequent
     non-stop-words, the first sentence as summary, strategy "drop") so that recall
@@ -392,7 +402,7 @@ class Drop(Strategy):
     def _order(self, state: ContextState) -> list[ContextUnit]:
         p = self.params
         pool = state.units[: max(0, len(state.units) - p.preserve_recent)]
-        order = [u for u in pool if not u.pinned and (p.drop_p1 or u.priority != 1)]
+        order = [u for u in pool if not is_protected(u, keep_p1=not p.drop_p1, keep_rules=True)]
         return sorted(order, key=lambda u: (-u.priority, state.position(u.id)))
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:

@@ -30,7 +30,7 @@ from ..latency import Cost
 from ..metrics import coherence
 from ..model import ContextState, ContextUnit
 from ..summarize.extractive import must_carry
-from ..summarize.rules import holds_user_rule, must_keep_sentences
+from ..summarize.rules import must_keep_sentences
 from ..summarize.structured import item_lines
 from ..tokens import count_tokens
 from .base import (
@@ -399,7 +399,7 @@ def _compress_text(
 def _kept_whole(unit: ContextUnit, drop_p1: bool = False) -> bool:
     """Units a selecting strategy of seed 001 never drops: pinned, stating a user
     rule, or (unless ``drop_p1``) P1."""
-    return is_protected(unit, keep_p1=not drop_p1) or holds_user_rule(unit)
+    return is_protected(unit, keep_p1=not drop_p1, keep_rules=True)
 
 
 def _truncated_body(fold: list[ContextUnit], tokens: int) -> str:
