@@ -395,7 +395,7 @@ class Drop(Strategy):
     rank = RANK_DROP
     phase = "drop"
     seed = "002"
-    summary = "Last resort: remove the oldest P3 then P2 units until it fits, indexing what was dropped."
+    summary = "Last resort: remove the oldest P3 then P2 units (user rules stay) until it fits, indexing what was dropped."
     keeps_p1 = True
     Params = DropParams
 

@@ -147,7 +147,7 @@ class RemoveOldest(_Removal):
 
     id = "remove_oldest"
     display_name = "Remove oldest"
-    summary = "Drop the oldest non-pinned units first (FIFO) until the context fits."
+    summary = "Drop the oldest non-pinned units first (FIFO) until the context fits; user rules stay."
 
     def order(self, state, candidates, ctx):
         return candidates, Cost()
@@ -168,7 +168,7 @@ class RemoveLowPriority(_Removal):
 
     id = "remove_low_priority"
     display_name = "Remove low priority"
-    summary = "Drop P3, then P2, then P1 units (lowest item priority, then oldest, first within a tag) until the context fits."
+    summary = "Drop P3, then P2, then P1 units (lowest item priority, then oldest, first within a tag) until the context fits; user rules stay."
 
     def order(self, state, candidates, ctx):
         return low_priority_first(candidates), Cost()
@@ -197,7 +197,7 @@ class Selective(_Removal):
 
     id = "selective"
     display_name = "Selective (relevance)"
-    summary = "Drop the units least relevant to the task/query until the context fits."
+    summary = "Drop the units least relevant to the task/query until the context fits; user rules stay."
     Params = SelectiveParams
 
     def order(self, state, candidates, ctx):
