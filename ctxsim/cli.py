@@ -133,6 +133,24 @@ def cmd_strategies(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Print the compaction plan of each strategy step applied to a scenario's context."""
+    from .plan import plan_of
+    from .scenarios import build_context, find_scenario
+    from .strategies import get_strategy
+    from .validation import MAX_SEED
+
+    _check_option("seed", args.seed, 0, MAX_SEED)
+    steps = [get_strategy(sid) for sid in args.strategy]  # unknown ids fail before any work
+    state = build_context(find_scenario(args.scenario, args.suite), args.seed)
+    print(f"{args.scenario} seed {args.seed}: {len(state.units)} units, {state.total_tokens:,} tokens (limit {state.limit:,})")
+    for strategy in steps:
+        result = strategy.apply(state)
+        print(plan_of(state, result.state, strategy.id).describe())
+        state = result.state
+    return 0
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import load_experiment, train
     from .validation import MAX_SEED
@@ -480,6 +498,13 @@ def build_parser() -> argparse.ArgumentParser:
     re_.set_defaults(func=cmd_realism)
     st = sub.add_parser("strategies", help="list the registered strategies")
     st.set_defaults(func=cmd_strategies)
+
+    pl = sub.add_parser("plan", help="print the compaction plan of each strategy step on a scenario's context")
+    pl.add_argument("--scenario", required=True, help="scenario name in the suite, or a scenario YAML file")
+    pl.add_argument("--suite", help="scenario suite to look the name up in")
+    pl.add_argument("--seed", type=int, default=0)
+    pl.add_argument("--strategy", action="append", required=True, help="strategy id; repeat for a chain")
+    pl.set_defaults(func=cmd_plan)
 
     tr = sub.add_parser("train", help="train a policy from an experiment YAML")
     tr.add_argument("experiment", help="experiments/<name>.yaml")

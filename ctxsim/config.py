@@ -191,9 +191,11 @@ class ContextConfig(_Frozen):
 
     Limits are tokens. ``min_limit`` is the global floor: ``default_limit`` and every
     ``per_llm`` limit must be at least ``min_limit``. ``warning_threshold`` is the
-    share of the limit (in (0, 1]) at which breaking starts. ``reward`` records the
-    reward (profile and weights, :mod:`ctxsim.reward`) a chain was chosen under: an
-    exported chain config carries it; the runtime does not read it.
+    share of the limit (in (0, 1]) at which breaking starts. ``p1_agent_limit_bonus``
+    is the share added to the limit of a P1 agent (seed 001's priority system: "P1
+    agents get higher limits (+20%)"). ``reward`` records the reward (profile and
+    weights, :mod:`ctxsim.reward`) a chain was chosen under: an exported chain config
+    carries it; the runtime does not read it.
     """
 
     min_limit: PositiveTokens = DEFAULT_MIN_LIMIT
@@ -207,6 +209,7 @@ class ContextConfig(_Frozen):
     retry_policies: RetryPolicies = RetryPolicies()
     llm_summarizer: LLMSummarizerConfig = LLMSummarizerConfig()
     reward: RewardWeights = RewardWeights()
+    p1_agent_limit_bonus: Annotated[float, Field(ge=0, le=1)] = 0.2
 
     @model_validator(mode="after")
     def _limits_respect_floor(self) -> ContextConfig:
@@ -221,12 +224,13 @@ class ContextConfig(_Frozen):
             seen.add(llm.type)
         return self
 
-    def limit_for(self, llm_type: str | None = None) -> int:
-        """Token limit of ``llm_type`` from ``per_llm``; ``default_limit`` otherwise."""
-        for llm in self.per_llm:
-            if llm.type == llm_type:
-                return llm.limit
-        return self.default_limit
+    def limit_for(self, llm_type: str | None = None, *, agent_priority: int = 2) -> int:
+        """Token limit of ``llm_type`` from ``per_llm``; ``default_limit`` otherwise;
+        raised by ``p1_agent_limit_bonus`` (rounded down) for a P1 agent."""
+        limit = next((llm.limit for llm in self.per_llm if llm.type == llm_type), self.default_limit)
+        if agent_priority not in (1, 2, 3):
+            raise ConfigError(f"agent_priority must be 1, 2 or 3, got {describe_value(agent_priority)}", key="agent_priority")
+        return int(limit * (1 + self.p1_agent_limit_bonus)) if agent_priority == 1 else limit
 
     def retry_policy(self, tool: str | None = None) -> RetryPolicy:
         """The policy of ``tool`` from ``per_tool``; the default policy otherwise."""

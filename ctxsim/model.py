@@ -27,6 +27,8 @@ PRIORITIES = (1, 2, 3)
 #: the task state a session leaves behind; each kind is the answer of one probe kind
 #: (:data:`ctxsim.probes.PROBE_KIND_OF`)
 FACT_KINDS = ("fact", "rule", "artifact", "continuation")
+#: seed 002's sensitivity levels, least to most sensitive
+SENSITIVITIES = ("public", "internal", "confidential", "restricted")
 DEFAULT_MIN_LIMIT = 3500
 #: the largest limit, and the largest generated context, ctxsim accepts (tokens): the
 #: largest context windows on offer are about this size
@@ -178,12 +180,17 @@ class ContextUnit:
 
 @dataclass(frozen=True)
 class Artifact:
-    """Content moved out of the prompt (seed 002's externalization)."""
+    """Content moved out of the prompt (seed 002's externalization); ``sensitivity``
+    (one of :data:`SENSITIVITIES`) gates its automatic rehydration."""
 
     id: str
     content: str
     source_ids: tuple[str, ...]
     description: str = ""
+    sensitivity: str = "internal"
+
+    def __post_init__(self) -> None:
+        _check_choice("Artifact", "sensitivity", self.sensitivity, SENSITIVITIES)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ BAD_INPUT = [
     ("scenarios: empty folder", ["scenarios", "list", "--suite", "empty"], "no *.yaml"),
     ("scenarios: bad YAML", ["scenarios", "list", "--suite", "bad.yaml"], "invalid YAML"),
     ("generate: path as a name", ["generate", "--scenario", "../../etc/x", "--out", "out/c.json"], "unknown scenario"),
+    ("plan: unknown strategy", ["plan", "--scenario", "chat-10k", "--strategy", "nope"], "unknown strategy 'nope'"),
     ("generate: missing suite", ["generate", "--scenario", "chat-10k", "--suite", "missing", "--out", "out/c.json"], "missing"),
     ("generate: out is a folder", ["generate", "--scenario", str(SCENARIO), "--out", "out"], "--out names a folder"),
     ("generate: negative seed", ["generate", "--scenario", str(SCENARIO), "--seed", "-1", "--out", "out/c.json"], "--seed"),

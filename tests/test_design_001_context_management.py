@@ -130,3 +130,38 @@ def test_hybrid_runs_required_strategies_its_chain_does_not_name_by_priority():
     budget = ContextBudget(required=("discard_low_rel", "content_type_chunking"))
     result = get_strategy("hybrid", chain=("summarize_old",)).apply(state, StrategyContext(budget=budget))
     assert result.note.split(" → ") == ["summarize_old", "content_type_chunking", "discard_low_rel"]
+
+
+# ---- "Integration Points: With Priority System" ------------------------------------------
+def test_p1_agents_get_a_20_percent_higher_limit():
+    from ctxsim.config import ContextConfig
+    from ctxsim.errors import ConfigError
+
+    config = ContextConfig()
+    assert config.limit_for("cloud_grok", agent_priority=1) == int(config.limit_for("cloud_grok") * 1.2) == 9600
+    assert config.limit_for(agent_priority=3) == config.limit_for() == 5000
+    assert ContextConfig(p1_agent_limit_bonus=0.0).limit_for("cloud_grok", agent_priority=1) == 8000
+    with pytest.raises(ConfigError, match="agent_priority must be 1, 2 or 3, got 0"):
+        config.limit_for(agent_priority=0)
+
+
+# ---- "Test Suite Specification: Weird Cases" ----------------------------------------------
+def test_weird_case_irreducible_context_needs_the_fresh_start():
+    """An irreducible context (mostly P1): no breaking strategy can make it fit
+    without dropping P1, so recovery takes over; its handover fits and keeps the rules."""
+    state = _contexts("mostly-p1", seeds=[0])[0]
+    for strategy_id in BREAKING:
+        after = get_strategy(strategy_id).apply(state).state
+        assert not after.fits(state.limit) and p1_preserved(state, after) == 1.0, strategy_id
+    handover = get_strategy("fresh_start").apply(state).state
+    assert handover.fits(state.limit) and retained(state, handover, "rule") == 1.0
+
+
+@pytest.mark.parametrize("scenario", ["fragmented", "misclassified"])
+def test_weird_cases_fragmentation_and_type_misclassification_break_with_the_chain(scenario):
+    """Hundreds of tiny units, or code labelled as prose: the hybrid chain fits the
+    limit and keeps every rule and P1 unit."""
+    for state in _contexts(scenario, seeds=[0, 1]):
+        after = get_strategy("hybrid").apply(state).state
+        assert after.fits(state.limit)
+        assert retained(state, after, "rule") == 1.0 and p1_preserved(state, after) == 1.0

@@ -1,18 +1,25 @@
 """Design document 002 (Context Compaction Production Design v2), tested as it states its promises.
 
-Sections cited: "Core Data Structures / StructuredSummary" ("Plain-text summaries
-drift over time ... Structured summaries prevent this") and "Testing Strategy"
+Sections cited: "Provider-Aware Token Budgeting", "Rehydration" (sensitivity
+gating), "Core Data Structures" (*CompactionPlan*: records keyed by message
+id, precedence Drop > Externalize > Summarize > Clear > Include; *StructuredSummary*:
+"Plain-text summaries drift over time ... Structured summaries prevent this"),
+"Rendering" (*PromptRenderer*: thread + plan → prompt) and "Testing Strategy"
 (*Invariant Tests*: facts survive N compaction cycles; *Summary Drift Tests*:
 repeated summarization keeps the constraints).
 """
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from ctxsim.cli import main
 from ctxsim.model import ContextState, ContextUnit
+from ctxsim.plan import Action, CompactionPlan, PlanRecord, plan_of, render
 from ctxsim.scenarios import build_context, find_scenario
-from ctxsim.strategies import StrategyContext, get_strategy
+from ctxsim.strategies import StrategyContext, get_strategy, list_strategies
 
 CYCLES = 10
 CONSTRAINT = "Never delete production data."
@@ -106,3 +113,140 @@ def test_no_summary_drift_the_constraint_survives_ten_summaries():
         turn += 2
         assert CONSTRAINT in state.render()
     assert max(u.summary_depth for u in state.units) >= CYCLES - 1, "the rule went through every summary"
+
+
+# ---- CompactionPlan and PromptRenderer ---------------------------------------------------
+@pytest.mark.parametrize("scenario", ["chat-10k", "tool-dupes", "prior-summaries", "pinned-instructions", "transcript-humanevalfix"])
+def test_every_strategy_step_is_a_plan_the_renderer_reproduces(scenario):
+    """What a strategy decided is data: rendering the plan on the thread gives the
+    strategy's own result, unit for unit."""
+    state = build_context(find_scenario(scenario), 0)
+    for sid in list_strategies():
+        if sid == "error":
+            continue
+        after = get_strategy(sid).apply(state).state
+        plan = plan_of(state, after, sid)
+        assert render(state, plan).units == after.units, sid
+        assert {r.action for r in plan.records} <= set(Action) - {Action.INCLUDE}
+        assert plan.describe().startswith(f"compaction plan of {sid}: {state.total_tokens:,} -> {after.total_tokens:,}")
+
+
+def test_cli_plan_prints_the_plan_of_each_step(capsys):
+    assert main(["plan", "--scenario", "chat-10k", "--strategy", "summarize_old", "--strategy", "discard_low_rel"]) == 0
+    out = capsys.readouterr().out
+    assert "compaction plan of summarize_old:" in out and "compaction plan of discard_low_rel:" in out
+    assert "  summarize " in out
+
+
+def test_a_plan_applies_to_the_agents_own_thread_after_new_messages_arrive():
+    state = build_context(find_scenario("chat-10k"), 0)
+    after = get_strategy("summarize_old").apply(state).state
+    plan = plan_of(state, after, "summarize_old")
+    newer = ContextUnit("late-1", "message", "One more question about the rollout.", role="user", turn=999)
+    grown = state.with_units(list(state.units) + [newer])
+    assert render(grown, plan).units == after.units + (newer,)
+
+
+def _unit(uid: str, text: str = "text") -> ContextUnit:
+    return ContextUnit(uid, "message", text, role="assistant")
+
+
+def test_precedence_drop_over_externalize_over_summarize_over_rewrite():
+    thread = ContextState(units=tuple(_unit(f"m{i}") for i in range(5)), limit=1000, min_limit=10)
+    summary = ContextUnit("s", "summary", "summary of m0-m2", role="assistant", source_ids=("m0", "m1", "m2"))
+    pointer = ContextUnit("p", "placeholder", "pointer to m2-m3", role="assistant", meta=(("artifact_id", "art-1"),))
+    plan = CompactionPlan("test", (
+        PlanRecord(Action.REWRITE, ("m0",), _unit("m0", "short")),
+        PlanRecord(Action.SUMMARIZE, ("m0", "m1", "m2"), summary),
+        PlanRecord(Action.EXTERNALIZE, ("m2", "m3"), pointer),
+        PlanRecord(Action.DROP, ("m3",)),
+    ))
+    assert [plan.action_of(f"m{i}")[0] for i in range(5)] == [
+        Action.SUMMARIZE, Action.SUMMARIZE, Action.EXTERNALIZE, Action.DROP, Action.INCLUDE
+    ]
+    assert len(plan.warnings) == 3 and "drop takes precedence" in plan.warnings[-1]
+    assert [u.id for u in render(thread, plan).units] == ["s", "p", "m4"]
+
+
+def test_plan_records_are_checked():
+    with pytest.raises(ValueError, match="at least one message id"):
+        PlanRecord(Action.DROP, ())
+    with pytest.raises(ValueError, match="needs replacement"):
+        PlanRecord(Action.SUMMARIZE, ("m0",))
+
+
+def test_a_span_whose_first_message_is_dropped_renders_at_its_next_one():
+    thread = ContextState(units=tuple(_unit(f"m{i}") for i in range(3)), limit=1000, min_limit=10)
+    summary = ContextUnit("s", "summary", "summary of m0-m1", role="assistant")
+    plan = CompactionPlan("test", (PlanRecord(Action.SUMMARIZE, ("m0", "m1"), summary), PlanRecord(Action.DROP, ("m0",))))
+    assert [u.id for u in render(thread, plan).units] == ["s", "m2"]
+    assert [u.id for u in render(thread.with_units(thread.units[2:]), plan).units] == ["m2"], "no message of the span"
+
+
+# ---- Rehydration: sensitivity gating ------------------------------------------------------
+def test_rehydration_gates_sensitive_artifacts():
+    """"Sensitivity gating: only auto-rehydrates public/internal by default"."""
+    from ctxsim.model import Artifact
+    from ctxsim.stream.rehydration import RehydrationConfig, Rehydrator
+
+    levels = ("public", "internal", "confidential", "restricted")
+    artifacts = tuple(Artifact(f"art-{level}", f"Content of the {level} report.", (f"u-{level}",), sensitivity=level)
+                      for level in levels)
+    state = ContextState(units=(_unit("m0"),), limit=5000, min_limit=500, artifacts=artifacts)
+    asking = [ContextUnit("q", "message", "Show " + ", ".join(a.id for a in artifacts) + " again.", role="user", turn=5)]
+    rehydrator = Rehydrator(RehydrationConfig(max_artifacts_per_turn=4), state.limit)
+    assert [r.artifact_id for r in rehydrator.inject(asking, state, {}, turn=5)] == ["art-public", "art-internal"]
+    assert rehydrator.sensitivity_skips == 2
+    everything = Rehydrator(RehydrationConfig(max_artifacts_per_turn=4, auto_rehydrate_sensitivities=levels), state.limit)
+    assert len(everything.inject(asking, state, {}, turn=5)) == 4
+
+
+def test_an_artifact_is_as_sensitive_as_its_most_sensitive_unit():
+    span = [ContextUnit(f"u{i}", "tool_result", "secret output " * 200, role="tool", turn=i,
+                        meta=(("sensitivity", level),)) for i, level in enumerate(("public", "confidential", "internal"))]
+    from ctxsim.strategies.ladder import sensitivity_of
+
+    assert sensitivity_of(span) == "confidential"
+    assert sensitivity_of(span[:1]) == "public" and sensitivity_of([_unit("x")]) == "internal"
+
+
+# ---- Provider-aware token budget -----------------------------------------------------------
+TOOLS = [
+    {"name": "read_file", "description": "Read a file of the repository.",
+     "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}},
+    {"name": "run_tests", "description": "Run the test suite and return the failures.",
+     "parameters": {"type": "object", "properties": {"pattern": {"type": "string"}}}},
+]
+SYSTEM = "You are a careful coding agent. Follow the user's rules and keep the To Do List current."
+
+
+@pytest.mark.parametrize("strategy_id", ["compact_keep_recent", "hybrid", "summarize"])
+def test_budget_stays_under_the_limit_with_real_overhead(strategy_id):
+    """*Budget Tests*: "Total request size never exceeds budget" — system prompt and
+    tool schemas included, the reply's safety buffer and the rehydration reserve kept free."""
+    from ctxsim.budget import TokenBudget
+    from ctxsim.tokens import count_messages, count_tokens
+
+    state = build_context(find_scenario("chat-10k"), 0)
+    budget = TokenBudget.for_request(8000, system_prompt=SYSTEM, tools=TOOLS, safety_buffer_tokens=300,
+                                     rehydration_reserve_tokens=500)
+    after = get_strategy(strategy_id).apply(state, StrategyContext(target_tokens=budget.available_for_messages)).state
+    if after.total_tokens > budget.available_for_messages:
+        pytest.skip(f"{strategy_id} cannot reach the target on this context")
+    request = count_messages([{"role": "system", "content": SYSTEM}] + after.render_messages(), after.message_format)
+    request += sum(count_tokens(json.dumps(t, sort_keys=True, separators=(",", ":"))) for t in TOOLS)
+    assert request <= int(8000 * 0.85) - 300 - 500
+
+
+def test_budget_counts_its_parts_and_rejects_bad_values():
+    from ctxsim.budget import TokenBudget, tool_schema_tokens
+    from ctxsim.errors import ConfigError
+
+    budget = TokenBudget.for_request(100_000, system_prompt=SYSTEM, tools=TOOLS)
+    assert budget.tool_schema_tokens == tool_schema_tokens(TOOLS) > 40
+    assert budget.available_for_messages == 85_000 - budget.system_prompt_tokens - budget.tool_schema_tokens - 500 - 2000
+    assert budget.available_for_rehydration == 2000
+    with pytest.raises(ConfigError, match="soft_threshold must be in \\(0, 1\\], got 1.5"):
+        TokenBudget(1000, soft_threshold=1.5)
+    with pytest.raises(ConfigError, match="no room for messages"):
+        TokenBudget(2000)

@@ -142,3 +142,13 @@ def test_truncation_keeps_whole_paragraphs():
     assert count_tokens(cut) <= 80
     assert cut.split("\n\n") == paragraphs[: len(cut.split("\n\n"))]
     assert truncate_paragraphs(text, 10_000) == text
+
+
+def test_the_budgets_max_tokens_caps_every_strategys_target():
+    state = _state(n=12)
+    ctx = StrategyContext(budget=ContextBudget(max_tokens=300))
+    assert ctx.target(state) == 200, "the state's limit is lower"
+    assert StrategyContext(target_tokens=900, budget=ContextBudget(max_tokens=300)).target(state) == 300
+    after = get_strategy("remove_oldest").apply(state, StrategyContext(target_tokens=900, budget=ContextBudget(max_tokens=300)))
+    assert after.tokens_after <= 300 < get_strategy("remove_oldest").apply(state, StrategyContext(target_tokens=900)).tokens_after
+

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import StrategyError, describe_value
 from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
+from ..summarize.rules import holds_user_rule
 from ..tokens import count_tokens
 
 TOKEN_LIMIT_EXCEEDED = "TOKEN_LIMIT_EXCEEDED"
@@ -86,7 +87,9 @@ class ProgressEvent:
 
 @dataclass(frozen=True)
 class ContextBudget:
-    """Seed 003's budget: strategies that must run, and strategies never to run."""
+    """Seed 003's budget: the most tokens the context may hold (``max_tokens``: a
+    strategy's target never exceeds it), strategies that must run, and strategies
+    never to run (exclusion takes precedence)."""
 
     max_tokens: int | None = None
     required: tuple[str, ...] = ()
@@ -106,7 +109,8 @@ class ContextBudget:
 class StrategyContext:
     """What a strategy may use besides the state.
 
-    ``target_tokens`` is the size to reach (default: the state's limit); ``query`` is
+    ``target_tokens`` is the size to reach (default: the state's limit; never above
+    the budget's ``max_tokens``); ``query`` is
     the text relevance is measured against (default: the state's task);
     ``skip_aggressive`` is seed 002's turn flag after a rehydration (externalize and
     drop then do nothing).
@@ -122,7 +126,10 @@ class StrategyContext:
     summarizer_options: dict[str, Any] = field(default_factory=dict)
 
     def target(self, state: ContextState) -> int:
-        return state.limit if self.target_tokens is None else self.target_tokens
+        target = state.limit if self.target_tokens is None else self.target_tokens
+        if self.budget is not None and self.budget.max_tokens is not None:
+            target = min(target, self.budget.max_tokens)
+        return target
 
     def query_for(self, state: ContextState) -> str:
         return self.query or state.task or "current task context"
@@ -339,6 +346,8 @@ def unchanged(state: ContextState, note: str = "nothing to do") -> Outcome:
     return Outcome(state, Cost(), None, note)
 
 
-def is_protected(unit: ContextUnit, *, keep_p1: bool = False) -> bool:
-    """Pinned units are never touched; with ``keep_p1`` neither are P1 units."""
-    return unit.pinned or (keep_p1 and unit.priority == 1)
+def is_protected(unit: ContextUnit, *, keep_p1: bool = False, keep_rules: bool = False) -> bool:
+    """Pinned units are never touched; with ``keep_p1`` neither are P1 units, with
+    ``keep_rules`` neither are units that state a user rule (removing one would lose
+    the rule: seed 004's compaction "preserves user rules")."""
+    return unit.pinned or (keep_p1 and unit.priority == 1) or (keep_rules and holds_user_rule(unit))

@@ -25,8 +25,18 @@ from typing import Sequence
 from pydantic import Field
 
 from ..latency import Cost
-from ..model import Artifact, ContextState, ContextUnit, DroppedSpan, content_hash
-from .base import RANK_CLEAR, RANK_DROP, RANK_EXTERNALIZE, Outcome, Params, Strategy, StrategyContext, unchanged
+from ..model import SENSITIVITIES, Artifact, ContextState, ContextUnit, DroppedSpan, content_hash
+from .base import (
+    RANK_CLEAR,
+    RANK_DROP,
+    RANK_EXTERNALIZE,
+    Outcome,
+    Params,
+    Strategy,
+    StrategyContext,
+    is_protected,
+    unchanged,
+)
 from .common import remove_until, replace_span, source_ids_of, synthetic_id, truncate_paragraphs
 from .registry import register
 
@@ -75,6 +85,12 @@ def pointer_saves(state: ContextState, span: Sequence[ContextUnit], summary_toke
     return bound < state.tokens_of(span)
 
 
+def sensitivity_of(span: Sequence[ContextUnit]) -> str:
+    """The most sensitive level among the units' ``meta["sensitivity"]`` (default "internal")."""
+    levels = [u.meta_dict.get("sensitivity", "internal") for u in span]
+    return max(levels, key=lambda s: SENSITIVITIES.index(s) if s in SENSITIVITIES else len(SENSITIVITIES))
+
+
 def externalize_span(
     span: Sequence[ContextUnit], ctx: StrategyContext, summary_tokens: int
 ) -> tuple[ContextUnit, Artifact, Cost]:
@@ -108,7 +124,8 @@ def externalize_span(
         # read by the summarizer: a pointer folded into a summary becomes an artifact reference
         meta=(("artifact_id", art_id), ("description", description), ("rehydrate_hint", hint)),
     )
-    artifact = Artifact(id=art_id, content=_render(span), source_ids=ids, description=description)
+    artifact = Artifact(id=art_id, content=_render(span), source_ids=ids, description=description,
+                        sensitivity=sensitivity_of(span))
     cost = Cost.summary(result.input_tokens, result.token_count) + Cost(artifact_writes=1, units_touched=len(span))
     return pointer, artifact, cost
 
@@ -365,7 +382,7 @@ class Drop(Strategy):
 
     Removes the oldest non-pinned units, every P3 unit before any P2 unit (and P1
     units only with ``drop_p1``, last), keeping the last ``preserve_recent`` (3)
-    units, until the state fits the target. Each run of adjacent dropped units is
+    units and every unit that states a user rule, until the state fits the target. Each run of adjacent dropped units is
     recorded in ``state.dropped`` as one :class:`~ctxsim.model.DroppedSpan` (seed
     002's dropped-span index: original ids, the ``keywords`` (8) most frequent
     non-stop-words, the first sentence as summary, strategy "drop") so that recall
@@ -378,14 +395,14 @@ class Drop(Strategy):
     rank = RANK_DROP
     phase = "drop"
     seed = "002"
-    summary = "Last resort: remove the oldest P3 then P2 units until it fits, indexing what was dropped."
+    summary = "Last resort: remove the oldest P3 then P2 units (user rules stay) until it fits, indexing what was dropped."
     keeps_p1 = True
     Params = DropParams
 
     def _order(self, state: ContextState) -> list[ContextUnit]:
         p = self.params
         pool = state.units[: max(0, len(state.units) - p.preserve_recent)]
-        order = [u for u in pool if not u.pinned and (p.drop_p1 or u.priority != 1)]
+        order = [u for u in pool if not is_protected(u, keep_p1=not p.drop_p1, keep_rules=True)]
         return sorted(order, key=lambda u: (-u.priority, state.position(u.id)))
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:

@@ -65,7 +65,7 @@ def describe_strategies() -> list[dict[str, Any]]:
                 "name": cls.display_name,
                 "rank": cls.rank,
                 "priority": cls.priority,
-                "max_tokens": cls().max_tokens,
+                "max_tokens": _default_max_tokens(cls),
                 "seed": cls.seed,
                 "keeps_p1": cls.keeps_p1,
                 "recovery": cls.recovery,
@@ -74,3 +74,11 @@ def describe_strategies() -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _default_max_tokens(cls: type[Strategy]) -> int | None:
+    """``max_tokens`` with the default parameters (None when a plugin's parameters have no defaults)."""
+    try:
+        return cls().max_tokens
+    except StrategyError:
+        return None

@@ -25,7 +25,7 @@ from ..coherence import centroid
 from ..minify import compress_log, minify_code
 from ..model import ContextState, ContextUnit
 from ..summarize.extractive import must_carry
-from ..summarize.rules import holds_user_rule, must_keep_sentences
+from ..summarize.rules import must_keep_sentences
 from ..summarize.structured import item_lines
 from ..tokens import count_tokens
 from .base import (
@@ -60,9 +60,13 @@ def _old_count(state: ContextState, old_threshold: float) -> int:
     return math.floor(len(state.units) * old_threshold)
 
 
-def _shrinks(unit: ContextUnit, ratio: float, min_tokens: int) -> bool:
-    """Whether compressing ``unit`` to ``ratio`` of its tokens is worth a summary call."""
-    return unit.token_count >= min_tokens and math.floor(unit.token_count * ratio) < unit.token_count
+def _shrinks(unit: ContextUnit, ratio: float, min_tokens: int, ctx: StrategyContext) -> bool:
+    """Whether compressing ``unit`` to ``ratio`` of its tokens is worth a summary call
+    and can shrink it once its must-keep sentences are kept (:func:`_compress_text`)."""
+    if unit.token_count < min_tokens or math.floor(unit.token_count * ratio) >= unit.token_count:
+        return False
+    keep = must_keep_sentences(unit)
+    return not keep or ctx.summarizer.keep_tokens(unit.content, keep) < count_tokens(unit.content)
 
 
 def _compress_text(
@@ -86,7 +90,7 @@ def _compress_text(
 def _kept_whole(unit: ContextUnit, drop_p1: bool = False) -> bool:
     """Units a selecting strategy of seed 001 never drops: pinned, stating a user
     rule, or (unless ``drop_p1``) P1."""
-    return is_protected(unit, keep_p1=not drop_p1) or holds_user_rule(unit)
+    return is_protected(unit, keep_p1=not drop_p1, keep_rules=True)
 
 
 def _truncated_body(fold: list[ContextUnit], tokens: int) -> str:
@@ -182,7 +186,7 @@ class SummarizeOld(Strategy):
         # the header is measured on a one-token body ("x")
         if fold and state.tokens_of(fold) <= state.unit_cost(summary_unit(fold, "x")) - 1 + length:
             fold = []
-        p1 = [u for u in old if not u.pinned and u.priority == 1 and _shrinks(u, p.p1_ratio, p.min_tokens)]
+        p1 = [u for u in old if not u.pinned and u.priority == 1 and _shrinks(u, p.p1_ratio, p.min_tokens, ctx)]
         return fold, length, p1
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
@@ -356,12 +360,13 @@ class ContentTypeChunking(Strategy):
         return [u for u in state.units if not u.pinned and u.type in TYPE_CLASS and self._ratio(u) < 1]
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        ctx = ctx or StrategyContext()
         for unit in self._eligible(state):
             if TYPE_CLASS[unit.type] in ("code", "log"):
                 new = self._cheap(unit)
                 if new is not None and count_tokens(new) < unit.token_count:
                     return True
-            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens):
+            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx):
                 return True
         return False
 
@@ -374,7 +379,7 @@ class ContentTypeChunking(Strategy):
                 if text is not None and count_tokens(text) < unit.token_count:
                     changed[unit.id] = unit.with_content(text)
                     cost += Cost(counted_tokens=unit.token_count, units_touched=1)
-            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens):
+            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx):
                 new, c = _compress_text(unit, self._ratio(unit), state, ctx)
                 if new is not unit:
                     changed[unit.id] = new

@@ -24,7 +24,7 @@ from ..model import ContextState, ContextUnit
 from ..summarize import StructuredSummary, SummarySpan
 from ..summarize.extractive import must_carry
 from ..tokens import count_tokens, message_overhead
-from .base import RANK_SELECT, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, unchanged
+from .base import RANK_SELECT, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, is_protected, unchanged
 from .common import SUMMARY_PREFIX, relevance_scores, remove_until, replace_span, summarize_units
 from .registry import register
 
@@ -105,7 +105,8 @@ def window_target(state: ContextState, ctx: StrategyContext, target_percent: flo
 
 
 class _Removal(Strategy):
-    """Removes non-pinned units in :meth:`order` until the state fits the target."""
+    """Removes units in :meth:`order` until the state fits the target; pinned units
+    and units stating a user rule are never removed (:func:`~.base.is_protected`)."""
 
     rank = RANK_SELECT
     phase = "discard"
@@ -118,17 +119,17 @@ class _Removal(Strategy):
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
         over = state.total_tokens > window_target(state, ctx, self.params.target_percent)
-        return over and any(not u.pinned for u in state.units)
+        return over and any(not is_protected(u, keep_rules=True) for u in state.units)
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         target = window_target(state, ctx, self.params.target_percent)
-        candidates = [u for u in state.units if not u.pinned]
+        candidates = [u for u in state.units if not is_protected(u, keep_rules=True)]
         if state.total_tokens <= target or not candidates:
-            return unchanged(state, "fits the target" if candidates else "only pinned units")
+            return unchanged(state, "fits the target" if candidates else "only pinned units and user rules")
         ordered, cost = self.order(state, candidates, ctx)
         kept, removed = remove_until(state, ordered, target)
         new = state.with_units(kept, applied=self.id)
-        note = "" if new.fits(target) else "only pinned units left; still over the target"
+        note = "" if new.fits(target) else "only pinned units and user rules left; still over the target"
         return Outcome(new, cost + Cost(units_touched=len(removed)), note=note)
 
 
@@ -137,7 +138,8 @@ class RemoveOldest(_Removal):
     """Seed 000 ``RemoveOldest``: FIFO removal.
 
     Removes non-pinned units oldest first (by position) until the state fits the
-    target, then stops. P1 units are removed like any other (no P1 promise).
+    target, then stops. P1 units are removed like any other (no P1 promise); units
+    stating a user rule are kept.
 
     Parameters: ``target_percent`` (% of the limit, default None = the context's
     target). Cost: bookkeeping only.
@@ -145,7 +147,7 @@ class RemoveOldest(_Removal):
 
     id = "remove_oldest"
     display_name = "Remove oldest"
-    summary = "Drop the oldest non-pinned units first (FIFO) until the context fits."
+    summary = "Drop the oldest non-pinned units first (FIFO) until the context fits; user rules stay."
 
     def order(self, state, candidates, ctx):
         return candidates, Cost()
@@ -158,7 +160,7 @@ class RemoveLowPriority(_Removal):
     Removes non-pinned P3 units, then P2, then P1 until the state fits the target;
     within a tag, window items (:mod:`ctxsim.window`) go by their exact 0-100
     priority, lowest first, and ties (and generated units) oldest first. P1 units go
-    last but may go (no P1 promise).
+    last but may go (no P1 promise); units stating a user rule are kept.
 
     Parameters: ``target_percent`` (% of the limit, default None = the context's
     target). Cost: bookkeeping only.
@@ -166,7 +168,7 @@ class RemoveLowPriority(_Removal):
 
     id = "remove_low_priority"
     display_name = "Remove low priority"
-    summary = "Drop P3, then P2, then P1 units (lowest item priority, then oldest, first within a tag) until the context fits."
+    summary = "Drop P3, then P2, then P1 units (lowest item priority, then oldest, first within a tag) until the context fits; user rules stay."
 
     def order(self, state, candidates, ctx):
         return low_priority_first(candidates), Cost()
@@ -186,7 +188,7 @@ class Selective(_Removal):
     Scores every non-pinned unit by cosine similarity to ``query`` (or the task),
     normalized to the most relevant unit (``common.relevance_scores``), and removes
     the least relevant first (ties: oldest first) until the state fits the target.
-    P1 units get no boost (no P1 promise).
+    P1 units get no boost (no P1 promise); units stating a user rule are kept.
 
     Parameters: ``target_percent`` (% of the limit, default None), ``query``
     (default None = the context's query or task). Cost: one embedding pass over
@@ -195,7 +197,7 @@ class Selective(_Removal):
 
     id = "selective"
     display_name = "Selective (relevance)"
-    summary = "Drop the units least relevant to the task/query until the context fits."
+    summary = "Drop the units least relevant to the task/query until the context fits; user rules stay."
     Params = SelectiveParams
 
     def order(self, state, candidates, ctx):

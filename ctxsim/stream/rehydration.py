@@ -12,7 +12,10 @@ or the compacted context — under seed 002's limits:
   reserve is left out of the compaction pressure of that turn; the first artifact
   that does not fit stops the injection (seed 002's ``break``);
 * an artifact injected at turn t is not injected again before turn
-  t + ``cooldown_turns`` (2).
+  t + ``cooldown_turns`` (2);
+* sensitivity gating: only artifacts whose sensitivity is in
+  ``auto_rehydrate_sensitivities`` (public, internal) are injected; more sensitive
+  ones need an explicit ``read_artifact`` call (counted in ``sensitivity_skips``).
 
 Defaults scale seed 002's ``RehydrationConfig`` to the context's limit: its 8,000-token
 total budget and 4,000 tokens per artifact are 8 % and 4 % of its 100,000-token
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Mapping, Sequence
+from typing import Annotated, Literal, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -52,6 +55,10 @@ class RehydrationConfig(BaseModel):
     max_tokens_per_artifact: Annotated[int, Field(gt=0)] | None = None
     max_artifacts_per_turn: Annotated[int, Field(ge=1)] = 3
     cooldown_turns: Annotated[int, Field(ge=0)] = 2
+    #: a list in YAML/JSON, a tuple in Python (not strict: the env spec round-trips through JSON)
+    auto_rehydrate_sensitivities: Annotated[
+        tuple[Literal["public", "internal", "confidential", "restricted"], ...], Field(strict=False)
+    ] = ("public", "internal")
 
     def budget(self, limit: int) -> tuple[int, int]:
         """(reserve tokens, max tokens per artifact) for a context of ``limit`` tokens."""
@@ -85,6 +92,7 @@ class Rehydrator:
         self.truncated = 0
         self.cooldown_skips = 0
         self.budget_skips = 0
+        self.sensitivity_skips = 0
         self.turns = 0
 
     def targets(self, artifact: Artifact, log: Mapping[str, ContextUnit]) -> tuple[str, ...]:
@@ -130,6 +138,9 @@ class Rehydrator:
             return ()
         wanted = []
         for artifact in self.referenced(units, state, log):
+            if artifact.sensitivity not in self.config.auto_rehydrate_sensitivities:
+                self.sensitivity_skips += 1
+                continue
             last = self._last.get(artifact.id)
             if last is not None and turn - last < self.config.cooldown_turns:
                 self.cooldown_skips += 1

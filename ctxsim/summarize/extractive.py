@@ -139,6 +139,15 @@ class ExtractiveSummarizer:
         key = cache_key("text", *self._params, target_tokens, task, text, *keep)
         return cached(key, lambda: self._summarize_text(text, target_tokens, task, keep))
 
+    def keep_tokens(self, text: str, keep: Sequence[str]) -> int:
+        """The budget ``summarize_text(text, ..., keep=keep)`` needs at least (tokens):
+        so a text of no more tokens than this comes back unchanged."""
+        wanted = set(keep)
+        if not wanted:
+            return 0
+        sentences, separators = _text_pieces(text)
+        return sum(_piece_tokens(sep, s) for s, sep in zip(sentences, separators) if s in wanted)
+
     # ---- units ----------------------------------------------------------------
     def _summarize_units(
         self, units: tuple[ContextUnit, ...], target_tokens: int, task: str, depth: int
@@ -167,28 +176,22 @@ class ExtractiveSummarizer:
         input_tokens = count_tokens(text)
         if input_tokens <= target_tokens:
             return SummaryResult(text, None, input_tokens, input_tokens)
-        segs = segments(text)
-        sentences = [text[s.start : s.end] for s in segs]
-        separators = [
-            "\n" if "\n" in text[(segs[i - 1].end if i else 0) : s.start] else " " for i, s in enumerate(segs)
-        ]
-        candidates = [Candidate("text", sentences[i], (i, 0)) for i in range(len(segs))]
+        sentences, separators = _text_pieces(text)
+        candidates = [Candidate("text", sentences[i], (i, 0)) for i in range(len(sentences))]
 
         def render(chosen: list[Candidate]) -> str:
             ordered = sorted(chosen, key=lambda c: c.position)
             return "".join((separators[c.position[0]] if k else "") + c.payload for k, c in enumerate(ordered))
 
         def marginal(c: Candidate, _opened: set[str] | None = None) -> int:
-            # the first sentence goes without its separator, which can cost more
-            # ("Produce" is 2 tokens, " Produce" 1): price each piece both ways
-            return max(count_tokens(separators[c.position[0]] + c.payload), count_tokens(c.payload))
+            return _piece_tokens(separators[c.position[0]], c.payload)
 
         wanted = set(keep)
         tiers = [0.0 if sentence in wanted else 1.0 for sentence in sentences]
-        target_tokens = max(target_tokens, sum(marginal(c) for c, t in zip(candidates, tiers) if t == 0.0))
+        target_tokens = max(target_tokens, self.keep_tokens(text, keep))
         if input_tokens <= target_tokens:
             return SummaryResult(text, None, input_tokens, input_tokens)
-        scored = self._scores(sentences, candidates, [1.0] * len(segs), task, len(segs))
+        scored = self._scores(sentences, candidates, [1.0] * len(sentences), task, len(sentences))
         ranked = [candidates[i] for i in self._rank(sentences, scored, tiers, target_tokens)]
 
         chosen = fit_candidates(
@@ -347,6 +350,20 @@ def _section(sentence: str, code: bool, rule_role: bool, plan: bool) -> str:
     if VALUE.search(sentence):
         return "facts"
     return "notes"
+
+
+def _text_pieces(text: str) -> tuple[list[str], list[str]]:
+    """(sentences of ``text``, the separator before each: newline or space)."""
+    segs = segments(text)
+    sentences = [text[s.start : s.end] for s in segs]
+    separators = ["\n" if "\n" in text[(segs[i - 1].end if i else 0) : s.start] else " " for i, s in enumerate(segs)]
+    return sentences, separators
+
+
+def _piece_tokens(separator: str, sentence: str) -> int:
+    """Tokens one sentence adds to a text summary. The first sentence goes without its
+    separator, which can cost more ("Produce" is 2 tokens, " Produce" 1): priced both ways."""
+    return max(count_tokens(separator + sentence), count_tokens(sentence))
 
 
 def _text_of(payload: str | ToolOutcome | ArtifactRef) -> str:

@@ -123,6 +123,11 @@ class LLMSummarizer:
         key = cache_key("units", *self._params, target_tokens, task, depth, *(unit_cache_key(u) for u in units))
         return cached(key, lambda: self._summarize_units(units, target_tokens, task, depth))
 
+    def keep_tokens(self, text: str, keep: Sequence[str]) -> int:
+        """The budget ``summarize_text(text, ..., keep=keep)`` needs at least (tokens)."""
+        kept = "\n".join(dict.fromkeys(keep))
+        return count_tokens(kept + "\n") if kept else 0
+
     def summarize_text(
         self, text: str, target_tokens: int, *, task: str = "", keep: Sequence[str] = ()
     ) -> SummaryResult:
@@ -135,13 +140,13 @@ class LLMSummarizer:
         check_target(target_tokens)
         input_tokens = count_tokens(text)
         kept = "\n".join(dict.fromkeys(keep))
-        budget = max(target_tokens, count_tokens(kept + "\n") if kept else 0)
+        budget = max(target_tokens, self.keep_tokens(text, keep))
         if input_tokens <= budget:
             return SummaryResult(text, None, input_tokens, input_tokens)
 
         def compute() -> SummaryResult:
             focus = f" Keep what matters for the task: {task}" if task.strip() else ""
-            room = budget - (count_tokens(kept + "\n") if kept else 0)
+            room = budget - self.keep_tokens(text, keep)
             reply = (
                 self.complete(
                     [

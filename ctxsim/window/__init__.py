@@ -9,11 +9,13 @@ from .build import BuildOptions, BuiltContext
 from .compaction import BreakingPolicy, CompactionProposal
 from .events import EVENT_NAMES, Built, Cleared, Compacted, ItemAdded, ItemRemoved
 from .items import ITEM_TYPES, ContextItem, item_to_unit, items_from_state, items_to_state, priority_band
+from .tiers import RECOVERY_OPTIONS, ContextWindowExceeded, RecoveryOption, TierAction
 from .window import ContextSnapshot, ContextWindow, WindowStats
 
 __all__ = [
     "EVENT_NAMES",
     "ITEM_TYPES",
+    "RECOVERY_OPTIONS",
     "BreakingPolicy",
     "BuildOptions",
     "Built",
@@ -24,8 +26,11 @@ __all__ = [
     "ContextItem",
     "ContextSnapshot",
     "ContextWindow",
+    "ContextWindowExceeded",
     "ItemAdded",
     "ItemRemoved",
+    "RecoveryOption",
+    "TierAction",
     "WindowStats",
     "item_to_unit",
     "items_from_state",

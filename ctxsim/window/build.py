@@ -25,7 +25,7 @@ an item with a role is rendered with ``message_format``, one without as its cont
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import ContextError, describe_value
@@ -33,6 +33,7 @@ from ..tokens import count_messages, count_tokens
 from .items import ContextItem, chronological
 
 HISTORY_TYPES = ("user_message", "assistant_message", "tool_result")
+MEMORY_TYPES = ("retrieved_document", "working_memory")
 _GROUP_OPTION = {
     "system_prompt": "include_system_prompt",
     "instruction": "include_instructions",
@@ -52,7 +53,10 @@ class BuildOptions:
     ``message_format``: template with ``{role}`` and ``{content}``.
     ``reserve_for_response``: tokens left out of the budget for the reply.
     ``include_ids``: when given, only these items are candidates; ``exclude_ids``:
-    never included (pinned or not).
+    never included (pinned or not). ``query_for_memory_retrieval``: when given,
+    relevant-memory items (retrieved documents, working memory) are chosen by
+    relevance to this text — most relevant first, and one that shares nothing with
+    it (cosine 0 with the default embedder) is left out — instead of by seed 000's order.
     """
 
     include_system_prompt: bool = True
@@ -65,6 +69,7 @@ class BuildOptions:
     reserve_for_response: int = 1000
     include_ids: frozenset[str] | None = None
     exclude_ids: frozenset[str] = frozenset()
+    query_for_memory_retrieval: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_history_items", "reserve_for_response"):
@@ -105,7 +110,7 @@ class BuiltContext:
     framing, reply priming; 0 when empty). ``excluded_ids`` are the items of the
     window that are not in ``content``: filtered by the options, over the budget,
     or removed by the compaction this build ran. ``tokens_freed`` is that
-    compaction's gain (0 without one).
+    compaction's gain (0 without one). ``build_time_ms``: measured wall time (ms).
     """
 
     content: str
@@ -114,6 +119,7 @@ class BuiltContext:
     excluded_ids: tuple[str, ...]
     was_compacted: bool
     tokens_freed: int
+    build_time_ms: float = field(default=0.0, compare=False)
 
 
 def request_tokens(content: str, chat_format: str) -> int:
@@ -140,7 +146,10 @@ def compose(
     candidates = [i for i in items if options.admits(i)]
     capped = _history_cap(candidates, options.max_history_items)
     candidates = [i for i in candidates if i.id not in capped]
-    collection = [i for i in candidates if i.pinned] + [i for i in candidates if not i.pinned]
+    greedy = candidates
+    if options.query_for_memory_retrieval is not None:
+        candidates, greedy = _by_relevance(candidates, options.query_for_memory_retrieval)
+    collection = [i for i in greedy if i.pinned] + [i for i in greedy if not i.pinned]
     separator = count_tokens(options.section_separator)
     used = request_tokens(" ", chat_format) - count_tokens(" ")  # framing + reply priming
     chosen: list[ContextItem] = []
@@ -159,6 +168,22 @@ def compose(
             return content, tuple(i.id for i in included)
         if chosen.pop().pinned:
             _pinned_over(collection, options, budget, chat_format)
+
+
+def _by_relevance(candidates: list[ContextItem], query: str) -> tuple[list[ContextItem], list[ContextItem]]:
+    """(candidates without the unpinned memory items that share nothing with
+    ``query``, the order to collect them in: the other items in seed 000's order,
+    then the memory items most relevant first)."""
+    from ..relevance import DEFAULT_EMBEDDER, cosine_to_query, get_embedder
+
+    memory = [i for i in candidates if i.type in MEMORY_TYPES and not i.pinned]
+    if not memory:
+        return candidates, candidates
+    scores = cosine_to_query([i.content for i in memory], query, get_embedder(DEFAULT_EMBEDDER))
+    ranked = [memory[j] for j in sorted(range(len(memory)), key=lambda j: -scores[j]) if scores[j] > 0]
+    kept = {i.id for i in ranked}
+    others = [i for i in candidates if not (i.type in MEMORY_TYPES and not i.pinned)]
+    return [i for i in candidates if i in others or i.id in kept], others + ranked
 
 
 def _pinned_over(collection: Sequence[ContextItem], options: BuildOptions, budget: int, chat_format: str) -> None:

@@ -12,10 +12,11 @@ Event names for :meth:`ContextWindow.on`: ``"added"``, ``"removed"``,
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Iterable
 
 from ..errors import ContextError, describe_value
+from .telemetry import log_event
 
 #: why an item left the window (seed 000's "Manual", "Compaction", "Clear")
 REMOVAL_REASONS = ("manual", "compaction", "clear")
@@ -86,7 +87,9 @@ class Cleared:
 
 @dataclass(frozen=True)
 class Built:
-    """A context was built; ``total_tokens`` is the built request's size."""
+    """A context was built; ``total_tokens`` is the built request's size and
+    ``build_time_ms`` the measured wall time of the build (ms; the one field that
+    is not reproducible)."""
 
     name: ClassVar[str] = "built"
     agent_id: str
@@ -95,6 +98,7 @@ class Built:
     total_tokens: int
     was_compacted: bool
     timestamp: int
+    build_time_ms: float = field(default=0.0, compare=False)
 
 
 Event = ItemAdded | ItemRemoved | Compacted | Cleared | Built
@@ -135,7 +139,9 @@ class EventHub:
         return False
 
     def emit(self, events: Iterable[Event]) -> None:
+        """Log each event (seed 000's templates) and call its callbacks."""
         for event in events:
+            log_event(event)
             with self._lock:
                 callbacks = tuple(self._callbacks[event.name])
             for callback in callbacks:

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-from dataclasses import dataclass, replace
+import time
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
-from ..config import usage_tier
+from ..config import load_models, usage_tier
 from ..errors import ContextError, ContextWindowFull, describe_value
 from ..model import DEFAULT_MIN_LIMIT, ContextState
 from ..strategies import Strategy
@@ -35,6 +36,8 @@ from .build import BuildOptions, BuiltContext, compose, request_tokens
 from .compaction import BreakingPolicy, CompactionProposal, StrategySpec, plan, resolve, run_chain, run_policy
 from .events import Built, Cleared, Compacted, Event, EventHub, ItemAdded, ItemRemoved
 from .items import ContextItem, check_priority, check_type, chronological, items_to_state, ordered
+from .telemetry import WindowMetrics, log
+from .tiers import COMPACT_MARGIN_PERCENT, RECOVERY_ACTIONS, ContextWindowExceeded, TierAction
 
 #: optimistic attempts of compact() before it runs the strategy under the lock
 COMMIT_RETRIES = 3
@@ -45,7 +48,8 @@ BUILD_TARGET_PERCENT = 70.0
 
 @dataclass(frozen=True)
 class ContextSnapshot:
-    """The window's content and settings at ``version`` (items in seed 000's order)."""
+    """The window's content and settings at ``version`` (items in seed 000's order);
+    ``created_at``: wall-clock time of the snapshot (seconds since the epoch)."""
 
     version: int
     items: tuple[ContextItem, ...]
@@ -53,6 +57,7 @@ class ContextSnapshot:
     compaction_threshold: float
     strategy: str
     agent_id: str = "agent"
+    created_at: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,10 @@ class ContextWindow:
     ``message_format``: the chat format whose framing is counted (``openai``,
     ``anthropic``, ``plain``). ``max_items``: item limit (seed 000: 1,000).
     ``task``: the text relevance-based strategies score against (``ContextState.task``).
+    ``preserve_tool_results``: tool names whose results no compaction touches (seed
+    004's ``preserveToolResults``; a ``tool_result`` item names its tool in
+    ``metadata["tool_name"]``). :meth:`check_usage` acts on seed 004's usage tiers
+    (:mod:`.tiers`).
     """
 
     def __init__(
@@ -104,6 +113,7 @@ class ContextWindow:
         max_items: int = 1000,
         agent_id: str = "agent",
         task: str = "",
+        preserve_tool_results: Sequence[str] = ("updatePlan", "executeCommand"),
     ):
         for name, value in (("max_tokens", max_tokens), ("max_items", max_items)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -115,6 +125,12 @@ class ContextWindow:
         if policy is not None and not callable(getattr(policy, "break_context", None)):
             raise ContextError(f"policy has no break_context(state, target_tokens): {describe_value(policy)}", key="policy")
         self.max_tokens, self.max_items, self.agent_id, self.task = max_tokens, max_items, agent_id, task
+        if isinstance(preserve_tool_results, str) or not all(isinstance(t, str) for t in preserve_tool_results):
+            raise ContextError(
+                f"preserve_tool_results must be a list of tool names, got {describe_value(preserve_tool_results)}",
+                key="preserve_tool_results",
+            )
+        self.preserve_tool_results = frozenset(preserve_tool_results)
         self.message_format = message_format
         self.policy = policy
         self._chain = resolve(chain, "chain") if chain is not None else None
@@ -128,6 +144,8 @@ class ContextWindow:
         self._items: dict[str, ContextItem] = {}
         self._tokens = 0  # content + framing of every item, without the reply priming
         self._version = self._compactions = self._freed = 0
+        self._metrics = WindowMetrics()
+        log("initialized", agent_id=agent_id, max_tokens=max_tokens)
 
     # ---- settings and readings ------------------------------------------------
     @property
@@ -216,10 +234,12 @@ class ContextWindow:
         ContextError for a duplicate id or a full item count (``max_items``).
         """
         events: list[Event] = []
+        started = time.perf_counter()
         try:
             with self._lock:
                 return self._add_locked(item, events)
         finally:
+            self._metrics.add_latency_ms.observe((time.perf_counter() - started) * 1000)
             self._events.emit(events)
 
     def add_range(self, items: Iterable[ContextItem]) -> int:
@@ -280,7 +300,8 @@ class ContextWindow:
     def snapshot(self) -> ContextSnapshot:
         with self._lock:
             return ContextSnapshot(
-                self._version, tuple(self.items()), self.max_tokens, self._threshold, self._default.id, self.agent_id
+                self._version, tuple(self.items()), self.max_tokens, self._threshold, self._default.id, self.agent_id,
+                time.time(),
             )
 
     def restore(self, snapshot: ContextSnapshot) -> None:
@@ -344,6 +365,7 @@ class ContextWindow:
         :mod:`.build` for the rules.
         """
         options = options or BuildOptions()
+        started = time.perf_counter()
         budget = self.max_tokens - options.reserve_for_response
         if budget <= 0:
             raise ContextError(
@@ -362,16 +384,21 @@ class ContextWindow:
             content, included = compose(items, options, budget, self.message_format)
             kept = set(included)
             window_ids = list(dict.fromkeys(before_ids + [i.id for i in items]))  # the compaction's new items too
+            total = request_tokens(content, self.message_format)
+            build_ms = (time.perf_counter() - started) * 1000
+            self._metrics.build_latency_ms.observe(build_ms)
             built = BuiltContext(
                 content=content,
-                total_tokens=request_tokens(content, self.message_format),
+                total_tokens=total,
                 included_ids=included,
                 excluded_ids=tuple(i for i in window_ids if i not in kept),
                 was_compacted=bool(proposal and proposal.changed),
                 tokens_freed=proposal.tokens_freed if proposal and proposal.changed else 0,
+                build_time_ms=build_ms,
             )
             events.append(
-                Built(self.agent_id, len(included), len(built.excluded_ids), built.total_tokens, built.was_compacted, self._tick())
+                Built(self.agent_id, len(included), len(built.excluded_ids), built.total_tokens, built.was_compacted,
+                      self._tick(), build_ms)
             )
             return built
         finally:
@@ -389,13 +416,17 @@ class ContextWindow:
         target = int(self.max_tokens * _percent(target_percent, "target_percent") / 100)
         with self._lock:
             version, before = self._version, dict(self._items)
+        state = self._state_of(before.values())
+        preserved = {i.id for i in before.values() if self._preserved(i)}
+        if preserved:  # strategies treat preserved tool results as pinned
+            state = state.with_units([replace(u, pinned=True) if u.id in preserved else u for u in state.units])
         if strategy is None and self.policy is not None:
             label, compact = "policy", partial(run_policy, self.policy, target=target)
         else:
             strategies = resolve(strategy, "strategy") if strategy is not None else (self._chain or (self._default,))
             label, compact = "+".join(s.id for s in strategies), partial(run_chain, strategies, target=target)
         return plan(
-            before, self._state_of(before.values()), version=version, target=target, label=label,
+            before, state, version=version, target=target, label=label,
             compact=compact, next_tick=self._tick, window_key=id(self),
         )
 
@@ -425,6 +456,58 @@ class ContextWindow:
             return proposal.tokens_freed if proposal.changed else 0
         finally:
             self._events.emit(events)
+
+    # ---- seed 000's metrics -------------------------------------------------------------
+    def metrics(self) -> dict[str, object]:
+        """Seed 000's metrics by name: gauges (items, tokens, usage percent), the
+        latency histograms (ms; :class:`~.telemetry.Histogram`) and the counters."""
+        stats = self.stats()
+        return {
+            "agents.context.items": stats.total_items,
+            "agents.context.tokens": stats.current_tokens,
+            "agents.context.usage_percent": stats.usage_percent,
+            "agents.context.add_latency_ms": self._metrics.add_latency_ms,
+            "agents.context.build_latency_ms": self._metrics.build_latency_ms,
+            "agents.context.compaction_total": stats.compaction_count,
+            "agents.context.tokens_freed_total": stats.total_tokens_freed,
+        }
+
+    # ---- seed 004's tiers -------------------------------------------------------------
+    def check_usage(self, strategy: StrategySpec | None = None) -> TierAction:
+        """Act on the usage tier before a turn (see :mod:`.tiers`): safe → nothing;
+        warning → compaction in a background thread; critical → compaction now;
+        exceeded → :class:`ContextWindowExceeded` with the recovery options.
+        Compactions use ``strategy`` (default: the policy/chain/default strategy)."""
+        tier = self.usage_tier
+        if tier == "safe":
+            return TierAction(tier, "none")
+        if tier == "exceeded":
+            raise ContextWindowExceeded(self.current_tokens, self.max_tokens, self.usage_percent)
+        target = self._tier_target()
+        if tier == "warning":
+            worker = threading.Thread(target=self.compact, args=(strategy, target), name="ctxsim-compaction", daemon=True)
+            worker.start()
+            return TierAction(tier, "background", background=worker)
+        return TierAction(tier, "forced", tokens_freed=self.compact(strategy, target))
+
+    def recover(self, action: str) -> int:
+        """Run one of the recovery options of :class:`ContextWindowExceeded`; returns
+        tokens freed. ``compact``: the window's compaction to the tier target;
+        ``fresh_start``: seed 001's handover; ``clear``: every unpinned item goes."""
+        if action not in RECOVERY_ACTIONS:
+            raise ContextError(f"unknown recovery action {describe_value(action)}; known: {list(RECOVERY_ACTIONS)}", key="action")
+        before = self.current_tokens
+        if action == "clear":
+            self.clear()
+            return before - self.current_tokens
+        return self.compact("fresh_start" if action == "fresh_start" else None, self._tier_target())
+
+    def _tier_target(self) -> float:
+        """Compaction target (percent): :data:`COMPACT_MARGIN_PERCENT` under the warning tier."""
+        return max(1.0, load_models().tiers.warning * 100 - COMPACT_MARGIN_PERCENT)
+
+    def _preserved(self, item: ContextItem) -> bool:
+        return item.type == "tool_result" and item.metadata.get("tool_name") in self.preserve_tool_results
 
     # ---- internals (callers hold the lock where noted) ---------------------------------
     def _tick(self) -> int:
@@ -468,19 +551,26 @@ class ContextWindow:
         cost = self._cost(item)
         pinned = sum(self._cost(i) for i in self._items.values() if i.pinned)
         if pinned + cost + self._priming > self.max_tokens:  # no compaction can make room
-            raise ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
-        if (self.current_tokens + self._requested(cost)) / self.max_tokens * 100 > self._threshold:
+            raise self._full(cost)
+        projected = (self.current_tokens + self._requested(cost)) / self.max_tokens * 100
+        if projected > self._threshold:
+            log("threshold", percent=round(projected, 1), agent_id=self.agent_id)
             # seed 000's target, or lower when the item needs more room than that leaves
             room = (self.max_tokens - self._requested(cost)) / self.max_tokens * 100
             self._compact_locked(None, min(self._threshold - THRESHOLD_MARGIN_PERCENT, room), "threshold", events)
         if self.current_tokens + self._requested(cost) > self.max_tokens:
-            raise ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
+            raise self._full(cost)
         stored = replace(item, added_at=self._tick())
         self._items[stored.id] = stored
         self._tokens += cost
         self._version += 1
         events.append(ItemAdded(self.agent_id, stored.id, stored.type, stored.token_count, self.current_tokens, self._tick()))
         return stored
+
+    def _full(self, cost: int) -> ContextWindowFull:
+        error = ContextWindowFull(self.current_tokens, self.max_tokens, self._requested(cost))
+        log("full", agent_id=self.agent_id, current=error.current, max=error.maximum, requested=error.requested)
+        return error
 
     def _compact_locked(
         self, strategy: StrategySpec | None, target_percent: float, reason: str, events: list[Event]
