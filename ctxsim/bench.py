@@ -74,7 +74,7 @@ ADD_P95_MS, BUILD_P95_MS = 10.0, 200.0  # seed 000
 COMPACTION_BUDGET_MS = 5000.0  # seed 004: 100 messages
 DECIDE_BUDGET_MS = 5.0
 DECIDE_UNITS = 50  # the context size of the decide target
-#: issue 27's targets, as ratios to one tiktoken pass over the same text (or ms, steps/s)
+#: speed targets, as ratios to one tiktoken pass over the same text (or ms, steps/s)
 POOL_RATIO_TARGET = 30.0  # pool build work per context
 DECIDE_COLD_MS, DECIDE_WARM_MS = 1.0, 0.2  # decide on a new / a seen 50-unit context (cold: or <= 1x tiktoken)
 SUMMARY_RATIO_TARGET = 3.0  # the extractive summarizer on 2,000 tokens, cold
