@@ -519,8 +519,9 @@ def bench_env_fresh(bench: Bench) -> list[Row]:
     null_marks = random_rollout(NullOverflowEnv(), steps=bench.reps(5000, 500))
     null_rate = rate(null_marks[0], null_marks[-1])
     env = _make({"contexts_per_scenario": MAX_CONTEXTS})
-    marks = random_rollout(env, seconds=20.0 if bench.quick else 90.0, every=50)
-    start = next(m for m in marks if m.seconds >= marks[-1].seconds / 10)  # after imports and the first tables
+    marks = random_rollout(env, seconds=20.0 if bench.quick else 90.0, every=10)
+    # from the first reading after a tenth of the run (imports and the first tables done)
+    start = next((m for m in marks[1:-1] if m.seconds >= marks[-1].seconds / 10), marks[0])
     steps_s = rate(start, marks[-1])
     core = env.unwrapped
     bench.notes.append(
