@@ -2,8 +2,8 @@
 
 An :class:`Embedder` maps texts to float32 rows of unit L2 norm (a zero row for a
 text with no features). Every embedder built on :class:`CachedEmbedder` caches its
-rows per text content (a bounded LRU keyed by the text itself) and
-computes the missing rows of a batch in one call, so strategies may embed the same
+rows per text content (a bounded LRU keyed by the text itself) and computes the
+missing rows of a batch in one call, so strategies may embed the same
 units many times per environment step at little cost. It also remembers its last
 :data:`COSINE_MEMO` :func:`cosine_to_query` results (the action mask and the
 observation of one state score the same units against the same task) and its last
@@ -56,6 +56,9 @@ COSINE_MEMO = 8
 #: document_embedding results a cached embedder remembers (a context's original and
 #: the results of breaking it, compared one by one)
 DOCUMENT_MEMO = 64
+#: one non-zero entry of a cached row: its column and value
+_ENTRY = np.dtype([("col", "<i4"), ("value", "<f4")])
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -135,14 +138,15 @@ class CachedEmbedder:
 
     Subclasses set ``id`` and ``dim`` and implement ``_compute(texts)`` returning
     the unit-norm (or zero) rows of the texts as :class:`SparseRows`. The cache
-    stores only the non-zero entries of each row, so sparse hashed rows stay small.
+    stores only the non-zero entries of each row, packed as ``_ENTRY`` bytes, so
+    sparse hashed rows stay small and a batch of cached rows is one join.
     """
 
     id: str = ""
     dim: int = 0
 
     def __init__(self, cache_size: int = 20_000):
-        self._cache: LRUCache[bytes, tuple[np.ndarray, np.ndarray]] = LRUCache(cache_size)
+        self._cache: LRUCache[str, bytes] = LRUCache(cache_size)
         # the last few cosine_to_query results: the action mask and the observation
         # of one state both score the same units against the same task
         self._recent_cosines: LRUCache[tuple[str, tuple[str, ...]], np.ndarray] = LRUCache(COSINE_MEMO)
@@ -166,15 +170,17 @@ class CachedEmbedder:
         missing ones are computed together in one ``_compute`` call."""
         if isinstance(texts, str):
             raise TypeError("embed() takes a sequence of texts, not one string")
-        distinct: dict[str, tuple[np.ndarray, np.ndarray] | None] = dict.fromkeys(texts)
+        distinct: dict[str, bytes | None] = dict.fromkeys(texts)
         distinct.update(zip(distinct, self._cache.get_many(distinct)))
         missing = [text for text, row in distinct.items() if row is None]
         if missing:
             computed = self._compute(missing)
-            bounds = np.searchsorted(computed.rows, np.arange(len(missing) + 1))
+            entries = np.empty(len(computed.cols), _ENTRY)
+            entries["col"], entries["value"] = computed.cols, computed.values
+            packed = entries.tobytes()
+            bounds = np.searchsorted(computed.rows, np.arange(len(missing) + 1)) * _ENTRY.itemsize
             for j, text in enumerate(missing):
-                a, b = bounds[j], bounds[j + 1]
-                row = distinct[text] = (computed.cols[a:b].astype(np.int32), computed.values[a:b].astype(np.float32))
+                row = distinct[text] = packed[bounds[j]:bounds[j + 1]]
                 self._cache.put(text, row)
             if len(missing) == len(texts):  # all new and distinct: the batch as computed
                 return SparseRows(
@@ -182,12 +188,12 @@ class CachedEmbedder:
                     computed.cols.astype(np.int32, copy=False), computed.values.astype(np.float32, copy=False),
                 )
         found = [distinct[text] for text in texts]
-        empty = (np.zeros(0, np.int32), np.zeros(0, np.float32))
+        entries = np.frombuffer(b"".join(found), _ENTRY)
         return SparseRows(
             (len(texts), self.dim),
-            np.repeat(np.arange(len(texts), dtype=np.int64), [len(r[0]) for r in found]),
-            np.concatenate([r[0] for r in found] or [empty[0]]),
-            np.concatenate([r[1] for r in found] or [empty[1]]),
+            np.repeat(np.arange(len(texts), dtype=np.int64), [len(row) // _ENTRY.itemsize for row in found]),
+            np.ascontiguousarray(entries["col"]),
+            np.ascontiguousarray(entries["value"]),
         )
 
     def cache_info(self) -> dict[str, int]:
@@ -303,8 +309,13 @@ def cosine_to_query(texts: Sequence[str], query: str, embedder: Embedder | str |
 
 
 def _cosines(emb: Embedder, texts: Sequence[str], query: str) -> np.ndarray:
-    query_vector = emb.embed([query])[0].astype(np.float64)
-    return np.clip(embed_sparse(emb, texts).dot(query_vector), 0.0, 1.0)
+    # the query is embedded in the texts' batch: one computation for a new context
+    batch = embed_sparse(emb, [query, *texts])
+    split = int(np.searchsorted(batch.rows, 1))
+    query_vector = np.zeros(batch.shape[1])
+    query_vector[batch.cols[:split]] = batch.values[:split]
+    rows = SparseRows((len(texts), batch.shape[1]), batch.rows[split:] - 1, batch.cols[split:], batch.values[split:])
+    return np.clip(rows.dot(query_vector), 0.0, 1.0)
 
 
 def document_embedding(

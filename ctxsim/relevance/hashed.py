@@ -103,20 +103,61 @@ def _word_features(word: str) -> bytes:
     return _FEATURE.pack(zlib.crc32(word.encode("utf-8", "surrogatepass")), idf)
 
 
-@lru_cache(maxsize=200_000)
+class _Memo(dict):
+    """A dict that computes a missing value with ``fn`` (a hit is one C-level dict
+    lookup, several times cheaper than an ``lru_cache`` call) and starts over
+    empty when it holds ``maxsize`` entries."""
+
+    def __init__(self, fn, maxsize: int):
+        super().__init__()
+        self.fn, self.maxsize = fn, maxsize
+
+    def __missing__(self, key):
+        if len(self) >= self.maxsize:
+            self.clear()
+        value = self[key] = self.fn(key)
+        return value
+
+
 def _raw_features(raw: str) -> bytes:
-    """The packed features of the normalized tokens of one raw token, in order."""
+    """The packed features of the normalized tokens of one raw token, in order.
+
+    A raw token that does not start with a digit has the tokens of its ``_``-joined
+    parts, in order (no rule looks across a ``_``), so a new identifier made of
+    known parts costs a lookup per part."""
+    if "_" in raw and not raw[0].isdigit():
+        return b"".join([_RAW_FEATURES[part] for part in raw.split("_") if part])
     return b"".join(map(_word_features, _raw_words(raw)))
 
 
-@lru_cache(maxsize=200_000)
-def _chunk_features(chunk: str) -> bytes:
-    """The packed features of the tokens of a whitespace-free piece of text, in order.
+_RAW_FEATURES = _Memo(_raw_features, 200_000)
 
-    No raw token contains whitespace (and no rule looks past one), so the tokens of
-    a text are those of its ``str.split()`` pieces in order; pieces repeat far more
-    than whole texts do."""
-    return b"".join(map(_raw_features, _RAW_TOKEN.findall(chunk)))
+
+def _chunk_features(chunk: str) -> bytes:
+    """The packed features of the tokens of ``chunk``, in order. ``.``, ``,`` and
+    ``'`` at either end of a chunk belong to no token (each needs a digit or letter
+    after it), and a chunk of letters and digits only is one raw token (the
+    regex's word class is ``str.isalnum``)."""
+    core = chunk.strip(".,'")
+    if core.isalnum():
+        return _RAW_FEATURES[core]
+    return b"".join(map(_RAW_FEATURES.__getitem__, _RAW_TOKEN.findall(core)))
+
+
+#: the packed features of the tokens of a chunk (a piece of text without whitespace
+#: or separators), in order
+_CHUNK_FEATURES = _Memo(_chunk_features, 200_000)
+#: ASCII characters no raw token contains, mapped to spaces: no token spans one and no
+#: rule looks across one, so the tokens of a text are those of the chunks between them,
+#: in order (and a path or an identifier list splits into chunks that repeat)
+_SEPARATORS = {
+    c: " " for c in range(128) if not (chr(c).isalnum() or chr(c) in "_.,'" or chr(c).isspace())
+}
+
+
+def _features(text: str) -> bytes:
+    """The packed (hash, idf) features of the tokens of ``text``, in order."""
+    return b"".join(map(_CHUNK_FEATURES.__getitem__, text.translate(_SEPARATORS).split()))
 
 
 def idf(word: str) -> float:
@@ -132,7 +173,7 @@ class HashedTfidfEmbedder(CachedEmbedder):
 
     def _compute(self, texts: list[str]) -> SparseRows:
         # all texts at once: word hashes and idfs in one array, with the text of each
-        packed = [b"".join(map(_chunk_features, text.split())) for text in texts]
+        packed = [_features(text) for text in texts]
         features = np.frombuffer(b"".join(packed), dtype=_FEATURE_DTYPE)
         if not features.size:
             return SparseRows((len(texts), DIM), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
@@ -146,19 +187,19 @@ class HashedTfidfEmbedder(CachedEmbedder):
         keys = np.concatenate([hashes, bigrams])
         key_owner = np.concatenate([owner, owner[:-1][inner]])
         key_idf = np.concatenate([idfs, ((idfs[:-1] + idfs[1:]) / 2)[inner]])
-        # count each distinct (text, key): sort by key, then stably by text (16-bit
-        # text numbers sort by radix), and find the runs; a run's idf is that of its
-        # first occurrence
-        order = np.argsort(keys)
-        owners = key_owner[order].astype(np.uint16 if len(texts) <= 1 << 16 else np.int64)
-        order = order[np.argsort(owners, kind="stable")]
+        # count each distinct (text, key): one stable sort by key keeps the texts of a
+        # key in order (each kind of key is laid out text by text), so the runs of
+        # equal (key, text) are contiguous and each starts at its first occurrence,
+        # whose idf is the run's
+        order = np.argsort(keys, kind="stable")
         keys, key_owner = keys[order], key_owner[order]
-        starts = np.flatnonzero(np.r_[True, (keys[1:] != keys[:-1]) | (key_owner[1:] != key_owner[:-1])])
-        counts = np.diff(np.r_[starts, len(keys)])
-        weights = (1.0 + np.log(counts)) * key_idf[np.minimum.reduceat(order, starts)]
+        change = (keys[1:] != keys[:-1]) | (key_owner[1:] != key_owner[:-1])
+        starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+        counts = np.diff(starts, append=len(keys))
+        weights = (1.0 + np.log(counts)) * key_idf[order[starts]]
         unique = keys[starts]
         buckets = ((unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)).astype(np.int64)
-        # features of one text that share a bucket add up
+        # features of one text that share a bucket add up, in the order of their keys
         cells, inverse = np.unique(key_owner[starts] * DIM + buckets, return_inverse=True)
         values = np.bincount(inverse, weights=weights)
         rows = cells // DIM
