@@ -16,7 +16,8 @@ time out. 0-2 later user messages are the harness's format reminders.
 
 Ground truth (``state.fact_table``): the user's rules (``rule``, P1, in the task); per
 file the session created or edited, its path and a line only its latest version holds
-(``artifact``); the issue title and the last command (``continuation``); the error and
+(``artifact``); the issue title and the open item the agent states before its patch
+(``continuation``); the error and
 the test tally the session relied on (``fact``). Each value occurs verbatim in the unit
 named by the fact.
 
@@ -278,7 +279,7 @@ class _Session:
         repo.replace_line(bug.path, bug.text, bug.fix)
         self.fixed = True
         window = "\n".join(repo.lines(bug.path)[max(0, n - 4) : n + 5])
-        a, t = self.run(self.thought(f"I'll guard `{bug.subject}` against None in `{bug.function.qualname}` before it is used."),
+        self.run(self.thought(f"I'll guard `{bug.subject}` against None in `{bug.function.qualname}` before it is used."),
                         script, window)
 
     def tests(self, final: bool = False) -> int:
@@ -421,10 +422,12 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
             continue
         _explore(s, late=True)
     s.tests(final=True)
-    s.run(s.thought("Let me review the whole change."), "git diff", repo.diff(final))
+    path, function = repo.some_function(exclude=bug.path)
+    open_item = f"Still open: `{function.qualname}` in `{path}` may need the same guard"
+    review, _ = s.run(f"{open_item}; I will check it after the patch. Let me review the whole change.", "git diff", repo.diff(final))
+    s.fact("continuation", open_item, review)
     s.run(s.thought("Now let me create the patch file."), "git diff -- " + " ".join(final) + " > patch.txt", "")
-    last, _ = s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(final))
-    s.fact("continuation", "cat patch.txt", last)
+    s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(final))
     _artifact_facts(s)
     holders: dict[str, list[str]] = {}
     for f in s.facts:

@@ -241,10 +241,6 @@ class FakeRepo:
     def lines(self, path: str) -> list[str]:
         return self.files[path]
 
-    def version(self, path: str) -> int:
-        """How many times ``path`` was written (0 = as at the start)."""
-        return len(self.history[path]) - 1
-
     def grep(self, needle: str, paths: list[str] | None = None) -> list[tuple[str, int, str]]:
         """(path, line number, line) of every current line containing ``needle``."""
         return [(p, i, t) for p in (paths or sorted(self.files)) for i, t in enumerate(self.files[p], start=1) if needle in t]
