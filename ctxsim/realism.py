@@ -176,8 +176,9 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
     lines = ["# Realism: generated contexts against real sessions", "",
              f"Generated: {contexts} contexts of `{family}`. Corpus: {sessions} sessions of `{corpus}`. "
              "Generated is the median over contexts (a yes/no statistic: the share of contexts); the corpus columns are "
-             "its 10th, 50th and 90th percentiles over sessions (a yes/no statistic: its share). Command: "
-             "`ctxsim realism --rank`.", "",
+             "its 10th, 50th and 90th percentiles over whole sessions (a yes/no statistic: its share). *Inside*: within "
+             "the corpus's 10-90 % range (a yes/no statistic: within 0.2 of the corpus's share). Statistics are defined in "
+             "`ctxsim/realism_stats.py`. Command: `ctxsim realism --rank`.", "",
              "| statistic | generated | corpus p10 | p50 | p90 | inside |", "| --- | ---: | ---: | ---: | ---: | --- |"]
     for row in table.itertuples():
         lines.append(f"| {row.statistic} | {row.generated:.3g} | {row.corpus_p10:.3g} | {row.corpus_p50:.3g} | "
@@ -206,6 +207,14 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
     plt.close(fig)
 
 
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (so reports do not name a machine's folders)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAULT_CORPUS, split: str | None = None,
         out: Path = Path("reports/realism.md"), rank: bool = False, rank_contexts: int = 12) -> pd.DataFrame:
     """What ``ctxsim realism`` runs; returns the statistics table."""
@@ -231,6 +240,6 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
                 f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (a transcript family, `ctxsim/realism.py` "
                 "`cut_scenarios`).")
-    write_report(table, Path(out), family=str(family), contexts=contexts, corpus=str(corpus) + (f" ({split})" if split else ""),
+    write_report(table, Path(out), family=_shown(family), contexts=contexts, corpus=_shown(corpus) + (f" ({split})" if split else ""),
                  sessions=len(files), ranks=ranks, rank_note=note)
     return table
