@@ -14,9 +14,9 @@ The corpus is a folder of chat JSONL sessions (``*.jsonl`` or ``*.jsonl.gz``) wi
 file name ``{owner}__{name}-{issue}__{run}``.
 
 A *cut* of a session (:func:`cut_messages`) is its first messages up to a drawn share,
-ended after a tool result so that every call keeps its result; the cut is then a
-transcript family at a drawn overflow (its tokens over the limit), like every shipped
-transcript family.
+ended after a tool result so that every call keeps its result; :func:`cut_scenarios`
+makes it a transcript scenario at a drawn overflow (its tokens over the limit), the
+range of the shipped transcript families.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import pandas as pd
 
 from .errors import ScenarioError
 from .families import draw_rng
-from .model import ContextState
+from .model import DEFAULT_MIN_LIMIT, ContextState
 from .paths import DATA_DIR
 from .realism_stats import STATISTICS, context_stats
 from .scenarios import Scenario, build_context
@@ -104,21 +104,24 @@ def cut_messages(messages: list[dict], share: float) -> list[dict]:
 
 
 def cut_scenarios(files: Sequence[Path], folder: Path, seed: int = 0) -> list[Scenario]:
-    """One cut per session file (share from :data:`CUT_SHARE`, drawn from ``seed`` and the
-    file's position) written to ``folder`` as a transcript family at :data:`CUT_OVERFLOW`;
-    sessions whose cut is only the system prompt and task are skipped."""
+    """One cut per session file, written to ``folder`` as a transcript scenario: a share of
+    its messages from :data:`CUT_SHARE` and an overflow from :data:`CUT_OVERFLOW`, both
+    drawn from ``seed`` and the file's position (the limit is the cut's tokens over the
+    overflow; its floor is lowered to a smaller limit). Sessions whose cut is only the
+    system prompt and task are skipped."""
     scenarios = []
     for i, path in enumerate(files):
-        share = float(draw_rng(seed * 100_003 + i).uniform(*CUT_SHARE))
+        rng = draw_rng(seed * 100_003 + i)
+        share, overflow = float(rng.uniform(*CUT_SHARE)), float(rng.uniform(*CUT_OVERFLOW))
         messages = cut_messages(_messages(path), share)
         if len(messages) < 4:
             continue
         stem = path.name.split(".jsonl")[0]
         out = folder / f"{stem}.jsonl"
         out.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
-        scenario = Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(out), "contexts": 1,
-                                            "sample": {"overflow": {"min": CUT_OVERFLOW[0], "max": CUT_OVERFLOW[1]}}})
-        scenarios.append(scenario)
+        limit = max(1, round(load_transcript(out).total_tokens / overflow))
+        scenarios.append(Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(out), "limit": limit,
+                                                  "min_limit": min(limit, DEFAULT_MIN_LIMIT)}))
     return scenarios
 
 
@@ -238,8 +241,8 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"{rank_contexts} contexts of the family and on one cut of each of {len(cuts)} corpus sessions (every "
                 f"{max(1, len(files) // rank_contexts)}th file): a cut keeps the first {CUT_SHARE[0]:g}-{CUT_SHARE[1]:g} "
                 f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
-                f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (a transcript family, `ctxsim/realism.py` "
-                "`cut_scenarios`).")
+                f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
+                "`ctxsim/realism.py` `cut_scenarios`).")
     write_report(table, Path(out), family=_shown(family), contexts=contexts, corpus=_shown(corpus) + (f" ({split})" if split else ""),
                  sessions=len(files), ranks=ranks, rank_note=note)
     return table
