@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .atomic import atomic_write_bytes, atomic_write_text
 from .errors import ScenarioError
 from .families import draw_rng
 from .model import DEFAULT_MIN_LIMIT, ContextState
@@ -118,7 +119,7 @@ def cut_scenarios(files: Sequence[Path], folder: Path, seed: int = 0) -> list[Sc
             continue
         stem = path.name.split(".jsonl")[0]
         out = folder / f"{stem}.jsonl"
-        out.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
+        atomic_write_text(out, "".join(json.dumps(m) + "\n" for m in messages))
         limit = max(1, round(load_transcript(out).total_tokens / overflow))
         scenarios.append(Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(out), "limit": limit,
                                                   "min_limit": min(limit, DEFAULT_MIN_LIMIT)}))
@@ -176,6 +177,8 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .report import _png  # the sweep report's figure encoder
+
     lines = ["# Realism: generated contexts against real sessions", "",
              f"Generated: {contexts} contexts of `{family}`. Corpus: {sessions} sessions of `{corpus}`. "
              "Generated is the median over contexts (a yes/no statistic: the share of contexts); the corpus columns are "
@@ -195,7 +198,7 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
         lines += [f"| {p} | {r.generated:+.3f} | {r.corpus_cuts:+.3f} |" for p, r in ranks.iterrows()]
         lines.append("")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines), encoding="utf-8")
+    atomic_write_text(out, "\n".join(lines))
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(table) + 1))
     scale = table[["corpus_p90", "generated"]].abs().max(axis=1).replace(0, 1)
     y = np.arange(len(table))[::-1]
@@ -206,7 +209,7 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
     ax.set_xlabel("value / max(corpus p90, generated)")
     ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    fig.savefig(out.with_suffix(".png"), dpi=100)
+    atomic_write_bytes(out.with_suffix(".png"), _png(fig))
     plt.close(fig)
 
 
