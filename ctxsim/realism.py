@@ -207,7 +207,7 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
     ax.plot(table.generated / scale, y, "o", color="tab:orange", label="generated")
     ax.set_yticks(y, table.key)
     ax.set_xlabel("value / max(corpus p90, generated)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower left", fontsize=8)  # the yes/no statistics sit at the right
     fig.tight_layout()
     atomic_write_bytes(out.with_suffix(".png"), _png(fig))
     plt.close(fig)
