@@ -16,7 +16,8 @@ time out. 0-2 later user messages are the harness's format reminders.
 
 Ground truth (``state.fact_table``): the user's rules (``rule``, P1, in the task); per
 file the session created or edited, its path and a line only its latest version holds
-(``artifact``); the issue title and the last command (``continuation``); the error and
+(``artifact``); the issue title and the open item the agent states before its patch
+(``continuation``); the error and
 the test tally the session relied on (``fact``). Each value occurs verbatim in the unit
 named by the fact.
 
@@ -104,16 +105,36 @@ class _Session:
             return ""
         text = " ".join(s for s in sentences if s)
         if self.rng.random() < 0.5:
-            text = self.fake.sentence(nb_words=self.rng.randint(6, 16)) + " " + text
+            text = self.remark() + " " + text
         if self.rng.random() < 0.12:
-            points = [f"{i}. {self.fake.sentence(nb_words=self.rng.randint(8, 20))}" for i in range(1, self.rng.randint(3, 7))]
+            points = [f"{i}. {self.remark()}" for i in range(1, self.rng.randint(3, 7))]
             text += "\n\n" + "\n".join(points)
         return text
+
+    def remark(self) -> str:
+        """One sentence about the work: what the last output showed, mostly in the repository's own names."""
+        bug, rng = self.repo.bug, self.rng
+        path, function = self.repo.some_function()
+        tests = [p for p in self.repo.tree if p.startswith("tests/")]
+        remarks = (
+            f"The traceback ends in `{bug.function.qualname}` in `{bug.path}`.",
+            f"`{bug.subject}` comes straight from the caller, so it can be None here.",
+            f"`{bug.function.name}` is the only place that uses `{bug.subject}` without checking it.",
+            f"The tests for this code seem to be in `{rng.choice(tests)}`.",
+            f"`{function.qualname}` in `{path}` follows the same pattern.",
+            "That matches what the issue describes.",
+            "The output looks right now." if self.fixed else "So the problem is reproducible.",
+            f"Nothing else in the package depends on how `{bug.function.name}` fails.",
+            f"I need to see how `{function.name}` handles the same case.",
+            "This is more output than I need; I will narrow it down.",
+            self.fake.sentence(nb_words=rng.randint(6, 14)),
+        )
+        return rng.choice(remarks)
 
     def find(self) -> None:
         bug = self.repo.bug
         word = bug.path.rsplit("/", 1)[-1][:-3].split("_")[0] if not self.messages[3:] else self.rng.choice(self.repo.words)[:5]
-        hits = [p for p in self.repo.tree if word in p] + self.rng.sample(self.repo.tree, min(6, len(self.repo.tree)))
+        hits = [p for p in self.repo.tree if word in p] + self.rng.sample(self.repo.tree, min(10, len(self.repo.tree)))
         hits = list(dict.fromkeys(hits))[:20]
         self.run(self.thought(f"Let me look for the files related to `{word}` in the repository."),
                  f'find . -type f -name "*.py" | grep -i {word} | head -20', "\n".join(f"./{p}" for p in hits))
@@ -137,7 +158,7 @@ class _Session:
         """Show lines ``first..last`` of ``path`` (the whole file when not given) the way ``viewer`` prints them."""
         lines = self.repo.lines(path)
         whole = first is None
-        first, last = (1, len(lines)) if whole else (max(1, first), min(len(lines), last))
+        first, last = (1, len(lines)) if whole else (max(1, first), last)  # sed and head stop at the end of the file
         viewer = "cat" if whole else (viewer or self.rng.choice(_VIEWERS))
         if viewer == "cat":
             command, numbered = f"cat {path}", False
@@ -188,10 +209,17 @@ class _Session:
                       "    print(f'  {type(e).__name__}: {e}')", ""]
         return lines
 
-    def traceback(self) -> str:
+    def traceback(self, test: str | None = None) -> str:
+        """The bug's traceback from the reproduce script (or from ``test``, a ``path::name`` test) into the repository."""
         bug, repo = self.repo.bug, self.repo
-        frames = [f'  File "/testbed/{self.script}", line {self.rng.randint(3, 12)}, in <module>',
-                  f"    print('Case 1:', {bug.function.cls or bug.function.name}(None))"]
+        if test is None:
+            script = repo.history[self.script][-1]
+            n = next(i for i, line in enumerate(script, start=1) if line.startswith("    result = "))
+            frames = [f'  File "/testbed/{self.script}", line {n}, in <module>', f"    {script[n - 1].strip()}"]
+        else:
+            path, name = test.split("::")
+            call = f"{bug.function.cls}().{bug.function.name}" if bug.function.cls else bug.function.name
+            frames = [f'  File "/testbed/{path}", line {self.rng.randint(12, 400)}, in {name}', f"    result = {call}(None)"]
         for _ in range(self.rng.randint(0, 3)):
             path, function = repo.some_function(exclude=bug.path)
             n = self.rng.randint(function.start + 1, function.end)
@@ -251,7 +279,7 @@ class _Session:
         repo.replace_line(bug.path, bug.text, bug.fix)
         self.fixed = True
         window = "\n".join(repo.lines(bug.path)[max(0, n - 4) : n + 5])
-        a, t = self.run(self.thought(f"I'll guard `{bug.subject}` against None in `{bug.function.qualname}` before it is used."),
+        self.run(self.thought(f"I'll guard `{bug.subject}` against None in `{bug.function.qualname}` before it is used."),
                         script, window)
 
     def tests(self, final: bool = False) -> int:
@@ -274,7 +302,8 @@ class _Session:
             lines += [f"{target}::{n} {'FAILED' if n in failed else 'PASSED'} [{100 * (i + 1) // len(names):3d}%]" for i, n in enumerate(names)]
             tally = f"{len(names) - len(failed)} passed" + (f", {len(failed)} failed" if failed else "")
             if failed:
-                lines += ["", "=" * 30 + " FAILURES " + "=" * 30, self.traceback()]
+                test = f"{target}::{next(iter(failed))}"
+                lines += ["", "=" * 30 + " FAILURES " + "=" * 30, self.traceback(test)]
             lines += ["", "=" * 20 + f" {tally} in {self.rng.uniform(0.05, 9):.2f}s " + "=" * 20]
             command = f"python -m pytest {target} -v 2>&1 | tail -{len(lines) + 5}"
         _, t = self.run(self.thought("Let me run the existing tests for this module."), command, "\n".join(lines), 1 if failed else 0)
@@ -393,10 +422,12 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
             continue
         _explore(s, late=True)
     s.tests(final=True)
-    s.run(s.thought("Let me review the whole change."), "git diff", repo.diff(final))
+    path, function = repo.some_function(exclude=bug.path)
+    open_item = f"Still open: `{function.qualname}` in `{path}` may need the same guard"
+    review, _ = s.run(f"{open_item}; I will check it after the patch. Let me review the whole change.", "git diff", repo.diff(final))
+    s.fact("continuation", open_item, review)
     s.run(s.thought("Now let me create the patch file."), "git diff -- " + " ".join(final) + " > patch.txt", "")
-    last, _ = s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(final))
-    s.fact("continuation", "cat patch.txt", last)
+    s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(final))
     _artifact_facts(s)
     holders: dict[str, list[str]] = {}
     for f in s.facts:

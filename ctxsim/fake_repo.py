@@ -208,9 +208,9 @@ class FakeRepo:
         self.functions[path] = functions
 
     def _decoys(self, subpackages: list[str]) -> set[str]:
-        paths = {f"tests/test_{self._ident()}.py" for _ in range(self.rng.randint(10, 30))}
+        paths = {f"tests/test_{self._ident()}.py" for _ in range(self.rng.randint(20, 60))}
         for sub in subpackages:
-            paths |= {f"{self.package}/{sub}/{self._ident()}.py" for _ in range(self.rng.randint(3, 12))}
+            paths |= {f"{self.package}/{sub}/{self._ident()}.py" for _ in range(self.rng.randint(6, 20))}
             paths.add(f"{self.package}/{sub}/__init__.py")
         return paths | {f"{self.package}/__init__.py", "setup.py", "setup.cfg", "tox.ini", "README.rst", "docs/conf.py"}
 
@@ -240,10 +240,6 @@ class FakeRepo:
     # ---- reading -------------------------------------------------------
     def lines(self, path: str) -> list[str]:
         return self.files[path]
-
-    def version(self, path: str) -> int:
-        """How many times ``path`` was written (0 = as at the start)."""
-        return len(self.history[path]) - 1
 
     def grep(self, needle: str, paths: list[str] | None = None) -> list[tuple[str, int, str]]:
         """(path, line number, line) of every current line containing ``needle``."""

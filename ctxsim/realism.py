@@ -14,9 +14,9 @@ The corpus is a folder of chat JSONL sessions (``*.jsonl`` or ``*.jsonl.gz``) wi
 file name ``{owner}__{name}-{issue}__{run}``.
 
 A *cut* of a session (:func:`cut_messages`) is its first messages up to a drawn share,
-ended after a tool result so that every call keeps its result; the cut is then a
-transcript family at a drawn overflow (its tokens over the limit), like every shipped
-transcript family.
+ended after a tool result so that every call keeps its result; :func:`cut_scenarios`
+makes it a transcript scenario at a drawn overflow (its tokens over the limit), the
+range of the shipped transcript families.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from .atomic import atomic_write_bytes, atomic_write_text
 from .errors import ScenarioError
 from .families import draw_rng
-from .model import ContextState
+from .model import DEFAULT_MIN_LIMIT, ContextState
 from .paths import DATA_DIR
 from .realism_stats import STATISTICS, context_stats
 from .scenarios import Scenario, build_context
@@ -104,21 +105,24 @@ def cut_messages(messages: list[dict], share: float) -> list[dict]:
 
 
 def cut_scenarios(files: Sequence[Path], folder: Path, seed: int = 0) -> list[Scenario]:
-    """One cut per session file (share from :data:`CUT_SHARE`, drawn from ``seed`` and the
-    file's position) written to ``folder`` as a transcript family at :data:`CUT_OVERFLOW`;
-    sessions whose cut is only the system prompt and task are skipped."""
+    """One cut per session file, written to ``folder`` as a transcript scenario: a share of
+    its messages from :data:`CUT_SHARE` and an overflow from :data:`CUT_OVERFLOW`, both
+    drawn from ``seed`` and the file's position (the limit is the cut's tokens over the
+    overflow; its floor is lowered to a smaller limit). Sessions whose cut is only the
+    system prompt and task are skipped."""
     scenarios = []
     for i, path in enumerate(files):
-        share = float(draw_rng(seed * 100_003 + i).uniform(*CUT_SHARE))
+        rng = draw_rng(seed * 100_003 + i)
+        share, overflow = float(rng.uniform(*CUT_SHARE)), float(rng.uniform(*CUT_OVERFLOW))
         messages = cut_messages(_messages(path), share)
         if len(messages) < 4:
             continue
         stem = path.name.split(".jsonl")[0]
         out = folder / f"{stem}.jsonl"
-        out.write_text("".join(json.dumps(m) + "\n" for m in messages), encoding="utf-8")
-        scenario = Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(out), "contexts": 1,
-                                            "sample": {"overflow": {"min": CUT_OVERFLOW[0], "max": CUT_OVERFLOW[1]}}})
-        scenarios.append(scenario)
+        atomic_write_text(out, "".join(json.dumps(m) + "\n" for m in messages))
+        limit = max(1, round(load_transcript(out).total_tokens / overflow))
+        scenarios.append(Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(out), "limit": limit,
+                                                  "min_limit": min(limit, DEFAULT_MIN_LIMIT)}))
     return scenarios
 
 
@@ -173,11 +177,14 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from .report import _png  # the sweep report's figure encoder
+
     lines = ["# Realism: generated contexts against real sessions", "",
              f"Generated: {contexts} contexts of `{family}`. Corpus: {sessions} sessions of `{corpus}`. "
              "Generated is the median over contexts (a yes/no statistic: the share of contexts); the corpus columns are "
-             "its 10th, 50th and 90th percentiles over sessions (a yes/no statistic: its share). Command: "
-             "`ctxsim realism --rank`.", "",
+             "its 10th, 50th and 90th percentiles over whole sessions (a yes/no statistic: its share). *Inside*: within "
+             "the corpus's 10-90 % range (a yes/no statistic: within 0.2 of the corpus's share). Statistics are defined in "
+             "`ctxsim/realism_stats.py`. Command: `ctxsim realism --rank`.", "",
              "| statistic | generated | corpus p10 | p50 | p90 | inside |", "| --- | ---: | ---: | ---: | ---: | --- |"]
     for row in table.itertuples():
         lines.append(f"| {row.statistic} | {row.generated:.3g} | {row.corpus_p10:.3g} | {row.corpus_p50:.3g} | "
@@ -191,7 +198,7 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
         lines += [f"| {p} | {r.generated:+.3f} | {r.corpus_cuts:+.3f} |" for p, r in ranks.iterrows()]
         lines.append("")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines), encoding="utf-8")
+    atomic_write_text(out, "\n".join(lines))
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(table) + 1))
     scale = table[["corpus_p90", "generated"]].abs().max(axis=1).replace(0, 1)
     y = np.arange(len(table))[::-1]
@@ -200,10 +207,18 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
     ax.plot(table.generated / scale, y, "o", color="tab:orange", label="generated")
     ax.set_yticks(y, table.key)
     ax.set_xlabel("value / max(corpus p90, generated)")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower left", fontsize=8)  # the yes/no statistics sit at the right
     fig.tight_layout()
-    fig.savefig(out.with_suffix(".png"), dpi=100)
+    atomic_write_bytes(out.with_suffix(".png"), _png(fig))
     plt.close(fig)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (so reports do not name a machine's folders)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAULT_CORPUS, split: str | None = None,
@@ -229,8 +244,8 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"{rank_contexts} contexts of the family and on one cut of each of {len(cuts)} corpus sessions (every "
                 f"{max(1, len(files) // rank_contexts)}th file): a cut keeps the first {CUT_SHARE[0]:g}-{CUT_SHARE[1]:g} "
                 f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
-                f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (a transcript family, `ctxsim/realism.py` "
-                "`cut_scenarios`).")
-    write_report(table, Path(out), family=str(family), contexts=contexts, corpus=str(corpus) + (f" ({split})" if split else ""),
+                f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
+                "`ctxsim/realism.py` `cut_scenarios`).")
+    write_report(table, Path(out), family=_shown(family), contexts=contexts, corpus=_shown(corpus) + (f" ({split})" if split else ""),
                  sessions=len(files), ranks=ranks, rank_note=note)
     return table

@@ -75,3 +75,18 @@ def test_cli_writes_the_report_and_figure(tmp_path, capsys):
     text = out.read_text()
     assert "| units |" in text and "5 sessions" not in text and "(held_out)" in text and (tmp_path / "realism.png").stat().st_size > 1000
     assert main(["realism", "--contexts", "0", "--out", str(out)]) == 2
+
+
+def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, repo_root):
+    from ctxsim.realism import CUT_OVERFLOW, rank_agreement, spearman, cut_scenarios
+
+    cuts = cut_scenarios(corpus_files(split="held_out")[:2], tmp_path)
+    assert len(cuts) == 2
+    for cut in cuts:
+        state = build_context(cut, 0)
+        assert CUT_OVERFLOW[0] - 0.01 <= state.total_tokens / state.limit <= CUT_OVERFLOW[1] + 0.01
+    family = find_scenario(repo_root / "data/families/agent_sessions.yaml")
+    ranks = rank_agreement([family], cuts[:1], 1, ["remove_oldest", "fresh_start"])
+    assert list(ranks.index) == ["only:remove_oldest", "only:fresh_start"]
+    assert ranks.notna().all().all() and ((ranks >= -2) & (ranks <= 2)).all().all()
+    assert spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)
