@@ -33,7 +33,7 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
@@ -47,6 +47,7 @@ from .episode import EpisodeSettings
 from .metrics import outcome
 from .model import ContextState
 from .report import _figure, _png, _style, markdown_table
+from .reward import compute_reward
 from .scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
 
 #: the coherence measures compared: old first
@@ -93,8 +94,9 @@ def drop_curves(
     orders: Sequence[str] = ("oldest", "random"),
 ) -> pd.DataFrame:
     """One row per (order, scenario, seed, share %): ``coherence_<measure>`` for each
-    of :data:`MEASURES` and the :data:`CURVE_COLUMNS` of the dropped context
-    (default embedder). Random drops permute with seed ``1000 × seed + scenario index``."""
+    of :data:`MEASURES`, ``reward_<measure>`` (the ``seed001`` reward the dropped
+    context would get if it fit the limit: the reward *given success*) and the
+    :data:`CURVE_COLUMNS` of the dropped context (default embedder). Random drops permute with seed ``1000 × seed + scenario index``."""
     rows = []
     for order in orders:
         for si, scenario in enumerate(scenarios):
@@ -106,13 +108,14 @@ def drop_curves(
                     first = scored[MEASURES[0]]
                     rows.append({"order": order, "scenario": scenario.name, "seed": seed, "share": share,
                                  **{f"coherence_{m}": o.coherence for m, o in scored.items()},
+                                 **{f"reward_{m}": compute_reward(replace(o, success=True)) for m, o in scored.items()},
                                  **{c: getattr(first, c) for c in CURVE_COLUMNS}})
     return pd.DataFrame(rows)
 
 
 def curve_means(curves: pd.DataFrame) -> pd.DataFrame:
     """Mean of every scored column per (order, share), oldest first."""
-    columns = [f"coherence_{m}" for m in MEASURES] + list(CURVE_COLUMNS)
+    columns = [f"{kind}_{m}" for kind in ("coherence", "reward") for m in MEASURES] + list(CURVE_COLUMNS)
     return curves.groupby(["order", "share"], sort=True)[columns].mean().reset_index()
 
 
@@ -273,11 +276,13 @@ def curve_rows(means: pd.DataFrame) -> list[list[str]]:
     for r in means[means.order == "oldest"].itertuples():
         rows.append([f"{r.share}", f"{r.coherence_centroid:.3f}", f"{r.coherence_recall:.3f}",
                      f"{random.loc[r.share, 'coherence_recall']:.3f}", f"{r.facts_retained:.2f}",
-                     f"{r.p1_preserved:.2f}", f"{r.probe_score:.2f}"])
+                     f"{r.p1_preserved:.2f}", f"{r.probe_score:.2f}", f"{r.reward_centroid:+.3f}",
+                     f"{r.reward_recall:+.3f}"])
     return rows
 
 
-CURVE_HEADER = ["dropped %", "centroid (old)", "recall (new)", "recall, random drops", "facts", "P1", "probes"]
+CURVE_HEADER = ["dropped %", "centroid (old)", "recall (new)", "recall, random drops", "facts", "P1", "probes",
+                "reward given success, centroid", "reward given success, recall"]
 
 
 @dataclass
@@ -344,7 +349,9 @@ def render(results: Results, *, figure: str, command: str, info: dict[str, str],
         "## 1. Drop curves", "",
         f"Every generated scenario of `data/scenarios` ({generated}) × context seeds 0–{seeds - 1}: the oldest "
         "(or, in one column, random) k % of the non-pinned units removed (`state.with_units`), scored by "
-        "`ctxsim.metrics.outcome`. Means over the contexts.", "",
+        "`ctxsim.metrics.outcome`. Means over the contexts. The last two columns: the `seed001` reward the dropped "
+        "context would get if it fit its limit (the reward given success: where it rises with the share dropped, "
+        "the reward pays for cutting more than needed).", "",
         f"![drop curves]({figure})", "",
         markdown_table(CURVE_HEADER, curve_rows(means)),
         "## 2. Correlations", "",

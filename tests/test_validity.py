@@ -61,6 +61,9 @@ def test_new_coherence_falls_strictly_with_the_share_dropped_and_the_old_one_har
         half = context.share.to_list().index(50)
         assert 1 - recall[half] > 3 * (1 - centroid[half])  # the old measure is much flatter
         assert recall[half] <= 0.7 and centroid[half] >= 0.9
+        # the reward given success: the old measure pays for dropping more, the new one does not
+        assert np.all(np.diff(context.reward_recall.to_numpy()) < 0)
+        assert context.reward_centroid.iloc[half] > context.reward_centroid.iloc[1]
     means = curve_means(curves)
     random = means[means.order == "random"].sort_values("share").coherence_recall.to_numpy()
     assert random[0] == 1.0 and random[-1] < 0.5 and np.all(np.diff(random) <= 0)
