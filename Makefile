@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-all demo demo-report bench clean
+.PHONY: install test test-all demo demo-report bench validity clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -33,6 +33,10 @@ demo-report: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m ctxsim.bench --out reports/benchmarks.md
+
+# Drop curves, correlations, rankings and the adaptivity gap of the old and new coherence.
+validity: $(STAMP)
+	$(BIN)/python -m ctxsim.validity --out reports/metric_validity.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info
