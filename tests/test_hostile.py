@@ -403,3 +403,9 @@ def test_a_killed_sweep_leaves_no_worker_and_the_next_run_removes_its_scratch(tm
                                          f"seeds: 1\nenv: {env}\n")
     assert main(["sweep", str(tmp_path / "short.yaml"), "--workers", "1", "--out", str(out), "--quiet"]) == 0
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_a_huge_results_csv_is_refused_before_it_is_read(tmp_path, capsys):
+    results = sparse(tmp_path / "results.csv", INPUT_LIMITS["results CSV"] + 1)
+    fails_cleanly(["report", str(results), "--out", str(tmp_path / "report")], capsys, "over the limit for a results CSV")
+    assert not (tmp_path / "report").exists()
