@@ -63,7 +63,7 @@ from .errors import ConfigError, PolicyError, describe_value
 from .parallel import default_workers, process_map
 from .paths import ROOT
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
-from .validation import MAX_SEED, Bounded, join_key, load_yaml, validate
+from .validation import MAX_SEED, Bounded, check_input, join_key, load_yaml, validate
 
 DEFAULT_ENV = "envs/default.yaml"
 #: the key of a results row ("run": a member of a folder of trained policies, else "")
@@ -534,6 +534,7 @@ def read_results(path: str | Path, columns: Sequence[str] = REQUIRED_COLUMNS) ->
     path = Path(path)
     if path.is_dir():
         path = path / "results.csv"
+    check_input(path, "results CSV", ConfigError)
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False)
     except FileNotFoundError:

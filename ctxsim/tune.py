@@ -53,7 +53,7 @@ class ParamSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    choice: Annotated[list[Any], Field(min_length=1)] | None = None
+    choice: Annotated[list[Any], Field(min_length=1), Bounded] | None = None
     uniform: Pair | None = None
     loguniform: Annotated[list[Annotated[float, Field(gt=0)]], Field(min_length=2, max_length=2)] | None = None
     randint: Annotated[list[int], Field(min_length=2, max_length=2)] | None = None

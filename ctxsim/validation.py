@@ -57,6 +57,7 @@ INPUT_LIMITS = {
     "YAML file": 4 * _MB,  # context_config, models, scenarios, env specs, experiments, sweeps, tune files
     "transcript": 64 * _MB,  # chat JSONL
     "transition log": 512 * _MB,  # JSONL read back by evaluate --from-log and export
+    "results CSV": 512 * _MB,  # a sweep's results.csv or a baseline (sweep --baseline, report)
     "exported policy": 64 * _MB,  # policy.json and weights.npz
 }
 #: most values (mappings, lists and scalars, an alias counted at each use) that free-form

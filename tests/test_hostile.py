@@ -403,3 +403,23 @@ def test_a_killed_sweep_leaves_no_worker_and_the_next_run_removes_its_scratch(tm
                                          f"seeds: 1\nenv: {env}\n")
     assert main(["sweep", str(tmp_path / "short.yaml"), "--workers", "1", "--out", str(out), "--quiet"]) == 0
     assert not [p.name for p in out.iterdir() if p.name.startswith(".")]
+
+
+def test_a_huge_results_csv_is_refused_before_it_is_read(tmp_path, capsys):
+    results = sparse(tmp_path / "results.csv", INPUT_LIMITS["results CSV"] + 1)
+    fails_cleanly(["report", str(results), "--out", str(tmp_path / "report")], capsys, "over the limit for a results CSV")
+    assert not (tmp_path / "report").exists()
+
+
+@pytest.mark.timeout(60)
+def test_an_alias_bomb_in_a_tune_choice_is_refused(tmp_path, repo_root):
+    from ctxsim.errors import ConfigError
+    from ctxsim.tune import load_tune
+
+    text = (repo_root / "experiments" / "tune_maskable_ppo.yaml").read_text()
+    text = text.replace("experiment: experiments/", f"experiment: {repo_root}/experiments/")
+    bomb = ", ".join(f"&l{i} [" + ", ".join([f"*l{i - 1}" if i else "1"] * 10) + "]" for i in range(9))
+    text = text.replace("  n_steps: {choice: [256, 512]}", f"  n_steps: {{choice: [{bomb}]}}")
+    (tmp_path / "tune.yaml").write_text(text)
+    with pytest.raises(ConfigError, match=r"param_space\.n_steps\.choice.*more than 1,000,000 values"):
+        load_tune(tmp_path / "tune.yaml")
