@@ -63,7 +63,6 @@ STATISTICS: tuple[Statistic, ...] = (
     Statistic("has_diff", "contexts with diffs", flag=True),
     Statistic("has_traceback", "contexts with tracebacks", flag=True),
 )
-STATISTIC_KEYS = tuple(s.key for s in STATISTICS)
 
 _PATH = re.compile(
     r"(?<![\w/.-])(?:\./|/testbed/)?((?:[A-Za-z_][\w.-]*/)+[A-Za-z_][\w-]*\.(?:py|pyi|cfg|toml|ini|txt|rst|json|yaml|yml))\b"

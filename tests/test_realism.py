@@ -16,9 +16,6 @@ from ctxsim.realism import (
 from ctxsim.scenarios import build_context, find_scenario
 from ctxsim.transcripts import load_transcript
 
-#: statistics the family may leave its corpus range on, with the reason (reports/realism.md says the same)
-KNOWN_OUTSIDE: dict[str, str] = {}
-
 
 def test_every_session_is_in_exactly_one_split_and_no_repository_on_two_sides():
     splits = read_splits(DEFAULT_CORPUS / "splits.yaml")
@@ -60,8 +57,7 @@ def test_the_family_stays_inside_the_corpus_range(repo_root):
     generated = stats_frame([build_context(family, seed) for seed in range(12)])
     corpus = stats_frame([load_transcript(p) for p in corpus_files()])
     table = compare(generated, corpus)
-    outside = set(table.loc[~table.inside, "key"])
-    assert outside <= set(KNOWN_OUTSIDE), table.loc[~table.inside].to_string()
+    assert table.inside.all(), table.loc[~table.inside].to_string()
 
 
 def test_cli_writes_the_report_and_figure(tmp_path, capsys):
