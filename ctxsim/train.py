@@ -96,10 +96,16 @@ class ExperimentConfig(BaseModel):
         return self
 
 
+#: the loader's own key (not an ExperimentConfig field): experiments share hyperparameters through it
+EXTENDS_KEY = (
+    "extends", "another experiment file (relative to this one) whose keys this file starts from: its own keys "
+    "replace them, `hyperparams` are merged key by key",
+)
+
+
 def load_experiment(path: str | Path) -> ExperimentConfig:
-    """An experiment file, validated. ``extends: FILE`` (relative to the file) starts
-    from that experiment's keys: this file's keys replace them, except ``hyperparams``,
-    which are merged key by key, so experiments share one block of hyperparameters."""
+    """An experiment file, validated; ``extends`` (:data:`EXTENDS_KEY`) resolved first,
+    so experiments share one block of hyperparameters."""
     path = Path(path)
     return validate(ExperimentConfig, {**_experiment_data(path, ()), "source": str(path)}, path, ConfigError)
 

@@ -306,13 +306,13 @@ def test_readme_lists_every_command_and_the_registry_strategy_table():
 def test_readme_documents_every_experiment_key():
     import re
 
-    from ctxsim.train import ExperimentConfig
+    from ctxsim.train import EXTENDS_KEY, ExperimentConfig
 
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme[readme.index("## Experiment files"):readme.index("## Strategies")]
     documented = re.findall(r"^\| `([a-z_]+)` \| .+? \| (.+) \|$", section, flags=re.MULTILINE)
     fields = {name: f.description for name, f in ExperimentConfig.model_fields.items() if name != "source"}
-    assert dict(documented) == fields
+    assert dict(documented) == dict([EXTENDS_KEY], **fields)
 
 
 @pytest.mark.parametrize("argv,needle", [
