@@ -23,7 +23,8 @@ DEMO_EXPERIMENT = EXPERIMENTS_DIR / "maskable_ppo_default.yaml"
 DEMO_BASELINES = ["seed-chain", "oracle", "random", "greedy"]
 #: folder (under --out) of the exported policy, and its label in the sweep
 LEARNED = "learned"
-HEADLINE_COLUMNS = ("policy", "IQM normalized [95% CI]", "mean reward [95% CI]", "success", "recovery", "P1 kept", "facts kept")
+HEADLINE_COLUMNS = ("policy", "IQM normalized [95% CI]", "mean reward [95% CI]", "success", "recovery", "tokens cut",
+                    "probes", "P1 kept", "rules kept", "facts kept")
 
 
 def _headline_rows(summary) -> list[list[str]]:
@@ -31,7 +32,8 @@ def _headline_rows(summary) -> list[list[str]]:
     return [
         [r.policy, f"{r.iqm_normalized:.3f} [{r.iqm_ci_low:.3f}, {r.iqm_ci_high:.3f}]",
          f"{r.mean_reward:+.3f} [{r.reward_ci_low:+.3f}, {r.reward_ci_high:+.3f}]", f"{r.success_rate:.0%}",
-         f"{r.recovery_rate:.0%}", f"{r.p1_preserved:.2f}", f"{r.facts_retained:.2f}"]
+         f"{r.recovery_rate:.0%}", f"{r.reduction_pct:.0f}%", f"{r.probe_score:.2f}", f"{r.p1_preserved:.2f}",
+         f"{r.rules_retained:.2f}", f"{r.facts_retained:.2f}"]
         for r in ordered.itertuples()
     ]
 
