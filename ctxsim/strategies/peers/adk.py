@@ -6,7 +6,14 @@ from pydantic import Field, model_validator
 
 from ...model import ContextState, ContextUnit
 from ..base import RANK_SUMMARIZE, Outcome, Params, StrategyContext, unchanged
-from .common import MIN_BODY_TOKENS, PeerStrategy, body_budget, framed_summary, summary_cost, summary_of
+from .common import (
+    MIN_BODY_TOKENS,
+    PeerStrategy,
+    body_budget,
+    framed_summary,
+    summary_cost,
+    summary_of,
+)
 
 
 class AdkParams(Params):

@@ -7,7 +7,13 @@ from pydantic import Field
 from ...model import ContextState, ContextUnit
 from ..base import RANK_SUMMARIZE, Outcome, Params, StrategyContext, unchanged
 from ..common import replace_span
-from .common import MIN_BODY_TOKENS, PeerStrategy, framed_summary, summary_cost, summary_of
+from .common import (
+    MIN_BODY_TOKENS,
+    PeerStrategy,
+    framed_summary,
+    summary_cost,
+    summary_of,
+)
 
 AIDER_FRAME = "I spoke to you previously about a number of things.\n"
 

@@ -6,7 +6,16 @@ from pydantic import Field
 
 from ...model import ContextState
 from ..base import RANK_SUMMARIZE, Outcome, Params, StrategyContext, unchanged
-from .common import MIN_BODY_TOKENS, PeerStrategy, body_budget, framed_summary, summary_cost, templated_summary
+from .common import (
+    MIN_BODY_TOKENS,
+    PeerStrategy,
+    body_budget,
+    framed_summary,
+    instructions_and_conversation,
+    over_trigger,
+    summary_cost,
+    templated_summary,
+)
 
 #: the default summary prompt's sections, filled from a structured summary
 ANTHROPIC_COMPACT_TEMPLATE = (
@@ -51,13 +60,10 @@ class AnthropicCompact(PeerStrategy):
     Params = AnthropicCompactParams
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
-        return state.total_tokens > self.params.trigger_share * state.limit and any(
-            not (u.pinned or u.role == "system") for u in state.units
-        )
+        return over_trigger(state, self.params.trigger_share)
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
-        system = [u for u in state.units if u.pinned or u.role == "system"]
-        conversation = [u for u in state.units if not (u.pinned or u.role == "system")]
+        system, conversation = instructions_and_conversation(state)
         if not conversation:
             return unchanged(state, "nothing before the compaction point")
         body = body_budget(state, ctx, system, "", self.params.summary_tokens)

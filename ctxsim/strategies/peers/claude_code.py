@@ -11,6 +11,8 @@ from .common import (
     PeerStrategy,
     body_budget,
     framed_summary,
+    instructions_and_conversation,
+    over_trigger,
     share,
     summary_cost,
     templated_summary,
@@ -93,13 +95,10 @@ class ClaudeCodeCompact(PeerStrategy):
         return [u for u in state.units if u.id in chosen]
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
-        return state.total_tokens > self.params.trigger_share * state.limit and any(
-            not (u.pinned or u.role == "system") for u in state.units
-        )
+        return over_trigger(state, self.params.trigger_share)
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
-        instructions = [u for u in state.units if u.pinned or u.role == "system"]
-        conversation = [u for u in state.units if not (u.pinned or u.role == "system")]
+        instructions, conversation = instructions_and_conversation(state)
         if not conversation:
             return unchanged(state, "nothing to summarize")
         attached = self.attachments(state)

@@ -91,6 +91,18 @@ def templated_summary(state: ContextState, units: Sequence[ContextUnit], ctx: St
     return truncate_paragraphs(sections_text(structured, template), body_tokens) or text
 
 
+def instructions_and_conversation(state: ContextState) -> tuple[list[ContextUnit], list[ContextUnit]]:
+    """(pinned and system units — a system's instructions —, every other unit), in order."""
+    instructions = [u for u in state.units if u.pinned or u.role == "system"]
+    kept = {u.id for u in instructions}
+    return instructions, [u for u in state.units if u.id not in kept]
+
+
+def over_trigger(state: ContextState, trigger_share: float) -> bool:
+    """The context passes ``trigger_share`` of its limit and holds a conversation to compact."""
+    return state.total_tokens > trigger_share * state.limit and bool(instructions_and_conversation(state)[1])
+
+
 class PeerStrategy(Strategy):
     """Base of the peer strategies: ``id`` is the policy name, ``source`` the reference."""
 
