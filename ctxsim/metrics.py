@@ -13,7 +13,8 @@ Definitions (MISSION.md):
   so that chance matches score 0); coherence_delta = coherence − 1;
 * p1_preserved — share of the original P1 units still present (compressed in place
   counts as present; folded into a summary does not) with their planted rules and
-  facts (in the unit or in the result); 1.0 when there were none;
+  facts (in the unit or in the result; a unit's artifact and continuation probes
+  are scored by the probe metrics, not here); 1.0 when there were none;
 * facts_retained / rules_retained — share of the planted facts / rules whose exact
   value still appears in the rendered final context; 1.0 when none were planted;
 * probe_score — share of all probes (every planted item of ground truth: facts,
@@ -28,7 +29,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from .coherence import DEFAULT_MEASURE, get_measure
-from .model import ContextState
+from .model import STATED_KINDS, ContextState
 from .probes import PROBE_KINDS, probe_score, probe_scores
 
 RECOVERY_IDS = frozenset({"fresh_start", "truncate"})
@@ -78,14 +79,15 @@ def coherence(
 def p1_preserved(original: ContextState, final: ContextState) -> float:
     """Share of the original P1 units kept: present by id (compressed in place
     counts, folded into a summary does not) and still carrying every planted rule
-    and fact value they held, in the unit or elsewhere in the result; 1.0 when there
-    were none."""
+    and fact value they held (kinds :data:`~ctxsim.model.STATED_KINDS`), in the unit
+    or elsewhere in the result; 1.0 when there were none."""
     p1 = [u.id for u in original.units if u.priority == 1]
     if not p1:
         return 1.0
     planted: dict[str, list[str]] = {}
     for fact in original.fact_table:
-        planted.setdefault(fact.unit_id, []).append(fact.value)
+        if fact.kind in STATED_KINDS:
+            planted.setdefault(fact.unit_id, []).append(fact.value)
     text = final.render() if any(uid in planted for uid in p1) else ""
     kept = sum(
         uid in final and all(v in final.unit(uid).content or v in text for v in planted.get(uid, ())) for uid in p1

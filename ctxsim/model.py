@@ -27,6 +27,10 @@ PRIORITIES = (1, 2, 3)
 #: the task state a session leaves behind; each kind is the answer of one probe kind
 #: (:data:`ctxsim.probes.PROBE_KIND_OF`)
 FACT_KINDS = ("fact", "rule", "artifact", "continuation")
+#: the kinds a unit states in its own words (facts and user rules), as against what the
+#: session left behind (artifact, continuation): what a kept P1 unit must still carry
+#: (:func:`ctxsim.metrics.p1_preserved`) and what "facts retained" counts
+STATED_KINDS = ("fact", "rule")
 #: seed 002's sensitivity levels, least to most sensitive
 SENSITIVITIES = ("public", "internal", "confidential", "restricted")
 DEFAULT_MIN_LIMIT = 3500

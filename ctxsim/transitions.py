@@ -59,7 +59,7 @@ import numpy as np
 from .atomic import atomic_write_text, process_alive
 from .errors import LogFormatError
 from .probes import share_answered
-from .model import ContextState
+from .model import STATED_KINDS, ContextState
 from .validation import DuplicateKeyError, check_input, loads_json
 
 logger = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def state_summary(
         "limit": state.limit,
         "units": len(state.units),
         "p1_units": sum(u.priority == 1 for u in state.units),
-        "facts_present": share_answered((f for f in state.fact_table if f.kind in ("fact", "rule")), text),
+        "facts_present": share_answered((f for f in state.fact_table if f.kind in STATED_KINDS), text),
         "probes_present": share_answered(state.fact_table, text),
         "history": list(state.history),
     }

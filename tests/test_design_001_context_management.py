@@ -11,6 +11,7 @@ import pytest
 
 from ctxsim.metrics import p1_preserved, retained
 from ctxsim.model import ContextState, ContextUnit, Fact
+from ctxsim.probes import probe_scores
 from ctxsim.scenarios import build_context, find_scenario
 from ctxsim.strategies import ContextBudget, StrategyContext, get_strategy
 
@@ -89,6 +90,22 @@ def test_p1_preserved_counts_a_unit_only_with_its_planted_rules_and_facts():
     assert p1_preserved(original, original) == 1.0
     assert p1_preserved(original, cut) == 0.0
     assert p1_preserved(original, moved) == 1.0
+
+
+def test_p1_preserved_asks_a_unit_for_its_rules_and_facts_not_its_other_probes():
+    """A P1 write result that keeps its fact but loses the distinctive line of the file
+    it wrote is preserved; the artifact probe scores the loss instead."""
+    line = "class LedgerExport:"
+    unit = ContextUnit("u0", "tool_result", f"Wrote src/app/ledger.py:\n{line}\n    pass\n{FACT}", role="tool", priority=1)
+    facts = (
+        Fact("fact-0", "51826", "u0", priority=1),
+        Fact("artifact-1-line", line, "u0", priority=1, kind="artifact"),
+    )
+    original = ContextState(units=(unit,), limit=1000, min_limit=10, fact_table=facts)
+    compressed = original.with_units([unit.with_content(f"Wrote src/app/ledger.py:\n{FACT}")])
+    assert p1_preserved(original, compressed) == 1.0
+    assert probe_scores(original, compressed)["artifact"] == 0.0
+    assert p1_preserved(original, original.with_units([unit.with_content("Wrote src/app/ledger.py:")])) == 0.0
 
 
 # ---- "Priority Tests: P3 discarding" ------------------------------------------------------------

@@ -45,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..cache import LRUCache
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..errors import RecoveryError
-from ..model import ContextState, ContextUnit
+from ..model import STATED_KINDS, ContextState, ContextUnit
 from ..probes import PROBE_KINDS, probe_kind, share_answered
 from ..strategies import StrategyContext
 from .cache import PromptCache, PromptCacheModel
@@ -397,7 +397,7 @@ class StreamSession:
 
     def facts_retained(self) -> float:
         """Share of the facts and rules planted so far whose value is in the current context."""
-        return share_answered((f for f in self.state.fact_table if f.kind in ("fact", "rule")), self.state.render())
+        return share_answered((f for f in self.state.fact_table if f.kind in STATED_KINDS), self.state.render())
 
     def metrics(self) -> dict[str, Any]:
         """The session's running totals (tokens, dollars, counts)."""
