@@ -11,9 +11,18 @@ final reward reachable after taking ``a`` in ``s`` (the oracle's search, one lev
 down). Observations are standardized first when the experiment sets
 ``normalize_observations``. Then, full batch, for ``epochs``:
 
-* the actor maximizes the expected advantage over the valid actions,
-  ``sum_a pi(a|s) (Q(s, a) - max_b Q(s, b)) / scale``, plus ``entropy`` x its entropy;
+* the actor minimizes the cross-entropy from the oracle's Boltzmann distribution over
+  the valid actions, ``softmax(Q(s, ·) / scale)``, to ``pi(·|s)``, minus ``entropy`` x
+  its entropy;
 * the critic regresses ``max_a Q(s, a)``.
+
+Cross-entropy and not the expected advantage ``sum_a pi(a|s) (Q(s, a) - max_b Q(s, b))``:
+the latter's gradient in a logit is ``pi(a|s) (A(s, a) - E_pi A(s, ·))``, which vanishes
+once the policy is sure. A freshly initialized actor gives nearly the same logits to
+every state, so the first steps push all states towards the action that is best on
+average (the one that never fails) and the softmax saturates there: the fit ended
+with one action for every state. The cross-entropy's gradient ``pi - target`` stays
+as large as the policy's error, so each state reaches its own best action.
 
 Only the training split's contexts are used (never the held-out ones). RL then
 continues from the warm-started weights (``timesteps`` of the experiment). Experiment
@@ -41,7 +50,7 @@ class WarmStart(BaseModel):
     epochs: int = Field(500, ge=1, description="full-batch Adam steps")
     learning_rate: float = Field(0.01, gt=0, description="Adam learning rate")
     weight_decay: float = Field(0.01, ge=0, description="Adam weight decay (L2), keeps the fit smooth across contexts")
-    scale: float = Field(0.01, gt=0, description="reward units per unit of advantage in the actor's loss")
+    scale: float = Field(0.01, gt=0, description="temperature of the actor's target softmax(Q / scale), reward units per nat")
     entropy: float = Field(0.0, ge=0, description="entropy bonus of the actor's loss")
     margin: float = Field(0.05, ge=0, description="fit the states reached through actions within this much reward of the best")
 
@@ -93,8 +102,8 @@ def action_values(env, margin: float = math.inf) -> ActionValues:
 
 
 def fit(policy: Any, data: ActionValues, config: WarmStart, seed: int) -> dict[str, float]:
-    """Fit an SB3 actor-critic ``policy`` in place; returns the final losses and how
-    often the actor's greedy action is the oracle's."""
+    """Fit an SB3 actor-critic ``policy`` in place; returns the final losses, the number
+    of states and the fitted policy's :func:`greedy_regret` on them."""
     import torch
 
     torch.manual_seed(seed)
@@ -102,14 +111,13 @@ def fit(policy: Any, data: ActionValues, config: WarmStart, seed: int) -> dict[s
     mask = torch.as_tensor(data.masks)
     q = torch.as_tensor(np.where(data.masks, data.values, 0.0), dtype=torch.float32)
     best = q.masked_fill(~mask, -torch.inf).max(dim=1).values
-    advantage = (q - best[:, None]) / config.scale
+    target = torch.softmax(((q - best[:, None]) / config.scale).masked_fill(~mask, -torch.inf), dim=1)
     optimizer = torch.optim.Adam(policy.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     policy.set_training_mode(True)
     for _ in range(config.epochs):
         logits, value = _forward(policy, obs)
-        logp = torch.log_softmax(logits.masked_fill(~mask, -1e9), dim=1)
-        p = logp.exp()
-        actor = -(p * advantage).sum(1).mean() + config.entropy * (p * logp.masked_fill(~mask, 0.0)).sum(1).mean()
+        logp = torch.log_softmax(logits.masked_fill(~mask, -1e9), dim=1).masked_fill(~mask, 0.0)
+        actor = -(target * logp).sum(1).mean() + config.entropy * (logp.exp() * logp).sum(1).mean()
         critic = torch.nn.functional.mse_loss(value.squeeze(1), best)
         optimizer.zero_grad()
         (actor + critic).backward()

@@ -50,6 +50,9 @@ def test_fit_lowers_the_greedy_regret_and_is_deterministic(env_and_values):
         weights.append(np.concatenate([p.detach().numpy().ravel() for p in model.policy.parameters()]))
     assert before > 0.005 and stats["greedy_regret"] < 0.25 * before
     assert np.array_equal(weights[0], weights[1])
+    # it chooses per state, as the oracle does, not the one action that is best on average
+    greedy, _ = model.policy.predict(data.observations, deterministic=True, action_masks=data.masks)
+    assert len(set(data.values.argmax(1))) > 1 and len(set(greedy)) > 1
 
 
 def _experiment(tmp_path, **changes) -> ExperimentConfig:
