@@ -330,7 +330,11 @@ def reading(results: Results) -> list[str]:
             ranked = summarize(part, reps=200).sort_values("mean_reward", ascending=False)
             ranked = ranked[ranked.policy != "oracle"]
             peers = ranked[ranked.policy.str.startswith("peer:")]
-            named = [("best policy but the oracle", ranked.iloc[0])] + ([("best peer", peers.iloc[0])] if len(peers) else [])
+            best = ranked.iloc[0]
+            if best.policy.startswith("peer:"):
+                named = [("best policy but the oracle, a peer:", best)]
+            else:
+                named = [("best policy but the oracle", best)] + ([("best peer", peers.iloc[0])] if len(peers) else [])
             lines.append(f"- **Under `{measure}` / `{profile}`**: " + "; ".join(
                 f"{label} `{r.policy}` (mean reward {r.mean_reward:+.4f}, keeping probes {r.probe_score:.2f}, "
                 f"P1 {r.p1_preserved:.2f}, facts {r.facts_retained:.2f}, rules {r.rules_retained:.2f})"
