@@ -96,7 +96,8 @@ def drop_curves(
     """One row per (order, scenario, seed, share %): ``coherence_<measure>`` for each
     of :data:`MEASURES`, ``reward_<measure>`` (the ``seed001`` reward the dropped
     context would get if it fit the limit: the reward *given success*) and the
-    :data:`CURVE_COLUMNS` of the dropped context (default embedder). Random drops permute with seed ``1000 × seed + scenario index``."""
+    :data:`CURVE_COLUMNS` of the dropped context (default embedder). Random drops
+    permute with seed ``1000 × seed + scenario index``."""
     rows = []
     for order in orders:
         for si, scenario in enumerate(scenarios):
@@ -311,6 +312,10 @@ def reading(results: Results) -> list[str]:
         lines.append(f"- **Drop curves** (oldest units dropped; {'; '.join(parts)}). The new measure is {monotone} "
                      f"from 0 to {oldest.index.max()} %; the old one loses "
                      f"{1 - oldest.coherence_centroid.iloc[-1]:.2f} over the whole range.")
+        peak = {m: int(oldest[f"reward_{m}"].idxmax()) for m in MEASURES}
+        lines.append("- **Reward given success** (seed001) peaks at " + ", ".join(
+            f"{peak[m]} % dropped under `{m}` ({oldest.loc[peak[m], f'reward_{m}']:+.3f})" for m in MEASURES)
+            + " (means over the contexts): up to its peak, a measure pays for cutting more than needed.")
     corr = correlations(results.issue)
     seed = corr[corr.profile == "seed001"].set_index(["measure", "episodes"])
     if not seed.empty:
@@ -322,14 +327,23 @@ def reading(results: Results) -> list[str]:
             part = results.issue[(results.issue.measure == measure) & (results.issue.reward_profile == profile)]
             if part.empty:
                 continue
-            top = summarize(part, reps=200).sort_values("mean_reward", ascending=False).iloc[0]
-            lines.append(f"- **Winner** under `{measure}` / `{profile}`: `{top.policy}` (mean reward "
-                         f"{top.mean_reward:+.4f}), keeping probes {top.probe_score:.2f}, P1 {top.p1_preserved:.2f}, "
-                         f"facts {top.facts_retained:.2f}, rules {top.rules_retained:.2f}.")
+            ranked = summarize(part, reps=200).sort_values("mean_reward", ascending=False)
+            ranked = ranked[ranked.policy != "oracle"]
+            peers = ranked[ranked.policy.str.startswith("peer:")]
+            best = ranked.iloc[0]
+            if best.policy.startswith("peer:"):
+                named = [("best policy but the oracle, a peer:", best)]
+            else:
+                named = [("best policy but the oracle", best)] + ([("best peer", peers.iloc[0])] if len(peers) else [])
+            lines.append(f"- **Under `{measure}` / `{profile}`**: " + "; ".join(
+                f"{label} `{r.policy}` (mean reward {r.mean_reward:+.4f}, keeping probes {r.probe_score:.2f}, "
+                f"P1 {r.p1_preserved:.2f}, facts {r.facts_retained:.2f}, rules {r.rules_retained:.2f})"
+                for label, r in named) + ".")
     for g in results.gaps:
         near = "its interval holds 0" if g.ci_low <= 0 <= g.ci_high else "its interval excludes 0"
+        share = f"{g.gap / abs(g.oracle):.1%} of the oracle's mean reward" if g.oracle else "the oracle's mean reward is 0"
         lines.append(f"- **Adaptivity gap** under `{g.measure}` / `{g.profile}`: {g.gap:+.4f} "
-                     f"[{g.ci_low:+.4f}, {g.ci_high:+.4f}] ({near}; best-fixed plays `{g.chain}`).")
+                     f"[{g.ci_low:+.4f}, {g.ci_high:+.4f}] ({share}; {near}; best-fixed plays `{g.chain}`).")
     return lines
 
 
@@ -357,7 +371,8 @@ def render(results: Results, *, figure: str, command: str, info: dict[str, str],
         "## 2. Correlations", "",
         f"Spearman's rho across the evaluation episodes of the policies below on {len(ISSUE_SCENARIOS)} scenarios "
         f"({', '.join(ISSUE_SCENARIOS)}) × {EVAL_SEEDS} seeds, evaluated under each measure and profile "
-        "(greedy, oracle and the chains they pick depend on the reward).", "",
+        "(greedy, oracle and the chains they pick depend on the reward; `transcript-marshmallow` is one context, "
+        "played once per seed).", "",
         markdown_table(["measure", "profile", "episodes", "n", "ρ(coherence, facts retained)", "ρ(coherence, probe score)"],
                        [[f"`{r.measure}`", f"`{r.profile}`", r.episodes, r.n, _signed(r.facts), _signed(r.probes)]
                         for r in correlations(results.issue).itertuples()]),
