@@ -123,8 +123,7 @@ def context_from_messages(
         raise TranscriptError(f"expected a list of messages, got {describe_value(messages)}", source=name)
     if not messages:
         raise TranscriptError("empty transcript (no messages)", source=name)
-    checked = [(i, _checked(m, f"message {i}", name)) for i, m in enumerate(messages, start=1)]
-    return _context(checked, name, limit=limit, model=model, min_limit=min_limit, name=name,
+    return _context(_numbered(messages, name), name, limit=limit, model=model, min_limit=min_limit, name=name,
                     warning_threshold=warning_threshold)
 
 
@@ -213,7 +212,12 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
 def messages_to_units(messages: list[dict[str, Any]]) -> list[ContextUnit]:
     """The units of chat messages held in memory (either form above), built as
     :func:`load_transcript` builds a file's: unit ids ``line-1``, ``line-2``, ..."""
-    return _units([(number, _checked(m, f"message {number}", "<messages>")) for number, m in enumerate(messages, start=1)])
+    return _units(_numbered(messages, "<messages>"))
+
+
+def _numbered(messages: list[dict[str, Any]], source: Path | str) -> list[tuple[int, dict[str, Any]]]:
+    """(number from 1, validated message) pairs of a message list; errors name ``source``."""
+    return [(number, _checked(m, f"message {number}", source)) for number, m in enumerate(messages, start=1)]
 
 
 def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:
