@@ -534,3 +534,47 @@ def test_parse_reply_reads_markdown_sections():
         "decisions": ["Use PostgreSQL 16.2"],
         "open_items": ["migrate the billing table"],
     }
+
+
+# ---- counting a rendering from its pieces ----------------------------------------------
+@pytest.mark.parametrize("scenario", ["prior-summaries", "code-heavy", "tool-dupes", "transcript-marshmallow"])
+def test_piecewise_counts_equal_the_rendering_count(scenario):
+    """The fitting loop counts a growing summary from memoized line and sentence
+    counts; on real contexts the sum equals one count of the whole rendering."""
+    import random
+
+    from ctxsim.scenarios import build_context, find_scenario
+    from ctxsim.summarize.extractive import _text_pieces, text_rendering, text_rendering_tokens, unit_candidates
+    from ctxsim.summarize.structured import Candidate, _assemble, summary_tokens
+
+    state = build_context(find_scenario(scenario), 0)
+    candidates, _, _ = unit_candidates(state.units)
+    base = StructuredSummary(SummarySpan("u1", "u9", 1, 9))
+    rng = random.Random(0)
+    for _ in range(60):
+        chosen = rng.sample(candidates, rng.randint(0, min(25, len(candidates))))
+        assert summary_tokens(base, chosen) == count_tokens(_assemble(base, chosen).render())
+    text = "\n\n".join(u.content for u in state.units[:30])
+    sentences, separators = _text_pieces(text)
+    pieces = [Candidate("text", s, (i, 0)) for i, s in enumerate(sentences)]
+    for _ in range(60):
+        chosen = rng.sample(pieces, rng.randint(1, min(40, len(pieces))))
+        assert text_rendering_tokens(separators, chosen) == count_tokens(text_rendering(separators, chosen))
+
+
+@given(st.lists(st.sampled_from(["a", "b1", ".", "!", " ", "  ", "\n", "\n\n", "\t", "é", "🙂", "'s", "-", "12345", "|"]),
+                min_size=1, max_size=16), st.integers(0, 3))
+@settings(max_examples=300, deadline=None)
+def test_piecewise_counts_hold_for_any_stripped_sentences(parts, seps):
+    """Adversarial sentences (punctuation before a line break, digits, emoji, inner
+    blank lines): the piecewise count still equals the count of the joined text."""
+    from ctxsim.summarize.extractive import text_rendering, text_rendering_tokens
+    from ctxsim.summarize.structured import Candidate, _assemble, summary_tokens
+
+    sentences = [w.strip() for w in "".join(parts).split("|") if w.strip()]
+    separators = [("\n", " ")[(i + seps) % 2] for i in range(len(sentences))]
+    chosen = [Candidate("text", s, (i, 0)) for i, s in enumerate(sentences)]
+    base = StructuredSummary(SummarySpan("u1", "u1", 0, 0))
+    items = [Candidate(("facts", "notes")[i % 2], s, (i, 0)) for i, s in enumerate(sentences)]
+    assert summary_tokens(base, items) == count_tokens(_assemble(base, items).render())
+    assert text_rendering_tokens(separators, chosen) == count_tokens(text_rendering(separators, chosen))

@@ -17,7 +17,10 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    :class:`~ctxsim.model.ToolEnvelope` adds a tool outcome; a pointer unit (meta
    ``artifact_id``; optional ``description``, ``rehydrate_hint``) adds an artifact
    instead of its text. A summary unit is parsed and its items are carried into
-   the same sections, so rules and facts survive summaries of summaries.
+   the same sections, so rules and facts survive summaries of summaries. A unit's
+   candidates are worked out once per distinct content, type, role, tool envelope
+   and meta (:func:`unit_items`), each sentence is classified once
+   (:func:`classify`): the same unit seen in many states costs one lookup.
 2. Scores. ``0.6·centrality + 0.4·relevance to task + 0.1·recency``, where
    centrality is the cosine to the token-weighted centroid of all candidates
    (embedder similarities), times the unit's priority weight (P1 or pinned 1.5,
@@ -35,7 +38,9 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
 4. Budget. :func:`~ctxsim.summarize.structured.fit_summary` takes the ranked
    candidates greedily under ``target_tokens`` and fills the remainder with a
    partial sentence; the rendering never exceeds the target and, when the input
-   holds enough material, reaches 95 % of it.
+   holds enough material, reaches 95 % of it. The growing summary is counted from
+   the memoized counts of its lines, never re-encoded
+   (:func:`~ctxsim.summarize.structured.summary_tokens`).
 
 Results are cached (see :mod:`ctxsim.summarize.structured`) under a sha256 of the
 units and every parameter and version that shapes the output.
@@ -45,11 +50,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 
 from ..errors import StrategyError, describe_value
-from ..model import ContextUnit
+from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_tokens
 from .rules import VALUE, is_user_rule, mentions_rule
@@ -67,6 +73,7 @@ from .structured import (
     cut_within,
     fit_candidates,
     fit_summary,
+    joined_tokens,
     parse_summary,
     prefix_within,
 )
@@ -179,10 +186,6 @@ class ExtractiveSummarizer:
         sentences, separators = _text_pieces(text)
         candidates = [Candidate("text", sentences[i], (i, 0)) for i in range(len(sentences))]
 
-        def render(chosen: list[Candidate]) -> str:
-            ordered = sorted(chosen, key=lambda c: c.position)
-            return "".join((separators[c.position[0]] if k else "") + c.payload for k, c in enumerate(ordered))
-
         def marginal(c: Candidate, _opened: set[str] | None = None) -> int:
             return _piece_tokens(separators[c.position[0]], c.payload)
 
@@ -199,10 +202,10 @@ class ExtractiveSummarizer:
             target_tokens,
             fixed_cost=0,
             marginal=marginal,
-            render=render,
+            tokens=lambda chosen: text_rendering_tokens(separators, chosen),
             fill_ratio=FILL_RATIO,
         )
-        out = render(chosen or [])
+        out = text_rendering(separators, chosen or [])
         if not out.strip():  # not even one sentence fits: the text's own opening, cut to the budget
             out = cut_within(text, target_tokens)
         return SummaryResult(out, None, count_tokens(out), input_tokens)
@@ -275,67 +278,82 @@ class ExtractiveSummarizer:
 
 
 # ---- candidates ------------------------------------------------------------------
+#: how many distinct units and sentences the classification memos hold
+CLASSIFY_MEMO_SIZE = 16_384
+
+
 def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
     """(candidates, tier of each, priority weight of each) in input order."""
     candidates: list[Candidate] = []
     tiers: list[float] = []
     weights: list[float] = []
-
-    def add(section: str, payload, index: int, sub: int, unit: ContextUnit, carried: bool = False) -> None:
-        text = _text_of(payload)
-        if section == "rules":
-            tier = 0.0 if carried or is_user_rule(text) else 0.5
-        elif section != "notes" and carried:
-            tier = CARRIED_TIER
-        elif section != "notes" and (not isinstance(payload, str) or VALUE.search(text)):
-            tier = 1.0
-        else:
-            tier = 2.0
-        candidates.append(Candidate(section, payload, (index, sub)))
-        tiers.append(tier)
-        weights.append(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority])
-
     for index, unit in enumerate(units):
-        sub = 0
-        meta = unit.meta_dict
-        if "artifact_id" in meta:
-            art = meta["artifact_id"]
-            description = meta.get("description") or unit.content.strip().split("\n", 1)[0]
-            hint = meta.get("rehydrate_hint") or f'read_artifact("{art}")'
-            add("artifacts", ArtifactRef(art, description, hint), index, sub, unit)
-            continue
-        if unit.tool is not None:
-            env = unit.tool
-            outcome = ToolOutcome(env.tool_name, env.outcome, tuple(sorted(env.key_fields)), env.error_message)
-            add("tool_outcomes", outcome, index, sub, unit)
-            sub += 1
-        carried = parse_summary(unit.content) if unit.type == "summary" else None
-        if carried is not None:
-            for section in ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts", "notes"):
-                for item in getattr(carried, section):
-                    add(section, item, index, sub, unit, carried=True)
-                    sub += 1
-            continue
-        rule_role = unit.role in ("user", "system") or unit.type == "summary"
-        for seg in segments(unit.content, by_line=unit.type in ("code", "log")):
-            sentence = _BULLET.sub("", unit.content[seg.start : seg.end], count=1)
-            if not sentence:
-                continue
-            add(_section(sentence, seg.code, rule_role, unit.type == "plan_ref"), sentence, index, sub, unit)
-            sub += 1
+        weight = PRIORITY_WEIGHT[1 if unit.pinned else unit.priority]
+        for sub, (section, payload, tier) in enumerate(unit_items(unit)):
+            candidates.append(Candidate(section, payload, (index, sub)))
+            tiers.append(tier)
+            weights.append(weight)
     return candidates, tiers, weights
+
+
+def unit_items(unit: ContextUnit) -> tuple[tuple[str, str | ToolOutcome | ArtifactRef, float], ...]:
+    """(section, payload, tier) of each candidate of ``unit``, in order; computed once
+    per distinct content, type, role, tool envelope and meta (see the module doc)."""
+    return _unit_items(unit.content, unit.type, unit.role, unit.tool, unit.meta)
+
+
+@lru_cache(maxsize=CLASSIFY_MEMO_SIZE)
+def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, meta: tuple[tuple[str, str], ...]):
+    meta_dict = dict(meta)
+    if "artifact_id" in meta_dict:
+        art = meta_dict["artifact_id"]
+        description = meta_dict.get("description") or content.strip().split("\n", 1)[0]
+        hint = meta_dict.get("rehydrate_hint") or f'read_artifact("{art}")'
+        return (("artifacts", ArtifactRef(art, description, hint), 1.0),)
+    items: list[tuple[str, str | ToolOutcome | ArtifactRef, float]] = []
+    if tool is not None:
+        outcome = ToolOutcome(tool.tool_name, tool.outcome, tuple(sorted(tool.key_fields)), tool.error_message)
+        items.append(("tool_outcomes", outcome, 1.0))
+    carried = parse_summary(content) if type_ == "summary" else None
+    if carried is not None:
+        for section in ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts", "notes"):
+            tier = 0.0 if section == "rules" else 2.0 if section == "notes" else CARRIED_TIER
+            items.extend((section, item, tier) for item in getattr(carried, section))
+        return tuple(items)
+    rule_role = role in ("user", "system") or type_ == "summary"
+    plan = type_ == "plan_ref"
+    for seg in segments(content, by_line=type_ in ("code", "log")):
+        sentence = _BULLET.sub("", content[seg.start : seg.end], count=1)
+        if sentence:
+            items.append(classify(sentence, seg.code, rule_role, plan))
+    return tuple(items)
 
 
 def must_carry(units: Sequence[ContextUnit]) -> dict[str, tuple]:
     """What a summary of ``units`` must hold whole, by section, once each and in
     input order: every rule, and every item of :data:`CARRIED_SECTIONS` an earlier
     summary among ``units`` carried (seed 002's drift invariant)."""
-    candidates, tiers, _ = unit_candidates(units)
     out: dict[str, dict] = {}
-    for cand, tier in zip(candidates, tiers):
-        if cand.section == "rules" or tier == CARRIED_TIER:
-            out.setdefault(cand.section, {})[cand.payload] = None
+    for unit in units:
+        for section, payload, tier in unit_items(unit):
+            if section == "rules" or tier == CARRIED_TIER:
+                out.setdefault(section, {})[payload] = None
     return {section: tuple(items) for section, items in out.items()}
+
+
+@lru_cache(maxsize=CLASSIFY_MEMO_SIZE)
+def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[str, str, float]:
+    """(section, sentence, tier) of one sentence of a unit: a code or log line
+    (``code``), of a user or system message or a summary (``rule_role``), of a
+    ``plan_ref`` unit (``plan``). Computed once per distinct input."""
+    section = _section(sentence, code, rule_role, plan)
+    if section == "rules":
+        tier = 0.0 if is_user_rule(sentence) else 0.5
+    elif section != "notes" and VALUE.search(sentence):
+        tier = 1.0
+    else:
+        tier = 2.0
+    return section, sentence, tier
 
 
 def _section(sentence: str, code: bool, rule_role: bool, plan: bool) -> str:
@@ -358,6 +376,26 @@ def _text_pieces(text: str) -> tuple[list[str], list[str]]:
     sentences = [text[s.start : s.end] for s in segs]
     separators = ["\n" if "\n" in text[(segs[i - 1].end if i else 0) : s.start] else " " for i, s in enumerate(segs)]
     return sentences, separators
+
+
+def text_rendering(separators: Sequence[str], chosen: Sequence[Candidate]) -> str:
+    """The chosen sentences of a text summary in input order, each after its
+    separator (``separators[i]`` precedes sentence ``i``), the first without."""
+    ordered = sorted(chosen, key=lambda c: c.position)
+    return "".join((separators[c.position[0]] if k else "") + c.payload for k, c in enumerate(ordered))
+
+
+def text_rendering_tokens(separators: Sequence[str], chosen: Sequence[Candidate]) -> int:
+    """Exact tokens of :func:`text_rendering` from memoized counts of its pieces, cut
+    before each space separator and after each newline one (:func:`joined_tokens`;
+    sentences are stripped, else the rendering is counted whole)."""
+    ordered = sorted(chosen, key=lambda c: c.position)
+    if any(not c.payload or c.payload[0].isspace() or c.payload[-1].isspace() for c in ordered):
+        return count_tokens(text_rendering(separators, chosen))
+    seps = [separators[c.position[0]] if k else "" for k, c in enumerate(ordered)] + [""]
+    return joined_tokens(
+        [(" " if seps[k] == " " else "") + c.payload + ("\n" if seps[k + 1] == "\n" else "") for k, c in enumerate(ordered)]
+    )
 
 
 def _piece_tokens(separator: str, sentence: str) -> int:

@@ -22,6 +22,7 @@ a unit no in-place compression may drop: its user rules, and for a P1 unit (seed
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..model import ContextUnit
 from ..sentences import segments
@@ -72,7 +73,7 @@ def user_rule_sentences(unit: ContextUnit) -> list[str]:
     """The sentences of ``unit`` that state a user rule (user and system prose only)."""
     if unit.role not in RULE_ROLES or unit.type in ("code", "log"):
         return []
-    return [unit.content[s.start : s.end] for s in segments(unit.content) if not s.code and is_user_rule(unit.content[s.start : s.end])]
+    return list(_rule_sentences(unit.content))
 
 
 def holds_user_rule(unit: ContextUnit) -> bool:
@@ -83,10 +84,26 @@ def holds_user_rule(unit: ContextUnit) -> bool:
 def must_keep_sentences(unit: ContextUnit) -> tuple[str, ...]:
     """Sentences an in-place compression of ``unit`` keeps verbatim, in order:
     its user rules, and for a P1 unit also every prose sentence carrying a value."""
-    rules = set(user_rule_sentences(unit))
+    rule_role = unit.role in RULE_ROLES and unit.type not in ("code", "log")
+    return _must_keep(unit.content, unit.type in ("code", "log"), rule_role, unit.priority == 1)
+
+
+#: how many distinct texts the sentence memos below hold
+MEMO_SIZE = 16_384
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _rule_sentences(content: str) -> tuple[str, ...]:
+    """The prose sentences of ``content`` that state a user rule (once per distinct text)."""
+    return tuple(content[s.start : s.end] for s in segments(content) if not s.code and is_user_rule(content[s.start : s.end]))
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _must_keep(content: str, by_line: bool, rule_role: bool, p1: bool) -> tuple[str, ...]:
+    rules = set(_rule_sentences(content)) if rule_role else set()
     out: list[str] = []
-    for seg in segments(unit.content, by_line=unit.type in ("code", "log")):
-        sentence = unit.content[seg.start : seg.end]
-        if sentence in rules or (unit.priority == 1 and not seg.code and VALUE.search(sentence)):
+    for seg in segments(content, by_line=by_line):
+        sentence = content[seg.start : seg.end]
+        if sentence in rules or (p1 and not seg.code and VALUE.search(sentence)):
             out.append(sentence)
     return tuple(dict.fromkeys(out))

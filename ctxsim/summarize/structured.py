@@ -23,9 +23,12 @@ survive the next summary verbatim: ``parse_summary(s.render()) == s``.
 :func:`fit_summary` chooses, from candidates ranked best first, the items whose
 rendering fits a token budget, and fills what is left with the longest
 word-boundary prefix of the best item that did not fit. Token costs are those of
-:func:`ctxsim.tokens.count_tokens`; items are rendered one per line, and cl100k
-never merges tokens across a line break followed by ``-`` or spaces, so line costs
-add up (the total is checked once more on the final text).
+:func:`ctxsim.tokens.count_tokens`. Every line of a rendering (header, section
+title, item) starts with a character that is not whitespace, and cl100k never
+puts a line break and the character after it in one piece before merging
+(:func:`joined_tokens`), so the count of a rendering is the sum of the counts of
+its lines, each with its line break, the last without: :func:`summary_tokens`
+counts a growing summary from memoized line counts, never re-encoding it.
 
 Also here: :class:`SummaryResult`, what every summarizer returns, and the summary
 cache shared by the summarizers (keyed by a sha256 of content and versions).
@@ -41,7 +44,7 @@ from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from ..cache import LRUCache
-from ..tokens import count_tokens
+from ..tokens import count_tokens, encoding_available
 
 SUMMARY_RENDER_VERSION = "v1"
 #: how many of the best skipped texts are tried for the final partial item
@@ -229,6 +232,45 @@ def _title_cost(section: str) -> int:
     return count_tokens(_FIELD_TO_TITLE[section] + ":\n")
 
 
+_SECTION_ORDER = {name: k for k, (name, _) in enumerate(SECTIONS)}
+
+
+def joined_tokens(pieces: Sequence[str]) -> int:
+    """Tokens of ``"".join(pieces)`` from the memoized counts of the pieces.
+
+    Exact when every piece but the first starts where cl100k's pre-tokenizer must
+    start a new piece: after a line break when the piece starts with a character
+    that is not whitespace, or before a space when the piece before ends with a
+    character that is not whitespace (the pre-tokenizer ends a piece at a line
+    break unless whitespace follows, and never joins a non-whitespace character
+    to a following space; byte-pair merges stay within a piece). Callers ensure
+    that layout; without the exact encoding the joined text is counted whole.
+    """
+    if len(pieces) < 2 or not encoding_available():
+        return count_tokens("".join(pieces))
+    return sum(count_tokens(piece) for piece in pieces)
+
+
+def summary_tokens(base: StructuredSummary, chosen: Sequence[Candidate]) -> int:
+    """Exact tokens of ``_assemble(base, chosen).render()``, from the memoized counts
+    of its lines (as :func:`joined_tokens` adds pieces: no line starts with whitespace)."""
+    if not chosen:
+        return count_tokens(base.header())
+    if not encoding_available():
+        return count_tokens(_assemble(base, chosen).render())
+    total = count_tokens(base.header() + "\n")
+    opened: set[str] = set()
+    last = chosen[0]
+    for cand in chosen:
+        total += _line_cost(cand.payload)
+        if cand.section not in opened:
+            opened.add(cand.section)
+            total += _title_cost(cand.section)
+        if (_SECTION_ORDER[cand.section], cand.position) >= (_SECTION_ORDER[last.section], last.position):
+            last = cand  # the rendering's last line (sections in order, items by position)
+    return total - _line_cost(last.payload) + count_tokens(item_lines(last.payload))
+
+
 def prefix_within(text: str, max_tokens: int, cost: Callable[[str], int] = count_tokens) -> str:
     """The longest prefix of ``text`` ending at a word boundary whose cost fits.
 
@@ -274,14 +316,16 @@ def fit_candidates(
     *,
     fixed_cost: int,
     marginal: Callable[[Candidate, set[str]], int],
-    render: Callable[[list[Candidate]], str],
+    tokens: Callable[[list[Candidate]], int],
     fill_ratio: float = 0.95,
 ) -> list[Candidate] | None:
     """The candidates (best first) whose rendering fits ``target_tokens``.
 
     ``fixed_cost`` is the cost of an empty rendering, ``marginal(c, opened)`` what
     candidate ``c`` adds given the sections already opened (an upper bound: the
-    tokenizer may merge across a line break, never split more). Candidates are
+    tokenizer may merge across a line break, never split more), ``tokens(chosen)``
+    the exact count of the rendering of ``chosen`` (counted from memoized pieces by
+    the callers: the growing rendering is never re-encoded). Candidates are
     tried best first and skipped when they do not fit. While the exact count of the
     rendering is under ``fill_ratio`` of the budget, the best skipped candidate that
     fits whole is added, else (once) the word-boundary prefix that fills the room
@@ -304,9 +348,9 @@ def fit_candidates(
             skipped.append(cand)
     cut_made = False
     while True:
-        exact = count_tokens(render(chosen))
+        exact = tokens(chosen)
         if exact > target_tokens:  # only when an estimate was too low: drop the last choices
-            while chosen and count_tokens(render(chosen)) > target_tokens:
+            while chosen and tokens(chosen) > target_tokens:
                 chosen.pop()
             return chosen
         if exact >= fill_ratio * target_tokens or not skipped:
@@ -357,7 +401,7 @@ def fit_summary(
         target_tokens,
         fixed_cost=count_tokens(base.header() + "\n"),
         marginal=marginal,
-        render=lambda cands: _assemble(base, cands).render(),
+        tokens=lambda cands: summary_tokens(base, cands),
         fill_ratio=fill_ratio,
     )
     return None if chosen is None else _assemble(base, chosen)
