@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from .coherence import DEFAULT_MEASURE, get_measure
-from .errors import ConfigError, RecoveryError
+from .errors import ConfigError, RecoveryError, StrategyError
 from .latency import Cost, LatencyModel
 from .metrics import BreakingOutcome, outcome
 from .model import ContextState
@@ -116,7 +116,8 @@ class EpisodeSettings:
 
     def context(self, state: ContextState) -> StrategyContext:
         return StrategyContext(
-            embedder_id=self.embedder, latency=self.latency, target_tokens=self.target_tokens(state), budget=self.budget
+            embedder_id=self.embedder, latency=self.latency, target_tokens=self.target_tokens(state), budget=self.budget,
+            steps=self,
         )
 
     # ---- memoized pure functions ---------------------------------------------
@@ -151,6 +152,31 @@ class EpisodeSettings:
             ("apply", state.fingerprint, strategy_id),
             lambda: self.strategy(strategy_id).apply(state, self.context(state)),
         )
+
+    def apply_step(self, strategy: Strategy, state: ContextState, ctx: StrategyContext) -> StrategyResult:
+        """``strategy.apply(state, ctx)`` for a step of a composite strategy (``hybrid``,
+        a fallback): from the memo of :meth:`apply` when it is that computation."""
+        if self._same_step(strategy, state, ctx):
+            return self.apply(strategy.id, state)
+        return strategy.apply(state, ctx)
+
+    def step_applicable(self, strategy: Strategy, state: ContextState, ctx: StrategyContext) -> bool:
+        """``strategy.applicable(state, ctx)`` for a step of a composite strategy: from the
+        memo of :meth:`valid` when it is that computation."""
+        if self._same_step(strategy, state, ctx):
+            return self._memo(("valid", state.fingerprint, strategy.id), lambda: strategy.applicable(state, ctx))
+        return strategy.applicable(state, ctx)
+
+    def _same_step(self, strategy: Strategy, state: ContextState, ctx: StrategyContext) -> bool:
+        """Whether ``strategy`` on ``state`` with ``ctx`` is what this episode's action of
+        the same id computes (same class and parameters, the context it gives ``state``)."""
+        if self.latency.measured or strategy.recovery:
+            return False
+        try:
+            own = self.strategy(strategy.id)
+        except StrategyError:  # a strategy outside the registry (a peer's own): never memoized
+            return False
+        return type(own) is type(strategy) and own.params == strategy.params and ctx == self.context(state)
 
     def noop(self, strategy_id: str, state: ContextState) -> StrategyResult:
         """The result of an action that cannot run on ``state``: nothing changes."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -105,6 +105,15 @@ class ContextBudget:
         return not self.is_excluded(strategy_id)
 
 
+class StepMemo(Protocol):
+    """Answers a composite strategy's steps: the same values as ``strategy.apply(state,
+    ctx)`` and ``strategy.applicable(state, ctx)``, computed once per distinct input."""
+
+    def apply_step(self, strategy: Strategy, state: ContextState, ctx: StrategyContext) -> StrategyResult: ...
+
+    def step_applicable(self, strategy: Strategy, state: ContextState, ctx: StrategyContext) -> bool: ...
+
+
 @dataclass
 class StrategyContext:
     """What a strategy may use besides the state.
@@ -113,7 +122,10 @@ class StrategyContext:
     the budget's ``max_tokens``); ``query`` is
     the text relevance is measured against (default: the state's task);
     ``skip_aggressive`` is seed 002's turn flag after a rehydration (externalize and
-    drop then do nothing).
+    drop then do nothing). ``steps`` is what a composite strategy (``hybrid``, a
+    fallback) applies its steps through: an episode passes its step memo, so a step
+    reuses the result of the same action taken directly (and the other way round);
+    None applies them directly.
     """
 
     embedder_id: str = "hashed-tfidf"
@@ -124,6 +136,17 @@ class StrategyContext:
     budget: ContextBudget | None = None
     skip_aggressive: bool = False
     summarizer_options: dict[str, Any] = field(default_factory=dict)
+    steps: StepMemo | None = field(default=None, compare=False, repr=False)
+
+    def apply_step(self, strategy: Strategy, state: ContextState) -> StrategyResult:
+        """``strategy.apply(state, self)``, answered by ``steps`` when there is one."""
+        return strategy.apply(state, self) if self.steps is None else self.steps.apply_step(strategy, state, self)
+
+    def step_applicable(self, strategy: Strategy, state: ContextState) -> bool:
+        """``strategy.applicable(state, self)``, answered by ``steps`` when there is one."""
+        if self.steps is None:
+            return strategy.applicable(state, self)
+        return self.steps.step_applicable(strategy, state, self)
 
     def target(self, state: ContextState) -> int:
         target = state.limit if self.target_tokens is None else self.target_tokens

@@ -477,8 +477,8 @@ class DiscardLowRel(Strategy):
         note = f"discarded {k} units; coherence {coh:.2f}"
         if coh < self.params.min_coherence:
             fallback = SummarizeOld()
-            if _allowed(fallback.id, ctx) and fallback.applicable(state, ctx):
-                out = fallback.run(state, ctx)
+            if _allowed(fallback.id, ctx) and ctx.step_applicable(fallback, state):
+                out = ctx.apply_step(fallback, state)
                 undone = _with_history(out.state, state, self.id)
                 return Outcome(undone, cost + out.cost, "summarize_old", note + "; undone")
             note += " (low, but summarize_old cannot run or is excluded: discard kept)"
@@ -551,7 +551,8 @@ class Hybrid(Strategy):
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
         return any(
-            _allowed(s.id, ctx) and (_required(s.id, ctx) or not state.fits(ctx.target(state))) and s.applicable(state, ctx)
+            _allowed(s.id, ctx) and (_required(s.id, ctx) or not state.fits(ctx.target(state)))
+            and ctx.step_applicable(s, state)
             for s in self._steps(ctx)
         )
 
@@ -562,9 +563,9 @@ class Hybrid(Strategy):
             done = current.fits(target) or len(ran) >= self.params.max_iterations
             if done and not _required(step.id, ctx):
                 continue
-            if not _allowed(step.id, ctx) or not step.applicable(current, ctx):
+            if not _allowed(step.id, ctx) or not ctx.step_applicable(step, current):
                 continue
-            result = step.apply(current, ctx)
+            result = ctx.apply_step(step, current)
             current, cost = result.state, cost + result.cost
             ran.append(step.id)
             if result.fallback:
