@@ -1,7 +1,8 @@
 """No work repeats within a context: one pool expansion (every chain of valid
 actions on one context, as :func:`ctxsim.pool.expand` runs it) computes each
-embedding row, each document vector and each minified or compressed text once per
-distinct input."""
+embedding row, each document vector, each minified or compressed text, each
+summarizer classification (of a unit, of a sentence) and each strategy
+application (direct, or a step of ``hybrid`` or a fallback) once per distinct input."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import pytest
 import ctxsim.relevance as relevance
 from ctxsim import minify
 from ctxsim.episode import EpisodeSettings
+from ctxsim.strategies import Strategy
+from ctxsim.summarize import extractive, rules
 from ctxsim.pool import expand
 from ctxsim.relevance import get_embedder
 from ctxsim.scenarios import build_context, find_scenario
@@ -20,12 +23,12 @@ from ctxsim.scenarios import build_context, find_scenario
 @pytest.fixture
 def counted(monkeypatch):
     """Inputs of each computation during the test, with every cache emptied first."""
-    seen: dict[str, Counter] = {"rows": Counter(), "documents": Counter()}
+    seen: dict[str, Counter] = {"rows": Counter(), "documents": Counter(), "applications": Counter()}
     embedder = get_embedder()
     embedder.clear_cache()
-    minify._minified.cache_clear()
-    minify._compressed_log.cache_clear()
-    compute, document_vector = type(embedder)._compute, relevance._document_vector
+    for memo in MEMOS:
+        memo.cache_clear()
+    compute, document_vector, apply = type(embedder)._compute, relevance._document_vector, Strategy.apply
 
     def counting_compute(self, texts):
         seen["rows"].update(texts)
@@ -35,9 +38,19 @@ def counted(monkeypatch):
         seen["documents"][(tuple(texts), tuple(weights.tolist()))] += 1
         return document_vector(emb, texts, weights)
 
+    def counting_apply(self, state, ctx=None):
+        seen["applications"][(type(self), repr(self.params), state.fingerprint)] += 1
+        return apply(self, state, ctx)
+
     monkeypatch.setattr(type(embedder), "_compute", counting_compute)
     monkeypatch.setattr(relevance, "_document_vector", counting_document_vector)
+    monkeypatch.setattr(Strategy, "apply", counting_apply)
     return seen
+
+
+#: memoized pure functions, each computing once per distinct input
+MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive.classify, rules._rule_sentences,
+         rules._must_keep)
 
 
 @pytest.mark.parametrize("scenario", ["code-heavy", "log-heavy"])
@@ -48,11 +61,13 @@ def test_one_expansion_computes_each_distinct_input_once(counted, scenario):
     views: dict = {}
     expand(state, settings, views)
     assert len(views) > 10  # the expansion reached many states
-    for kind in ("rows", "documents"):
+    for kind in ("rows", "documents", "applications"):
         assert counted[kind], kind
         assert max(counted[kind].values()) == 1, [k for k, n in counted[kind].items() if n > 1][:3]
-    for memo in (minify._minified, minify._compressed_log):
+    for memo in MEMOS:
         info = memo.cache_info()
-        assert info.misses == info.currsize  # every miss a new input, none evicted
+        assert info.misses == info.currsize, memo  # every miss a new input, none evicted
+    for memo in (extractive._unit_items, extractive.classify):
+        assert memo.cache_info().hits > 0  # units and sentences recur across states
     shrunk = minify._minified if scenario == "code-heavy" else minify._compressed_log
     assert shrunk.cache_info().hits > 0  # the strategy asked for the same input again
