@@ -176,27 +176,37 @@ class SummarizeOld(Strategy):
     keeps_p1 = True
     Params = SummarizeOldParams
 
-    def _plan(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], int, list[ContextUnit]]:
-        """(old units to fold, summary body tokens, old P1 units that may be compressed in place)."""
+    def _fold(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], int]:
+        """(old units to fold, summary body tokens)."""
         p = self.params
         old = state.units[: _old_count(state, p.old_threshold)]
         fold = [u for u in old if not u.pinned and u.priority != 1 and u.type != "placeholder"]
-        length = max(p.summary_length, summary_floor(fold, ctx.query_for(state), 1)) if fold else p.summary_length
+        if not fold:
+            return fold, p.summary_length
         # fold only when the summary (its header + body) is smaller than the span;
-        # the header is measured on a one-token body ("x")
-        if fold and state.tokens_of(fold) <= state.unit_cost(summary_unit(fold, "x")) - 1 + length:
-            fold = []
-        p1 = [u for u in old if not u.pinned and u.priority == 1 and _shrinks(u, p.p1_ratio, p.min_tokens, ctx)]
-        return fold, length, p1
+        # the header is measured on a one-token body ("x"); the body is at least
+        # summary_length, so a span no larger than that needs no floor
+        span, header = state.tokens_of(fold), state.unit_cost(summary_unit(fold, "x")) - 1
+        if span <= header + p.summary_length:
+            return [], p.summary_length
+        length = max(p.summary_length, summary_floor(fold, ctx.query_for(state), 1))
+        return (fold if span > header + length else []), length
+
+    def _p1(self, state: ContextState, ctx: StrategyContext) -> list[ContextUnit]:
+        """Old P1 units that may be compressed in place."""
+        p = self.params
+        old = state.units[: _old_count(state, p.old_threshold)]
+        return [u for u in old if not u.pinned and u.priority == 1 and _shrinks(u, p.p1_ratio, p.min_tokens, ctx)]
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
-        fold, _, p1 = self._plan(state, ctx)
-        return bool(fold) or (bool(p1) and not state.fits(ctx.target(state)))
+        if self._fold(state, ctx)[0]:
+            return True
+        return not state.fits(ctx.target(state)) and bool(self._p1(state, ctx))
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         p = self.params
-        fold, length, p1 = self._plan(state, ctx)
+        (fold, length), p1 = self._fold(state, ctx), self._p1(state, ctx)
         target = ctx.target(state)
         if not fold and (not p1 or state.fits(target)):
             return unchanged(state, "nothing old to summarize")

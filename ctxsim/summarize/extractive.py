@@ -320,7 +320,7 @@ def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, 
             tier = 0.0 if section == "rules" else 2.0 if section == "notes" else CARRIED_TIER
             items.extend((section, item, tier) for item in getattr(carried, section))
         return tuple(items)
-    rule_role = role in ("user", "system") or type_ == "summary"
+    rule_role = _rule_role(role, type_)
     plan = type_ == "plan_ref"
     for seg in segments(content, by_line=type_ in ("code", "log")):
         sentence = _BULLET.sub("", content[seg.start : seg.end], count=1)
@@ -332,9 +332,12 @@ def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, 
 def must_carry(units: Sequence[ContextUnit]) -> dict[str, tuple]:
     """What a summary of ``units`` must hold whole, by section, once each and in
     input order: every rule, and every item of :data:`CARRIED_SECTIONS` an earlier
-    summary among ``units`` carried (seed 002's drift invariant)."""
+    summary among ``units`` carried (seed 002's drift invariant). Only a user or
+    system message or a summary can hold either: the other units are not read."""
     out: dict[str, dict] = {}
     for unit in units:
+        if not _rule_role(unit.role, unit.type):
+            continue
         for section, payload, tier in unit_items(unit):
             if section == "rules" or tier == CARRIED_TIER:
                 out.setdefault(section, {})[payload] = None
@@ -354,6 +357,11 @@ def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[st
     else:
         tier = 2.0
     return section, sentence, tier
+
+
+def _rule_role(role: str, type_: str) -> bool:
+    """Whether a unit's sentences can be rules: a user or system message, or a summary."""
+    return role in ("user", "system") or type_ == "summary"
 
 
 def _section(sentence: str, code: bool, rule_role: bool, plan: bool) -> str:
