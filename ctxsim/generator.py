@@ -59,7 +59,7 @@ from faker import Faker
 
 from .model import ContextState, ContextUnit, Fact, ToolEnvelope, content_hash
 from .scenarios import MIX_TYPES, Scenario
-from .tokens import DEFAULT_FORMAT, REPLY_PRIMING, count_tokens, message_overhead
+from .tokens import DEFAULT_FORMAT, REPLY_PRIMING, count_lines, count_tokens, message_overhead
 from .transcripts import DURABILITY_BY_TOOL
 
 #: typical content size per unit type (tokens) when a scenario sets no unit_tokens
@@ -174,7 +174,10 @@ def _file_text(content: str) -> str:
 
 
 def _fill(pieces: Iterator[str], size: int, sep: str = "\n") -> str:
-    """Join pieces while their tokens stay closest to ``size`` (at least one piece)."""
+    """Join pieces while their tokens stay closest to ``size`` (at least one piece).
+
+    Each piece is counted once; the unit holding the joined text is counted from
+    those counts where that is exact (:func:`~ctxsim.tokens.count_lines`)."""
     out: list[str] = []
     tokens = 0
     for piece in pieces:
@@ -851,7 +854,7 @@ class SessionGenerator:
         self._w.clock += r.uniform(3, 90)
         unit = ContextUnit(
             id=f"{ID_PREFIX[label]}-{n}", type=label, content=content, role=role, turn=self._turn,
-            timestamp=round(self._w.clock, 3), priority=priority, pinned=pinned,
+            timestamp=round(self._w.clock, 3), priority=priority, pinned=pinned, token_count=count_lines(content),
             tool=tool, fact_ids=tuple(fid for fid, _, _ in facts),
             summary_depth=summary_depth, meta=tuple(sorted(meta)),
         )

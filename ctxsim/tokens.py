@@ -20,6 +20,7 @@ content and one token per message under the provider's.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from functools import lru_cache
 
 logger = logging.getLogger(__name__)
@@ -59,6 +60,42 @@ def count_tokens(text: str) -> int:
     if enc is None:
         return (len(text) + 3) // 4
     return len(enc.encode_ordinary(text))
+
+
+def count_joined(pieces: Sequence[str]) -> int:
+    """Tokens of ``"".join(pieces)`` from the cached counts of the pieces.
+
+    Exact when every piece but the first starts where cl100k's pre-tokenizer must
+    start a new piece: after a line break when the piece starts with a character
+    that is not whitespace, or before a space when the piece before ends with a
+    character that is not whitespace. (The pre-tokenizer never joins a line break
+    to a following non-whitespace character, nor a non-whitespace character to a
+    following space; byte-pair merges stay within a piece.) Callers lay the pieces
+    out so; without the exact encoding the joined text is counted whole.
+    """
+    if len(pieces) < 2 or _encoding() is None:
+        return count_tokens("".join(pieces))
+    return sum(count_tokens(piece) for piece in pieces)
+
+
+def count_lines(text: str) -> int:
+    """:func:`count_tokens` of ``text`` from the cached counts of its lines, where that
+    is exact: a line break after a letter or digit and before a character that is
+    not whitespace is a token of its own (the pre-tokenizer cuts on both sides of
+    it). Lines not cut so are counted together. A text whose lines were counted
+    before (the pieces a generator joined) costs lookups only."""
+    if "\n" not in text or _encoding() is None:
+        return count_tokens(text)
+    lines = text.split("\n")
+    segments, current = [], [lines[0]]
+    for before, line in zip(lines, lines[1:]):
+        if before[-1:].isalnum() and line[:1] and not line[0].isspace():
+            segments.append("\n".join(current))
+            current = [line]
+        else:
+            current.append(line)
+    segments.append("\n".join(current))
+    return sum(count_tokens(segment) for segment in segments) + len(segments) - 1
 
 
 def encode(text: str) -> list[int]:

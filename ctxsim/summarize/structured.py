@@ -26,7 +26,7 @@ word-boundary prefix of the best item that did not fit. Token costs are those of
 :func:`ctxsim.tokens.count_tokens`. Every line of a rendering (header, section
 title, item) starts with a character that is not whitespace, and cl100k never
 puts a line break and the character after it in one piece before merging
-(:func:`joined_tokens`), so the count of a rendering is the sum of the counts of
+(:func:`ctxsim.tokens.count_joined`), so the count of a rendering is the sum of the counts of
 its lines, each with its line break, the last without: :func:`summary_tokens`
 counts a growing summary from memoized line counts, never re-encoding it.
 
@@ -235,25 +235,10 @@ def _title_cost(section: str) -> int:
 _SECTION_ORDER = {name: k for k, (name, _) in enumerate(SECTIONS)}
 
 
-def joined_tokens(pieces: Sequence[str]) -> int:
-    """Tokens of ``"".join(pieces)`` from the memoized counts of the pieces.
-
-    Exact when every piece but the first starts where cl100k's pre-tokenizer must
-    start a new piece: after a line break when the piece starts with a character
-    that is not whitespace, or before a space when the piece before ends with a
-    character that is not whitespace (the pre-tokenizer ends a piece at a line
-    break unless whitespace follows, and never joins a non-whitespace character
-    to a following space; byte-pair merges stay within a piece). Callers ensure
-    that layout; without the exact encoding the joined text is counted whole.
-    """
-    if len(pieces) < 2 or not encoding_available():
-        return count_tokens("".join(pieces))
-    return sum(count_tokens(piece) for piece in pieces)
-
-
 def summary_tokens(base: StructuredSummary, chosen: Sequence[Candidate]) -> int:
     """Exact tokens of ``_assemble(base, chosen).render()``, from the memoized counts
-    of its lines (as :func:`joined_tokens` adds pieces: no line starts with whitespace)."""
+    of its lines (as :func:`~ctxsim.tokens.count_joined` adds pieces: no line starts with
+    whitespace)."""
     if not chosen:
         return count_tokens(base.header())
     if not encoding_available():
