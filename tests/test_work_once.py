@@ -49,8 +49,8 @@ def counted(monkeypatch):
 
 
 #: memoized pure functions, each computing once per distinct input
-MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive.classify, rules._rule_sentences,
-         rules._must_keep)
+MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive.classify, extractive._keep_tokens,
+         rules._rule_sentences, rules._must_keep)
 
 
 @pytest.mark.parametrize("scenario", ["code-heavy", "log-heavy"])

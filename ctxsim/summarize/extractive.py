@@ -148,11 +148,7 @@ class ExtractiveSummarizer:
     def keep_tokens(self, text: str, keep: Sequence[str]) -> int:
         """The budget ``summarize_text(text, ..., keep=keep)`` needs at least (tokens):
         so a text of no more tokens than this comes back unchanged."""
-        wanted = set(keep)
-        if not wanted:
-            return 0
-        sentences, separators = _text_pieces(text)
-        return sum(_piece_tokens(sep, s) for s, sep in zip(sentences, separators) if s in wanted)
+        return _keep_tokens(text, tuple(keep)) if keep else 0
 
     # ---- units ----------------------------------------------------------------
     def _summarize_units(
@@ -277,8 +273,8 @@ class ExtractiveSummarizer:
 
 
 # ---- candidates ------------------------------------------------------------------
-#: how many distinct units and sentences the classification memos hold
-CLASSIFY_MEMO_SIZE = 16_384
+#: how many distinct inputs (units, sentences, texts) each memo of this module holds
+MEMO_SIZE = 16_384
 
 
 def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
@@ -301,7 +297,7 @@ def unit_items(unit: ContextUnit) -> tuple[tuple[str, str | ToolOutcome | Artifa
     return _unit_items(unit.content, unit.type, unit.role, unit.tool, unit.meta)
 
 
-@lru_cache(maxsize=CLASSIFY_MEMO_SIZE)
+@lru_cache(maxsize=MEMO_SIZE)
 def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, meta: tuple[tuple[str, str], ...]):
     meta_dict = dict(meta)
     if "artifact_id" in meta_dict:
@@ -343,7 +339,7 @@ def must_carry(units: Sequence[ContextUnit]) -> dict[str, tuple]:
     return {section: tuple(items) for section, items in out.items()}
 
 
-@lru_cache(maxsize=CLASSIFY_MEMO_SIZE)
+@lru_cache(maxsize=MEMO_SIZE)
 def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[str, str, float]:
     """(section, sentence, tier) of one sentence of a unit: a code or log line
     (``code``), of a user or system message or a summary (``rule_role``), of a
@@ -403,6 +399,14 @@ def text_rendering_tokens(separators: Sequence[str], chosen: Sequence[Candidate]
     return count_joined(
         [(" " if seps[k] == " " else "") + c.payload + ("\n" if seps[k + 1] == "\n" else "") for k, c in enumerate(ordered)]
     )
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _keep_tokens(text: str, keep: tuple[str, ...]) -> int:
+    """:meth:`ExtractiveSummarizer.keep_tokens`, once per distinct text and sentences."""
+    wanted = set(keep)
+    sentences, separators = _text_pieces(text)
+    return sum(_piece_tokens(sep, s) for s, sep in zip(sentences, separators) if s in wanted)
 
 
 def _piece_tokens(separator: str, sentence: str) -> int:

@@ -41,6 +41,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import NamedTuple
 
 from ..cache import LRUCache
@@ -215,16 +216,18 @@ def parse_summary(text: str) -> StructuredSummary | None:
 
 
 # ---- fitting a budget --------------------------------------------------------------
-@dataclass(frozen=True)
-class Candidate:
-    """An item that may go into a summary: its section, payload and input position."""
+class Candidate(NamedTuple):
+    """An item that may go into a summary: its section, payload and input position
+    (a tuple: a long input makes thousands of them per summary)."""
 
     section: str
     payload: str | ToolOutcome | ArtifactRef
     position: tuple[int, int] = (0, 0)
 
 
+@lru_cache(maxsize=65_536)
 def _line_cost(item: str | ToolOutcome | ArtifactRef) -> int:
+    """Tokens of an item's lines with their final line break (once per distinct item)."""
     return count_tokens(item_lines(item) + "\n")
 
 
@@ -359,11 +362,11 @@ def _best_cut(
     """The word-boundary prefix that fills ``room`` best, among the best skipped texts."""
     best, best_cost = None, 0
     for cand in [c for c in skipped if isinstance(c.payload, str)][:CUT_CANDIDATES]:
-        piece = prefix_within(cand.payload, room, lambda p, c=cand: marginal(replace(c, payload=p), opened))
+        piece = prefix_within(cand.payload, room, lambda p, c=cand: marginal(c._replace(payload=p), opened))
         if piece:
-            cost = marginal(replace(cand, payload=piece), opened)
+            cost = marginal(cand._replace(payload=piece), opened)
             if cost > best_cost:
-                best, best_cost = replace(cand, payload=piece), cost
+                best, best_cost = cand._replace(payload=piece), cost
                 if cost == room:
                     break
     return best
