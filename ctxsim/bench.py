@@ -40,8 +40,10 @@ Benchmarks (``--only NAME``, repeatable):
   only benchmark not in the default run: ``--only soak-live``).
 
 "Cold" means a context seed this process has not seen and an empty summary cache:
-its units are embedded, minified and summarized on first sight (generation embeds
-nothing); "warm" repeats the same input with every cache filled. Generation is
+its units are embedded, classified (summarizer sections), minified and summarized on
+first sight (generation embeds nothing); the tables of words, features and token
+counts that other contexts filled stay warm, as in a running process; "warm" repeats
+the same input with every cache filled. Generation is
 timed only by ``expand`` (a pool generates every context it expands).
 """
 
