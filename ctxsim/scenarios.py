@@ -32,8 +32,29 @@ material from; ``{}`` takes every default range), ``min_limit``, ``warning_thres
 
 ``session: agent_loop`` draws the context from the agent-loop session model
 (:mod:`ctxsim.agent_session`: a bash-only coding agent's session on a fake repository,
-fitted to real sessions) instead: such a scenario sets only its limit (or model) and
-target (or overflow); as a family, its ``sample`` draws only ``limit`` and ``overflow``.
+fitted to real sessions) instead. Without further keys the session is the fitted one;
+these keys shape it (:data:`AGENT_LOOP_KEYS`; ``writes`` and ``task`` do not apply):
+
+- ``mix``: share of the session's step tokens (every unit after the task) per kind of
+  step: ``code`` (file views and written scripts), ``log`` (test, script and pip runs),
+  ``tool_result`` (grep, find, ls, git), ``plan_ref`` (the agent's plan updates),
+  ``message`` (the agent's analyses, the user's follow-ups), ``other`` (config and data
+  files shown); measured by :func:`ctxsim.agent_session.step_mix`;
+- ``p1_ratio`` with ``p1_placement`` (``task``, the default: P1 is the system prompt,
+  the task and its rules, as in real sessions; ``spread``: further units evenly over the
+  session; ``recent``: the latest units) — ``p1_ratio`` is then the share of units P1;
+- ``facts`` (a third of them rules in the task, the rest values tool outputs show),
+  ``duplicates`` (exact re-reads of unchanged file views), ``superseded_writes``
+  (helper files written and later shown again with ``cat``), ``errors`` (extra failed
+  commands), ``pinned`` (the system prompt, the task, then pinned instruction messages
+  from the user), ``misclassified``, ``prior_summaries`` (summaries of earlier turns
+  after the task), ``unit_tokens`` (typical tool output size; the harness's output
+  limit grows to fit);
+- ``user_turns`` (later user messages with follow-up requests, instead of the 0-2
+  format reminders) and ``worked_example`` (a P3 demonstration before the task) — keys
+  of an ``agent_loop`` session only.
+
+As a family, an ``agent_loop`` scenario's ``sample`` draws only ``limit`` and ``overflow``.
 
 Any scenario may set ``contexts``: how many distinct contexts (seeds ``0..contexts-1``)
 an environment draws from it (default: the environment's ``contexts_per_scenario``).
@@ -108,8 +129,19 @@ _GENERATED_KEYS = frozenset(
     {
         "target_tokens", "overflow", "mix", "p1_ratio", "facts", "duplicates", "superseded_writes", "writes",
         "errors", "pinned", "misclassified", "prior_summaries", "unit_tokens", "task", "session",
+        "p1_placement", "user_turns", "worked_example",
     }
 )
+#: keys an ``agent_loop`` session uses beside its size (see the module docstring)
+AGENT_LOOP_KEYS = frozenset(
+    {
+        "mix", "p1_ratio", "p1_placement", "facts", "duplicates", "superseded_writes", "errors", "pinned",
+        "misclassified", "prior_summaries", "unit_tokens", "user_turns", "worked_example",
+    }
+)
+#: keys of an ``agent_loop`` session only
+_AGENT_LOOP_ONLY = frozenset({"p1_placement", "user_turns", "worked_example"})
+P1Placement = Literal["task", "spread", "recent"]
 #: what an ``agent_loop`` family draws per seed (the session model decides the rest)
 AGENT_LOOP_SAMPLE_KEYS = ("limit", "overflow")
 
@@ -164,6 +196,9 @@ class Scenario(BaseModel):
     cut: Annotated[float, Field(gt=0, lt=1)] | Range | None = None
     contexts: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)] | None = None
     session: Literal["agent_loop"] | None = None
+    p1_placement: P1Placement | None = None
+    user_turns: Annotated[int, Field(ge=0, le=100)] | None = None
+    worked_example: bool = False
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -209,11 +244,12 @@ class Scenario(BaseModel):
             raise KeyedValueError("target_tokens", value, "exactly one of 'target_tokens' or 'overflow' is required")
         if self.overflow is not None and self.limit is not None and self.limit * self.overflow > MAX_TOKENS:
             raise KeyedValueError("overflow", self.overflow, f"x the limit {self.limit:,} exceeds {MAX_TOKENS:,} tokens")
-        if self.session is not None:  # the session model decides what the context holds
-            extra = sorted(self.model_fields_set & _GENERATED_KEYS - {"target_tokens", "overflow", "session"})
-            if extra:
-                raise KeyedValueError(extra[0], getattr(self, extra[0]), f"not used by session {self.session!r}; remove it")
+        if self.session is not None:
+            self._check_agent_loop()
             return self
+        only = sorted(self.model_fields_set & _AGENT_LOOP_ONLY)
+        if only:
+            raise KeyedValueError(only[0], getattr(self, only[0]), "only an agent_loop session has it (session: agent_loop)")
         for key in ("mix", "p1_ratio"):
             if getattr(self, key) is None:
                 raise KeyedValueError(key, None, "required key is missing")
@@ -225,6 +261,21 @@ class Scenario(BaseModel):
                 "mix", self.mix, "planted tool calls (duplicates, superseded_writes, writes, errors) need a tool_result share"
             )
         return self
+
+    def _check_agent_loop(self) -> None:
+        """An ``agent_loop`` scenario sets only its size and the keys of :data:`AGENT_LOOP_KEYS`."""
+        extra = sorted(self.model_fields_set & _GENERATED_KEYS - AGENT_LOOP_KEYS - {"target_tokens", "overflow", "session"})
+        if extra:
+            raise KeyedValueError(extra[0], getattr(self, extra[0]), f"not used by session {self.session!r}; remove it")
+        if self.mix is not None:
+            total = sum(self.mix.values())
+            if abs(total - 1) > MIX_TOLERANCE:
+                raise KeyedValueError("mix", self.mix, f"shares must sum to 1, they sum to {total:.6g}")
+        if self.p1_ratio is not None and self.p1_placement == "task":
+            raise KeyedValueError("p1_placement", self.p1_placement, "P1 on the system prompt and task only sets no "
+                                  "p1_ratio; give spread or recent, or remove p1_ratio")
+        if self.p1_placement in ("spread", "recent") and self.p1_ratio is None:
+            raise KeyedValueError("p1_placement", self.p1_placement, "needs p1_ratio (the share of units P1)")
 
     def _check_transcript_sample(self) -> None:
         """A transcript family draws only its limit: ``sample`` sets ``overflow`` or
