@@ -566,29 +566,30 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
     final = [p for p in repo.changed_paths() if p in repo.tree]  # the patch: edited source files, not scripts
     reserve = 2 * count_tokens(repo.diff(final, index=False)) + 700  # what the closing steps add (tokens)
     events = _events(s, s.tokens, target - reserve)
-    while s.tokens < target - reserve or events:
-        if events and (events[0][0] <= s.tokens or s.tokens >= target - reserve):
-            _event(s, events.pop(0)[1])
-            continue
-        if reminders and rng.random() < 0.05:
-            s.say("assistant", s.thought("The fix works; let me think about what else could break.") or "Let me think about the edge cases.")
-            s.say("user", FORMAT_REMINDER)
-            reminders -= 1
-            continue
-        s.room = target - reserve - s.tokens
-        if s.room < SMALL_ROOM:  # the last step before the closing: a small one, so the session ends near its target
-            s.grep()
-        elif options.steered:
-            _step(s, _next_kind(s))
-        else:
-            _explore(s, late=True)
-    s.tests(final=True)
-    path, function = repo.some_function(exclude=bug.path)
-    open_item = f"Still open: `{function.qualname}` in `{path}` may need the same guard"
-    review, _ = s.run(f"{open_item}; I will check it after the patch. Let me review the whole change.", "git diff", repo.diff(final))
-    s.fact("continuation", open_item, review)
-    s.run(s.thought("Now let me create the patch file."), "git diff -- " + " ".join(final) + " > patch.txt", "")
-    s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(final))
+    while True:
+        while s.tokens < target - reserve or events:
+            if events and (events[0][0] <= s.tokens or s.tokens >= target - reserve):
+                _event(s, events.pop(0)[1])
+                continue
+            if reminders and rng.random() < 0.05:
+                s.say("assistant", s.thought("The fix works; let me think about what else could break.") or "Let me think about the edge cases.")
+                s.say("user", FORMAT_REMINDER)
+                reminders -= 1
+                continue
+            s.room = target - reserve - s.tokens
+            if s.room < SMALL_ROOM:  # the last step before the closing: a small one, so the session ends near its target
+                s.grep()
+            elif options.steered:
+                _step(s, _next_kind(s))
+            else:
+                _explore(s, late=True)
+        before = (len(s.messages), s.tokens, dict(s.kinds), len(s.facts))
+        _close(s, final)
+        if s.tokens >= target:
+            break
+        reserve = s.tokens - before[1]  # short of the target: take the closing back, work on, close again
+        del s.messages[before[0] :], s.facts[before[3] :]
+        s.tokens, s.kinds = before[1], before[2]
     _artifact_facts(s)
     holders: dict[str, list[str]] = {}
     for f in s.facts:
@@ -600,6 +601,18 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
                          scenario=scenario.name, seed=seed)
     limit = scenario.resolved_limit
     return replace(state, limit=limit, min_limit=min(scenario.min_limit, limit), warning_threshold=scenario.warning_threshold)
+
+
+def _close(s: _Session, final: list[str]) -> None:
+    """The session's last steps: the tests, the open item and the diff, the patch file, the patch."""
+    repo = s.repo
+    s.tests(final=True)
+    path, function = repo.some_function(exclude=repo.bug.path)
+    open_item = f"Still open: `{function.qualname}` in `{path}` may need the same guard"
+    review, _ = s.run(f"{open_item}; I will check it after the patch. Let me review the whole change.", "git diff", repo.diff(final))
+    s.fact("continuation", open_item, review)
+    s.run(s.thought("Now let me create the patch file."), "git diff -- " + " ".join(final) + " > patch.txt", "")
+    s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(final))
 
 
 #: the user's rules beyond the two every task states ({qualname}, {package}, {path}: the bug's)
