@@ -618,14 +618,14 @@ def _close(s: _Session, final: list[str]) -> None:
 #: the user's rules beyond the two every task states ({qualname}, {package}, {path}: the bug's)
 MORE_RULES = (
     "Do not add new dependencies",
-    "Keep {package} importable on Python 3.8",
+    "Make sure {package} stays importable on Python 3.8",
     "Do not change the return type of {qualname}",
-    "Add no new modules to {package}",
-    "Keep the change under 20 changed lines",
+    "Do not add new modules to {package}",
+    "Make sure the change stays under 20 changed lines",
     "Do not rename anything in {path}",
-    "No print statements in library code",
+    "Never print from library code",
     "Do not touch the docs folder",
-    "Leave the public __all__ of {package} as it is",
+    "Do not change the public __all__ of {package}",
     "Do not catch bare exceptions",
 )
 
@@ -634,7 +634,7 @@ def _rules(s: _Session, n: int) -> list[str]:
     """The task's ``n`` rules: the two of every session, then :data:`MORE_RULES`, then one per file not to modify."""
     bug = s.repo.bug
     rules = ["DO NOT MODIFY: tests and configuration files (setup.cfg, tox.ini, pyproject.toml)",
-             f"Keep the public signature of {bug.function.qualname} unchanged"]
+             f"You must keep the public signature of {bug.function.qualname} unchanged"]
     rules += [r.format(qualname=bug.function.qualname, package=s.repo.package, path=bug.path) for r in MORE_RULES]
     rules += [f"Do not modify {p}" for p in s.repo.tree if p != bug.path]
     return rules[:n]

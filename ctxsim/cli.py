@@ -77,7 +77,11 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
             limit = "drawn per seed"
         else:
             limit = f"{sc.resolved_limit:,}" if sc.resolved_limit is not None else "its size"
-        if sc.is_transcript:
+        if sc.corpus is not None:
+            from .corpus import corpus_files
+
+            target = f"{len(corpus_files(sc.corpus_path, sc.split))} sessions of {Path(sc.corpus).name} ({sc.split or 'all'})"
+        elif sc.is_transcript:
             if not sc.transcript_path.is_file():  # listed or not, the suite cannot build it
                 raise ScenarioError(f"transcript file not found: {sc.transcript_path}", source=sc.source, key="transcript")
             target = f"transcript {Path(sc.transcript).name}"

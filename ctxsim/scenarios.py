@@ -74,6 +74,13 @@ family may give ``cut: {min, max}`` instead: each seed draws its cut (before its
 limit). With a cut, the limit (and a family's overflow) is measured against the
 cut context, not the whole conversation.
 
+A *corpus family* sets ``corpus`` (a folder of chat JSONL sessions with a
+``splits.yaml``, :mod:`ctxsim.corpus`, relative to the scenario file) and optionally
+``split`` (``train``, ``validation`` or ``held_out``; default every session) instead of
+``transcript``, with ``sample`` (and ``cut``) as a transcript family: each seed draws
+one session of the split, then its cut and limit as that session's transcript family
+would. The sessions are read once per process.
+
 Every number must be finite; a family's sampled ``overflow`` is bounded like ``overflow``.
 
 A file holds one scenario mapping or a list of them under ``scenarios``. A chat
@@ -94,6 +101,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from .errors import ScenarioError, describe_value
@@ -192,6 +200,8 @@ class Scenario(BaseModel):
     warning_threshold: Annotated[float, Field(gt=0, le=1)] = DEFAULT_WARNING_THRESHOLD
     task: Annotated[StrictStr, Field(min_length=1)] | None = None
     transcript: Annotated[StrictStr, Field(min_length=1)] | None = None
+    corpus: Annotated[StrictStr, Field(min_length=1)] | None = None
+    split: Literal["train", "validation", "held_out"] | None = None
     sample: SampleRanges | None = None
     cut: Annotated[float, Field(gt=0, lt=1)] | Range | None = None
     contexts: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)] | None = None
@@ -208,9 +218,16 @@ class Scenario(BaseModel):
             raise KeyedValueError("model", self.model, f"give either 'limit' or 'model', not both (limit={self.limit})")
         if self.limit is not None and self.limit < self.min_limit:
             raise KeyedValueError("limit", self.limit, f"below min_limit {self.min_limit}")
-        if self.transcript is None and self.cut is not None:
+        if not self.is_transcript and self.cut is not None:
             raise KeyedValueError("cut", _plain(self.cut), "only a transcript scenario has a cut (the share of its messages)")
-        if self.transcript is not None:
+        if self.split is not None and self.corpus is None:
+            raise KeyedValueError("split", self.split, "only a corpus family has a split (give 'corpus')")
+        if self.corpus is not None:
+            if self.transcript is not None:
+                raise KeyedValueError("corpus", self.corpus, f"give either 'transcript' or 'corpus', not both (transcript={self.transcript!r})")
+            if self.sample is None:
+                raise KeyedValueError("corpus", self.corpus, "a corpus family draws a session per seed: give 'sample' too")
+        if self.is_transcript:
             extra = sorted(self.model_fields_set & _GENERATED_KEYS)
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "not allowed in a transcript scenario")
@@ -301,7 +318,27 @@ class Scenario(BaseModel):
 
     @property
     def is_transcript(self) -> bool:
-        return self.transcript is not None
+        """A real conversation: a transcript scenario or family, or a corpus family."""
+        return self.transcript is not None or self.corpus is not None
+
+    @property
+    def corpus_path(self) -> Path:
+        """The corpus folder, resolved against the scenario file's folder."""
+        if self.corpus is None:
+            raise ScenarioError("not a corpus family", source=self._source, key="corpus")
+        path = Path(self.corpus)
+        return path if path.is_absolute() or self._source is None else self._source.parent / path
+
+    def session_file(self, seed: int) -> Path:
+        """The transcript of context ``seed``: its own, or a corpus family's session drawn for the seed."""
+        if self.corpus is None:
+            return self.transcript_path
+        from .corpus import corpus_files  # the corpus module reads YAML through this package
+
+        files = corpus_files(self.corpus_path, self.split)
+        if not files:
+            raise ScenarioError(f"split {self.split!r} holds no session", source=self.corpus_path, key="split")
+        return files[int(np.random.default_rng([seed, 0xC0A]).integers(len(files)))]
 
     @property
     def is_family(self) -> bool:
@@ -333,6 +370,14 @@ class Scenario(BaseModel):
         return drawn
 
     def _draw_transcript_limit(self, seed: int) -> Scenario:
+        if self.corpus is not None:  # the session of this seed, as its own transcript family
+            values = self.model_dump(exclude_unset=True, exclude={"corpus", "split"})
+            family = Scenario.model_validate({**values, "transcript": str(self.session_file(seed).resolve())})
+            family._source = self._source
+            return family._draw_transcript_limit(seed)
+        return self._draw_file_limit(seed)
+
+    def _draw_file_limit(self, seed: int) -> Scenario:
         """A transcript family's scenario for ``seed``: the same transcript at a drawn
         limit (``sample.limit``, or the transcript's size over a drawn ``sample.overflow``),
         never under ``min_limit`` when the scenario sets one; without it the floor is
@@ -424,7 +469,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
     read = [(file, key, scenario) for file in files for key, scenario in _read_file(file)]
     if path.is_dir():
         # a transcript a scenario file already reads is not a scenario of its own
-        used = {s.transcript_path.resolve() for _, _, s in read if s.is_transcript}
+        used = {s.transcript_path.resolve() for _, _, s in read if s.transcript is not None}
         logs = [f for f in sorted(path.glob("*.jsonl")) if f.resolve() not in used]
         read = sorted(read + [(f, "", s) for f in logs for s in transcript_file_scenarios(f)], key=lambda r: r[0].name)
         if not read:
