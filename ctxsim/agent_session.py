@@ -1033,12 +1033,18 @@ def _summary(s: _Session, first: int, last: int, depth: int) -> str:
 
 
 def _shape(units: list[ContextUnit], s: _Session) -> list[ContextUnit]:
-    """The units as the scenario options want them: plan updates and summaries typed, pinned
+    """The units as the scenario options want them: plan updates and summaries typed (with a
+    ``mix``, tool outputs too: file views ``code``, runs ``log``, config files ``other``), pinned
     instructions pinned (and P1), P1 spread or recent up to ``p1_ratio``, some units mislabelled."""
     o, rng = s.options, s.rng
     units = list(units)
     for i in s.plans:
         units[i] = replace(units[i], type="plan_ref")
+    if o.mix is not None:  # a mix weighs unit types: a tool output is typed by its kind of step
+        task = next(i for i, u in enumerate(units) if u.role == "user" and u.priority == 1)
+        for i, unit in enumerate(units[task + 1 :], start=task + 1):
+            if unit.role == "tool" and (kind := step_kind(unit)) in ("code", "log", "other"):
+                units[i] = replace(unit, type=kind)
     for k, i in enumerate(s.summaries):
         units[i] = replace(units[i], type="summary", summary_depth=2 if k == 0 and len(s.summaries) > 1 else 1)
     task = next(i for i, u in enumerate(units) if u.role == "user" and u.priority == 1)

@@ -39,7 +39,9 @@ these keys shape it (:data:`AGENT_LOOP_KEYS`; ``writes`` and ``task`` do not app
   step: ``code`` (file views and written scripts), ``log`` (test, script and pip runs),
   ``tool_result`` (grep, find, ls, git), ``plan_ref`` (the agent's plan updates),
   ``message`` (the agent's analyses, the user's follow-ups), ``other`` (config and data
-  files shown); measured by :func:`ctxsim.agent_session.step_mix`;
+  files shown); measured by :func:`ctxsim.agent_session.step_mix`. With a mix, tool
+  outputs are typed by their kind of step (``code``, ``log``, ``other``; searches stay
+  ``tool_result``), so content-type strategies see the kinds the mix asked for;
 - ``p1_ratio`` with ``p1_placement`` (``task``, the default: P1 is the system prompt,
   the task and its rules, as in real sessions; ``spread``: further units evenly over the
   session; ``recent``: the latest units) — ``p1_ratio`` is then the share of units P1;
