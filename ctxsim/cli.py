@@ -114,7 +114,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_realism(args: argparse.Namespace) -> int:
-    from .realism import DEFAULT_CORPUS, DEFAULT_FAMILY, run
+    from .corpus import DEFAULT_CORPUS
+    from .realism import DEFAULT_FAMILY, run
 
     _check_option("contexts", args.contexts, 1, 10_000)
     table = run(Path(args.family or DEFAULT_FAMILY), args.contexts, Path(args.corpus or DEFAULT_CORPUS), args.split,
@@ -600,7 +601,7 @@ OUTPUT_OPTIONS = ("out", "log", "markdown")
 TRAIN_MODULES = ("gymnasium", "pandas", "stable_baselines3", "sb3_contrib", "torch", "matplotlib", "threadpoolctl",
                  "tqdm", "tensorboard")
 #: the output options that name a file (elsewhere ``--out`` is a folder), per command
-FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",)}
+FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",), "realism": ("out",)}
 
 
 def check_file_outputs(args: argparse.Namespace) -> None:

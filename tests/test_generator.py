@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from ctxsim.generator import SessionGenerator, generate, planted, token_mix, true_type
 from ctxsim.model import ContextState, content_hash
-from ctxsim.scenarios import DEFAULT_SUITE, MIX_TYPES, Scenario, find_scenario, load_scenarios
+from ctxsim.scenarios import MIX_TYPES, Scenario, find_scenario, load_scenarios
 from ctxsim.serialize import dumps_state, state_from_dict
 
 #: the generated scenarios written for the chat-style generator

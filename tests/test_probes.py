@@ -16,7 +16,7 @@ from ctxsim.metrics import outcome
 from ctxsim.model import ContextState, ContextUnit, Fact
 from ctxsim.probes import PROBE_KINDS, SCORE_COLUMNS, answered, probe_kind, probe_score, probe_scores
 from ctxsim.reward import RewardWeights, compute_reward, reward_terms
-from ctxsim.scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
+from ctxsim.scenarios import find_scenario, load_scenarios
 from ctxsim.strategies import StrategyContext
 from ctxsim.strategies.ladder import externalize_span
 from ctxsim.stream.rehydration import RehydrationConfig, Rehydrator

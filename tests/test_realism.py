@@ -66,6 +66,12 @@ def test_corpus_families_draw_sessions_of_their_split_only(repo_root):
         state = build_context(family, 3)
         assert state.fact_table and state.units[-1].role == "tool"  # probes from the future; ended after a result
         assert 1.1 - 0.01 <= state.total_tokens / state.limit <= 2.5 + 0.01
+    from ctxsim.transcripts import _cached_units
+
+    before = _cached_units.cache_info()
+    build_context(families["swe-heldout"], 3)
+    after = _cached_units.cache_info()
+    assert after.hits > before.hits and after.misses == before.misses  # a session is parsed once per process
 
 
 def test_a_corpus_family_is_checked(write_file, repo_root):
@@ -99,6 +105,7 @@ def test_cli_writes_the_report_and_figure(tmp_path, capsys):
     assert main(["realism", "--contexts", "2", "--corpus", str(corpus), "--split", "held_out", "--out", str(out)]) == 0
     text = out.read_text()
     assert "| units |" in text and "5 sessions" not in text and "(held_out)" in text and (tmp_path / "realism.png").stat().st_size > 1000
+    assert main(["realism", "--contexts", "1", "--corpus", str(corpus), "--out", str(out)]) == 0  # the report is replaced
     assert main(["realism", "--contexts", "0", "--out", str(out)]) == 2
 
 
