@@ -21,6 +21,16 @@ file the session created or edited, its path and a line only its latest version 
 the test tally the session relied on (``fact``). Each value occurs verbatim in the unit
 named by the fact.
 
+A scenario's options (:class:`SessionOptions`, the ``agent_loop`` keys of
+:mod:`ctxsim.scenarios`) shape the session: after the fixed opening (find, grep, view,
+reproduce, edit, run, tests), planted events are spread over the rest by token position
+(exact re-reads of unchanged views, failed commands, commands showing a recall fact,
+helper scripts written then shown again, pinned instructions and follow-up requests from
+the user); a ``mix`` or ``unit_tokens`` steers the later steps by kind and size
+(:func:`message_kind`, :func:`step_mix`); summaries of earlier turns follow the task, a
+worked example (P3) precedes it; P1 placement, pinning and mislabelling are applied to
+the finished units. Planted material a small target has no room for still comes, after it.
+
 Same scenario and seed give the same text in every process: all draws come from one
 ``random.Random`` (scenario name xor seed) and a Faker seeded from it.
 """
