@@ -202,7 +202,7 @@ class _Session:
     test_style: str = "pytest"
     script: str = "reproduce_issue.py"
     views: dict[str, str] = field(default_factory=dict)
-    options: SessionOptions = field(default_factory=lambda: SessionOptions())
+    options: SessionOptions = field(default_factory=SessionOptions)
     #: tokens per kind of step (see :func:`message_kind`), the session's steps only
     kinds: dict[str, int] = field(default_factory=dict)
     #: message indices the scenario options reshape: plan updates, summaries, pinned instructions
