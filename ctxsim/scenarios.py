@@ -39,7 +39,7 @@ these keys shape it (:data:`AGENT_LOOP_KEYS`; ``writes`` and ``task`` do not app
   step: ``code`` (file views and written scripts), ``log`` (test, script and pip runs),
   ``tool_result`` (grep, find, ls, git), ``plan_ref`` (the agent's plan updates),
   ``message`` (the agent's analyses, the user's follow-ups), ``other`` (config and data
-  files shown); measured by :func:`ctxsim.agent_session.step_mix`. With a mix, tool
+  files shown); measured by :func:`ctxsim.agent_options.step_mix`. With a mix, tool
   outputs are typed by their kind of step (``code``, ``log``, ``other``; searches stay
   ``tool_result``), so content-type strategies see the kinds the mix asked for;
 - ``p1_ratio`` with ``p1_placement`` (``task``, the default: P1 is the system prompt,

@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from ctxsim.agent_session import step_mix
+from ctxsim.agent_options import step_mix
 from ctxsim.config import model_limit
 from ctxsim.probes import PROBE_KINDS, probe_kind
 from ctxsim.scenarios import DEFAULT_SUITE, build_context, load_scenarios
