@@ -21,6 +21,16 @@ file the session created or edited, its path and a line only its latest version 
 the test tally the session relied on (``fact``). Each value occurs verbatim in the unit
 named by the fact.
 
+A scenario's options (:mod:`ctxsim.agent_options`, the ``agent_loop`` keys of
+:mod:`ctxsim.scenarios`) shape the session: after the fixed opening (find, grep, view,
+reproduce, edit, run, tests), planted events are spread over the rest by token position
+(exact re-reads of unchanged views, failed commands, commands showing a recall fact,
+helper scripts written then shown again, pinned instructions and follow-up requests from
+the user); a ``mix`` or ``unit_tokens`` steers the later steps by kind and size
+(:func:`~ctxsim.agent_options.step_mix` measures it); summaries of earlier turns follow the task, a
+worked example (P3) precedes it; P1 placement, pinning and mislabelling are applied to
+the finished units. Planted material a small target has no room for still comes, after it.
+
 Same scenario and seed give the same text in every process: all draws come from one
 ``random.Random`` (scenario name xor seed) and a Faker seeded from it.
 """
@@ -33,6 +43,10 @@ from dataclasses import dataclass, field, replace
 
 from faker import Faker
 
+from .agent_options import (
+    SessionOptions, demonstration, message_kind, next_kind, planted_events, prior_summary, run_event, shape_units,
+    steered_step,
+)
 from .fake_repo import FakeRepo
 from .model import ContextState, Fact
 from .scenarios import Scenario
@@ -56,8 +70,10 @@ FORMAT_REMINDER = (
 )
 SUBMIT = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && cat patch.txt"
 _VIEWERS = ("sed", "sed", "nl", "cat -n", "head")
-
-
+#: with less room than this left before the closing steps (tokens), a session's next step is a small grep
+SMALL_ROOM = 500
+#: with ``unit_tokens``, the harness's output limit is this many characters per token of its max
+CHARS_PER_TOKEN_LIMIT = 6
 @dataclass
 class _Session:
     """The messages of one session as they are written, with the repository they act on."""
@@ -73,26 +89,49 @@ class _Session:
     test_style: str = "pytest"
     script: str = "reproduce_issue.py"
     views: dict[str, str] = field(default_factory=dict)
+    options: SessionOptions = field(default_factory=SessionOptions)
+    #: tokens per kind of step (see :func:`~ctxsim.agent_options.message_kind`), the session's steps only
+    kinds: dict[str, int] = field(default_factory=dict)
+    #: message indices the scenario options reshape: plan updates, summaries, pinned instructions
+    plans: list[int] = field(default_factory=list)
+    summaries: list[int] = field(default_factory=list)
+    pinned: list[int] = field(default_factory=list)
+    values: set[str] = field(default_factory=set)
+    #: tokens the session may still add before its closing steps
+    room: int = 0
+
+    @property
+    def output_limit(self) -> int:
+        """The harness's output limit (characters): larger with the scenario's ``unit_tokens``."""
+        sizes = self.options.unit_tokens
+        return max(OUTPUT_LIMIT_CHARS, CHARS_PER_TOKEN_LIMIT * sizes[1]) if sizes else OUTPUT_LIMIT_CHARS
 
     # ---- writing messages ---------------------------------------------
-    def _add(self, message: dict, counted: str) -> int:
+    def _add(self, message: dict, counted: str, kind: str | None = None) -> int:
         self.messages.append(message)
-        self.tokens += count_tokens(counted) + message_overhead(DEFAULT_FORMAT)
+        cost = count_tokens(counted) + message_overhead(DEFAULT_FORMAT)
+        self.tokens += cost
+        if kind is not None:
+            self.kinds[kind] = self.kinds.get(kind, 0) + cost
         return len(self.messages) - 1
 
-    def say(self, role: str, content: str) -> int:
-        return self._add({"role": role, "content": content}, content)
+    def say(self, role: str, content: str, kind: str | None = None) -> int:
+        return self._add({"role": role, "content": content}, content, kind)
 
-    def run(self, thought: str, command: str, output: str, returncode: int = 0, *, timeout: bool = False) -> tuple[int, int]:
-        """One assistant turn (thought + bash call) and its observation; (assistant index, tool index)."""
+    def run(self, thought: str, command: str, output: str, returncode: int = 0, *, timeout: bool = False,
+            plan: bool = False) -> tuple[int, int]:
+        """One assistant turn (thought + bash call) and its observation; (assistant index, tool index).
+        ``plan``: the thought is a plan update."""
         call_id = f"call_{len(self.messages):02d}_{self.rng.getrandbits(64):016x}"
         arguments = json.dumps({"command": command})
         counted = "\n".join(([thought] if thought else []) + [f"[tool_call] bash {arguments}"])
         a = self._add({"role": "assistant", "content": thought,
                        "tool_calls": [{"id": call_id, "type": "function", "function": {"name": "bash", "arguments": arguments}}]},
-                      counted)
-        observation = _observation(command, output, returncode, timeout)
-        t = self._add({"role": "tool", "content": observation, "tool_call_id": call_id}, observation)
+                      counted, message_kind("assistant", command, plan=plan))
+        if plan:
+            self.plans.append(a)
+        observation = _observation(command, output, returncode, timeout, self.output_limit)
+        t = self._add({"role": "tool", "content": observation, "tool_call_id": call_id}, observation, message_kind("tool", command))
         return a, t
 
     def fact(self, kind: str, value: str, index: int, priority: int = 2) -> None:
@@ -194,14 +233,15 @@ class _Session:
         a, _ = self.run(self.thought(purpose), f"cat > {name} << 'EOF'\n{body}\nEOF", "")
         return a
 
-    def reproduce_script(self) -> list[str]:
+    def reproduce_script(self, cases: int | None = None) -> list[str]:
+        """A script calling the buggy function with ``cases`` arguments (else 3-14)."""
         bug = self.repo.bug
         module = bug.path[:-3].replace("/", ".")
         name = bug.function.cls or bug.function.name
         call = f"{name}().{bug.function.name}" if bug.function.cls else name
         lines = ["#!/usr/bin/env python", f'"""{self.fake.sentence(nb_words=8)}"""', "import sys", "",
                  "sys.path.insert(0, '/testbed')", "", f"from {module} import {name}", "", ""]
-        for i in range(self.rng.randint(3, 14)):
+        for i in range(cases or self.rng.randint(3, 14)):
             arg = self.rng.choice(("None", "{}", "[]", repr(self.rng.choice(self.repo.words)), str(self.rng.randint(0, 99))))
             label = self.fake.sentence(nb_words=self.rng.randint(3, 7)).rstrip(".").lower()
             lines += [f"# Test {i + 1}: {label}", f"print({f'Test {i + 1}: {label}'!r})", "try:",
@@ -282,10 +322,12 @@ class _Session:
         self.run(self.thought(f"I'll guard `{bug.subject}` against None in `{bug.function.qualname}` before it is used."),
                         script, window)
 
-    def tests(self, final: bool = False) -> int:
+    def tests(self, final: bool = False, count: int | None = None) -> int:
+        """Run a test module (``count`` tests, else 4-30); returns the tool message's index."""
         tests = sorted(p for p in self.repo.tree if p.startswith("tests/"))
         target = self.rng.choice(tests)
-        names = [f"test_{self.repo.rng.choice(self.repo.words)}_{self.repo.rng.choice(self.repo.words)}" for _ in range(self.rng.randint(4, 30))]
+        names = [f"test_{self.repo.rng.choice(self.repo.words)}_{self.repo.rng.choice(self.repo.words)}"
+                 for _ in range(count or self.rng.randint(4, 30))]
         failed = set() if self.fixed else {self.rng.choice(names)}
         if self.test_style == "django":
             module = target[6:-3]
@@ -312,13 +354,14 @@ class _Session:
         return t
 
 
-def _observation(command: str, output: str, returncode: int, timeout: bool) -> str:
-    """A tool message as the harness writes it: return code and output (head and tail with a notice when long)."""
+def _observation(command: str, output: str, returncode: int, timeout: bool, limit: int = OUTPUT_LIMIT_CHARS) -> str:
+    """A tool message as the harness writes it: return code and output (head and tail with a
+    notice when longer than ``limit`` characters)."""
     if timeout:
         return (f"<exception>An error occurred while executing the command: Command 'bash -c {command!r}' timed out after "
                 f"60 seconds</exception>\n<returncode>-1</returncode>\n<output>\n</output>")
-    if len(output) > OUTPUT_LIMIT_CHARS:
-        head, tail = output[: OUTPUT_LIMIT_CHARS // 2], output[-OUTPUT_LIMIT_CHARS // 2 :]
+    if len(output) > limit:
+        head, tail = output[: limit // 2], output[-limit // 2 :]
         elided = len(output) - len(head) - len(tail)
         return (f"<returncode>{returncode}</returncode>\n{TRUNCATION_NOTICE}<output_head>\n{head}\n</output_head>\n"
                 f"<elided_chars>\n{elided} characters elided\n</elided_chars>\n<output_tail>\n{tail}\n</output_tail>")
@@ -376,28 +419,37 @@ def _task_message(session: _Session, title: str, rules: list[str]) -> str:
 def generate_session(scenario: Scenario, seed: int) -> ContextState:
     """The context of an ``agent_loop`` scenario for ``seed``: a whole session of at least
     ``scenario.resolved_target`` tokens (a few hundred over; a minimum session of about
-    5,000 tokens whatever the target) at the scenario's limit."""
+    4,000 tokens whatever the target) at the scenario's limit, shaped by the scenario's
+    options (:class:`~ctxsim.agent_options.SessionOptions`; planted material a small target has no room for
+    still comes, after it)."""
     from .generator import stable_seed  # the generator imports scenarios, which imports this module lazily
 
+    options = SessionOptions.of(scenario)
     rng = random.Random(stable_seed(scenario.name, seed))
     fake = Faker("en_US")
     fake.seed_instance(rng.getrandbits(64))
     repo = FakeRepo.build(random.Random(rng.getrandbits(64)), fake, modules=rng.randint(6, 16))
     s = _Session(rng, fake, repo, test_style=rng.choice(("pytest", "django")),
-                 script=rng.choice(("reproduce_issue.py", "reproduce.py", "test_reproduce.py", f"test_{repo.bug.subject}.py")))
+                 script=rng.choice(("reproduce_issue.py", "reproduce.py", "test_reproduce.py", f"test_{repo.bug.subject}.py")),
+                 options=options)
     bug = repo.bug
     title = rng.choice((f"{bug.function.qualname}() raises {bug.error} when {bug.subject} is None",
                         f"{bug.error} in {bug.function.qualname} when {bug.subject} is not given",
                         f"{bug.function.qualname} crashes with {bug.error}: {bug.message}"))
-    rules = ["DO NOT MODIFY: tests and configuration files (setup.cfg, tox.ini, pyproject.toml)",
-             f"Keep the public signature of {bug.function.qualname} unchanged"]
+    rules = _rules(s, options.rules)
     s.say("system", SYSTEM_PROMPT)
+    if options.worked_example:
+        s.say("user", demonstration(s))
     task = s.say("user", _task_message(s, title, rules))
     for rule in rules:
         s.fact("rule", rule, task, priority=1)
     s.fact("continuation", title, task, priority=1)
+    for k in range(options.prior_summaries):
+        first = 1 + 12 * k
+        s.summaries.append(s.say("user", prior_summary(s, 1 if k == 0 and options.prior_summaries > 1 else first, first + 11,
+                                                  2 if k == 0 and options.prior_summaries > 1 else 1)))
     target = scenario.resolved_target
-    reminders = rng.choices((0, 1, 2), weights=(0.85, 0.1, 0.05))[0]
+    reminders = rng.choices((0, 1, 2), weights=(0.85, 0.1, 0.05))[0] if options.user_turns is None else 0
 
     s.find()
     s.grep(bug.function.name)
@@ -406,37 +458,89 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
     s.write_script(s.script, s.reproduce_script(), "Let me write a script that reproduces the issue.")
     s.run_script()
     for _ in range(rng.randint(1, 4)):
-        _explore(s)
+        if s.tokens < target / 2:  # a small target has no room for more
+            _explore(s)
     s.edit()
     s.run_script()
-    if rng.random() < 0.5:
+    if rng.random() < 0.5 and s.tokens < target / 2:
         s.view(*first_view)  # the same view again: it shows the edit
-    s.tests()
+    if s.tokens < target / 2:
+        s.tests()
     final = [p for p in repo.changed_paths() if p in repo.tree]  # the patch: edited source files, not scripts
     reserve = 2 * count_tokens(repo.diff(final, index=False)) + 700  # what the closing steps add (tokens)
-    while s.tokens < target - reserve:
-        if reminders and rng.random() < 0.05:
-            s.say("assistant", s.thought("The fix works; let me think about what else could break.") or "Let me think about the edge cases.")
-            s.say("user", FORMAT_REMINDER)
-            reminders -= 1
-            continue
-        _explore(s, late=True)
+    events = planted_events(s, s.tokens, target - reserve)
+    while True:
+        while s.tokens < target - reserve or events:
+            if events and (events[0][0] <= s.tokens or s.tokens >= target - reserve):
+                run_event(s, events.pop(0)[1])
+                continue
+            if reminders and rng.random() < 0.05:
+                s.say("assistant", s.thought("The fix works; let me think about what else could break.") or "Let me think about the edge cases.")
+                s.say("user", FORMAT_REMINDER)
+                reminders -= 1
+                continue
+            s.room = target - reserve - s.tokens
+            if s.room < SMALL_ROOM:  # the last step before the closing: a small one, so the session ends near its target
+                s.grep()
+            elif options.steered:
+                steered_step(s, next_kind(s))
+            else:
+                _explore(s, late=True)
+        before = (len(s.messages), s.tokens, dict(s.kinds), len(s.facts))
+        _close(s, final)
+        if s.tokens >= target:
+            break
+        reserve = s.tokens - before[1]  # short of the target: take the closing back, work on, close again
+        del s.messages[before[0] :], s.facts[before[3] :]
+        s.tokens, s.kinds = before[1], before[2]
+    _artifact_facts(s)
+    holders: dict[str, list[str]] = {}
+    for f in s.facts:
+        holders.setdefault(f.unit_id, []).append(f.id)
+    units = shape_units([replace(u, fact_ids=tuple(holders.get(u.id, ()))) for u in messages_to_units(s.messages)], s)
+    priority = {u.id: u.priority for u in units}
+    facts = tuple(replace(f, priority=priority[f.unit_id]) for f in s.facts)
+    state = ContextState(units=tuple(units), limit=10**12, min_limit=1, task=title, fact_table=facts,
+                         scenario=scenario.name, seed=seed)
+    limit = scenario.resolved_limit
+    return replace(state, limit=limit, min_limit=min(scenario.min_limit, limit), warning_threshold=scenario.warning_threshold)
+
+
+def _close(s: _Session, final: list[str]) -> None:
+    """The session's last steps: the tests, the open item and the diff, the patch file, the patch."""
+    repo = s.repo
     s.tests(final=True)
-    path, function = repo.some_function(exclude=bug.path)
+    path, function = repo.some_function(exclude=repo.bug.path)
     open_item = f"Still open: `{function.qualname}` in `{path}` may need the same guard"
     review, _ = s.run(f"{open_item}; I will check it after the patch. Let me review the whole change.", "git diff", repo.diff(final))
     s.fact("continuation", open_item, review)
     s.run(s.thought("Now let me create the patch file."), "git diff -- " + " ".join(final) + " > patch.txt", "")
     s.run(s.thought("Let me check the patch."), "cat patch.txt", repo.diff(final))
-    _artifact_facts(s)
-    holders: dict[str, list[str]] = {}
-    for f in s.facts:
-        holders.setdefault(f.unit_id, []).append(f.id)
-    units = [replace(u, fact_ids=tuple(holders.get(u.id, ()))) for u in messages_to_units(s.messages)]
-    state = ContextState(units=tuple(units), limit=10**12, min_limit=1, task=title, fact_table=tuple(s.facts),
-                         scenario=scenario.name, seed=seed)
-    limit = scenario.resolved_limit
-    return replace(state, limit=limit, min_limit=min(scenario.min_limit, limit), warning_threshold=scenario.warning_threshold)
+
+
+#: the user's rules beyond the two every task states ({qualname}, {package}, {path}: the bug's)
+MORE_RULES = (
+    "Do not add new dependencies",
+    "Make sure {package} stays importable on Python 3.8",
+    "Do not change the return type of {qualname}",
+    "Do not add new modules to {package}",
+    "Make sure the change stays under 20 changed lines",
+    "Do not rename anything in {path}",
+    "Never print from library code",
+    "Do not touch the docs folder",
+    "Do not change the public __all__ of {package}",
+    "Do not catch bare exceptions",
+)
+
+
+def _rules(s: _Session, n: int) -> list[str]:
+    """The task's ``n`` rules: the two of every session, then :data:`MORE_RULES`, then one per file not to modify."""
+    bug = s.repo.bug
+    rules = ["DO NOT MODIFY: tests and configuration files (setup.cfg, tox.ini, pyproject.toml)",
+             f"You must keep the public signature of {bug.function.qualname} unchanged"]
+    rules += [r.format(qualname=bug.function.qualname, package=s.repo.package, path=bug.path) for r in MORE_RULES]
+    rules += [f"Do not modify {p}" for p in s.repo.tree if p != bug.path]
+    return rules[:n]
 
 
 def _explore(s: _Session, late: bool = False) -> None:

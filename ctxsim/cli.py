@@ -77,7 +77,11 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
             limit = "drawn per seed"
         else:
             limit = f"{sc.resolved_limit:,}" if sc.resolved_limit is not None else "its size"
-        if sc.is_transcript:
+        if sc.corpus is not None:
+            from .corpus import corpus_files
+
+            target = f"{len(corpus_files(sc.corpus_path, sc.split))} sessions of {Path(sc.corpus).name} ({sc.split or 'all'})"
+        elif sc.is_transcript:
             if not sc.transcript_path.is_file():  # listed or not, the suite cannot build it
                 raise ScenarioError(f"transcript file not found: {sc.transcript_path}", source=sc.source, key="transcript")
             target = f"transcript {Path(sc.transcript).name}"
@@ -110,7 +114,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_realism(args: argparse.Namespace) -> int:
-    from .realism import DEFAULT_CORPUS, DEFAULT_FAMILY, run
+    from .corpus import DEFAULT_CORPUS
+    from .realism import DEFAULT_FAMILY, run
 
     _check_option("contexts", args.contexts, 1, 10_000)
     table = run(Path(args.family or DEFAULT_FAMILY), args.contexts, Path(args.corpus or DEFAULT_CORPUS), args.split,
@@ -596,7 +601,7 @@ OUTPUT_OPTIONS = ("out", "log", "markdown")
 TRAIN_MODULES = ("gymnasium", "pandas", "stable_baselines3", "sb3_contrib", "torch", "matplotlib", "threadpoolctl",
                  "tqdm", "tensorboard")
 #: the output options that name a file (elsewhere ``--out`` is a folder), per command
-FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",)}
+FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",), "realism": ("out",)}
 
 
 def check_file_outputs(args: argparse.Namespace) -> None:

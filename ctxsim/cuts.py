@@ -1,7 +1,8 @@
 """Transcript cuts: a real conversation's first messages as the context, the rest as its future.
 
 A transcript scenario with ``cut`` (:mod:`ctxsim.scenarios`) keeps the first
-:func:`cut_index` messages as the context; the messages after them are the
+:func:`cut_index` messages as the context (ended after a tool result, so every call
+keeps its result); the messages after them are the
 *future*: what the agent went on to do. The context's probes (:mod:`ctxsim.probes`)
 are the strings of the context that the future uses again — ground truth from real
 data: a break that loses them lost something the agent needed next.
@@ -89,12 +90,23 @@ _ARGUMENT_KEY = re.compile(r'"(\w+)"\s*:')
 _TOOL_CALL_LINE = re.compile(r"^\[tool_call\] .*$", re.MULTILINE)
 
 
-def cut_index(n_messages: int, cut: float) -> int:
-    """How many of ``n_messages`` messages form the context at share ``cut`` (in (0, 1)):
-    ``round(cut · n)``, at least 1 and at most n − 1 (the future holds one or more)."""
-    if n_messages < 2:
-        raise ValueError(f"a cut needs at least two messages, the transcript has {n_messages}")
-    return min(n_messages - 1, max(1, round(cut * n_messages)))
+def cut_index(tool_results: Sequence[bool], cut: float) -> int:
+    """How many of a transcript's messages form the context at share ``cut`` (in (0, 1)).
+
+    ``tool_results`` says per message whether it is a tool result. The cut falls after
+    ``round(cut · n)`` messages (at least 1, at most n − 1: the future holds one or
+    more), moved back to just after the last tool result at or before that point, so
+    that every call in the context keeps its result — but never into the first two
+    messages (the system prompt and the task); a transcript without a tool result
+    there is cut at ``round(cut · n)``."""
+    n = len(tool_results)
+    if n < 2:
+        raise ValueError(f"a cut needs at least two messages, the transcript has {n}")
+    k = min(n - 1, max(1, round(cut * n)))
+    end = k
+    while end > 2 and not tool_results[end - 1]:
+        end -= 1
+    return end if end > 2 or (end == 2 and tool_results[1]) else k
 
 
 def _trivial(token: str) -> bool:

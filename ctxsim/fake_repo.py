@@ -253,6 +253,27 @@ class FakeRepo:
         """The current line number of the first line equal to ``text`` (1-based)."""
         return self.files[path].index(text) + 1
 
+    def add_config(self, path: str, size: int) -> None:
+        """Materialize a config or data file of about ``size`` tokens (``setup.cfg``, ``tox.ini``,
+        ``pyproject.toml``, ``*.json``) as part of the original project (not a change)."""
+        r, words = self.rng, self.words
+        lines: list[str] = []
+        if path.endswith(".json"):
+            lines.append("{")
+            while len(lines) * 9 < size:
+                lines.append(f'  "{r.choice(words)}_{r.choice(words)}": {r.choice((str(r.randint(0, 9999)), "null", "true", repr(r.choice(words)).replace(chr(39), chr(34))))},')
+            lines[-1] = lines[-1].rstrip(",")
+            lines.append("}")
+        else:
+            while len(lines) * 7 < size:
+                section = r.choice(("metadata", "options", f"tool:{r.choice(words)}", f"{self.package}.{r.choice(words)}"))
+                lines += [f"[{section}]"] + [f"{r.choice(words)}_{r.choice(words)} = {r.choice((str(r.randint(0, 500)), r.choice(words), 'true', 'false'))}"
+                                             for _ in range(r.randint(2, 8))] + [""]
+        self.files[path] = lines
+        self.history[path] = [list(lines)]
+        if path not in self.tree:
+            self.tree = sorted({*self.tree, path})
+
     # ---- writing -------------------------------------------------------
     def write(self, path: str, lines: list[str]) -> None:
         """Replace (or create) a file's content; its history keeps every version."""

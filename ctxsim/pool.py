@@ -167,10 +167,15 @@ def source_digest() -> str:
 
 def scenario_digest(scenario: Scenario) -> str:
     """Identity of a scenario's definition (source and every field) and of the data
-    it reads besides: a transcript file's bytes, the limit a ``model`` has in
+    it reads besides: a transcript file's bytes (a corpus family's: every file of its
+    folder), the limit a ``model`` has in
     data/models.yaml."""
     parts = [str(scenario.source), scenario.model_dump_json()]
-    if scenario.is_transcript:
+    if scenario.corpus is not None:  # every session and the split
+        folder = scenario.corpus_path
+        files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+        parts += [f"{p.name}={_file_digest(str(p), p.stat().st_mtime_ns)}" for p in files] or ["missing"]
+    elif scenario.is_transcript:
         path = scenario.transcript_path
         parts.append(_file_digest(str(path), path.stat().st_mtime_ns) if path.is_file() else "missing")
     if scenario.model is not None:

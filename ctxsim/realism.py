@@ -8,23 +8,15 @@ inside the corpus range; with ``--rank``, the mean reward of every strategy alon
 (``only:<id>``, one settings object for all) on the family and on cuts of the corpus,
 and the Spearman rank correlation between the two.
 
-The corpus is a folder of chat JSONL sessions (``*.jsonl`` or ``*.jsonl.gz``) with a
-``splits.yaml`` naming the SWE-bench repositories (``owner/name``) of each split
-(``train``, ``validation``, ``held_out``); a session's repository is read from its
-file name ``{owner}__{name}-{issue}__{run}``.
-
-A *cut* of a session (:func:`cut_messages`) is its first messages up to a drawn share,
-ended after a tool result so that every call keeps its result; :func:`cut_scenarios`
-makes it a transcript scenario at a drawn overflow (its tokens over the limit), the
-range of the shipped transcript families.
+A *cut* of a session is its first messages up to a drawn share, ended after a tool
+result so that every call keeps its result (:func:`ctxsim.cuts.cut_index`, what every
+transcript ``cut`` uses); :func:`cut_scenarios` makes it a transcript scenario at a
+drawn overflow (its tokens over the limit), the range of the shipped transcript
+families. The corpus and its split are :mod:`ctxsim.corpus`.
 """
 
 from __future__ import annotations
 
-import gzip
-import json
-import math
-import tempfile
 from pathlib import Path
 from typing import Sequence
 
@@ -32,97 +24,41 @@ import numpy as np
 import pandas as pd
 
 from .atomic import atomic_write_bytes, atomic_write_text
-from .errors import ScenarioError
+from .corpus import DEFAULT_CORPUS, corpus_files
 from .families import draw_rng
 from .model import DEFAULT_MIN_LIMIT, ContextState
 from .paths import DATA_DIR
 from .realism_stats import STATISTICS, context_stats
 from .scenarios import Scenario, build_context
 from .transcripts import load_transcript
-from .validation import load_yaml
 
-DEFAULT_CORPUS = DATA_DIR / "transcripts" / "mini-swe-agent"
 DEFAULT_FAMILY = DATA_DIR / "families" / "agent_sessions.yaml"
-SPLITS = ("train", "validation", "held_out")
 #: a cut keeps this share of a session's messages (drawn uniformly per cut)
 CUT_SHARE = (0.3, 1.0)
+#: ... below 1 (a cut leaves at least one message of future)
+MAX_CUT = 0.999
 #: a cut's tokens over its limit (drawn uniformly per cut), the shipped transcript families' range
 CUT_OVERFLOW = (1.1, 2.5)
 
 
-def session_repository(path: Path) -> str:
-    """``owner/name`` of a session file ``{owner}__{name}-{issue}__{run}.jsonl[.gz]``."""
-    owner, rest = path.name.split("__", 1)
-    return f"{owner}/{rest.split('__', 1)[0].rsplit('-', 1)[0]}"
-
-
-def corpus_files(folder: str | Path = DEFAULT_CORPUS, split: str | None = None) -> list[Path]:
-    """The session files of a corpus folder, those of one split when ``split`` is given
-    (raises ScenarioError naming splits.yaml on a bad split file or an unknown split)."""
-    folder = Path(folder)
-    files = sorted(p for p in folder.iterdir() if p.name.endswith((".jsonl", ".jsonl.gz")))
-    if not files:
-        raise ScenarioError("no *.jsonl or *.jsonl.gz sessions in this folder", source=folder)
-    if split is None:
-        return files
-    splits = read_splits(folder / "splits.yaml")
-    if split not in splits:
-        raise ScenarioError(f"unknown split {split!r}; known: {', '.join(SPLITS)}", source=folder / "splits.yaml", key=split)
-    return [p for p in files if session_repository(p) in splits[split]]
-
-
-def read_splits(path: Path) -> dict[str, list[str]]:
-    """The repositories per split of a ``splits.yaml``; no repository on two sides."""
-    data = load_yaml(path, ScenarioError)
-    if not isinstance(data, dict) or sorted(data) != sorted(SPLITS):
-        raise ScenarioError(f"expected the keys {', '.join(SPLITS)} (got {sorted(data) if isinstance(data, dict) else data!r})",
-                            source=path)
-    seen: dict[str, str] = {}
-    for split in SPLITS:
-        repos = data[split]
-        if not isinstance(repos, list) or not all(isinstance(r, str) and r.count("/") == 1 for r in repos):
-            raise ScenarioError(f"expected a list of owner/name repositories (got {repos!r})", source=path, key=split)
-        for repo in repos:
-            if repo in seen:
-                raise ScenarioError(f"repository {repo!r} is also in {seen[repo]}", source=path, key=split)
-            seen[repo] = split
-    return {split: list(data[split]) for split in SPLITS}
-
-
-def _messages(path: Path) -> list[dict]:
-    raw = path.read_bytes()
-    text = (gzip.decompress(raw) if path.suffix == ".gz" else raw).decode("utf-8")
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def cut_messages(messages: list[dict], share: float) -> list[dict]:
-    """The first ``share`` of ``messages``, ended after the last tool result at or before
-    that point (never before the task: at least the first two messages)."""
-    end = max(2, math.ceil(share * len(messages)))
-    while end > 2 and messages[end - 1].get("role") != "tool":
-        end -= 1
-    return messages[:end]
-
-
-def cut_scenarios(files: Sequence[Path], folder: Path, seed: int = 0) -> list[Scenario]:
-    """One cut per session file, written to ``folder`` as a transcript scenario: a share of
-    its messages from :data:`CUT_SHARE` and an overflow from :data:`CUT_OVERFLOW`, both
-    drawn from ``seed`` and the file's position (the limit is the cut's tokens over the
-    overflow; its floor is lowered to a smaller limit). Sessions whose cut is only the
-    system prompt and task are skipped."""
+def cut_scenarios(files: Sequence[Path], seed: int = 0) -> list[Scenario]:
+    """One cut per session file, as a transcript scenario with ``cut`` (:func:`ctxsim.cuts.cut_index`:
+    ended after a tool result): a share of its messages from :data:`CUT_SHARE` and an
+    overflow from :data:`CUT_OVERFLOW`, both drawn from ``seed`` and the file's position
+    (the limit is the cut's tokens over the overflow; its floor is lowered to a smaller
+    limit). Sessions whose cut is only the system prompt and task are skipped."""
     scenarios = []
     for i, path in enumerate(files):
         rng = draw_rng(seed * 100_003 + i)
         share, overflow = float(rng.uniform(*CUT_SHARE)), float(rng.uniform(*CUT_OVERFLOW))
-        messages = cut_messages(_messages(path), share)
-        if len(messages) < 4:
+        share = min(share, MAX_CUT)
+        state = load_transcript(path, cut=share)
+        if len(state.units) < 4:
             continue
+        limit = max(1, round(state.total_tokens / overflow))
         stem = path.name.split(".jsonl")[0]
-        out = folder / f"{stem}.jsonl"
-        atomic_write_text(out, "".join(json.dumps(m) + "\n" for m in messages))
-        limit = max(1, round(load_transcript(out).total_tokens / overflow))
-        scenarios.append(Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(out), "limit": limit,
-                                                  "min_limit": min(limit, DEFAULT_MIN_LIMIT)}))
+        scenarios.append(Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(path), "cut": share,
+                                                  "limit": limit, "min_limit": min(limit, DEFAULT_MIN_LIMIT)}))
     return scenarios
 
 
@@ -237,9 +173,8 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
 
         strategies = [s for s in list_strategies() if s != "error"]
         picked = files[:: max(1, len(files) // rank_contexts)][:rank_contexts]
-        with tempfile.TemporaryDirectory() as tmp:
-            cuts = cut_scenarios(picked, Path(tmp))
-            ranks = rank_agreement([scenario], cuts, rank_contexts, strategies)
+        cuts = cut_scenarios(picked)
+        ranks = rank_agreement([scenario], cuts, rank_contexts, strategies)
         note = (f"Each strategy alone (`only:<id>`, every strategy but `error` in the action set, default settings) on "
                 f"{rank_contexts} contexts of the family and on one cut of each of {len(cuts)} corpus sessions (every "
                 f"{max(1, len(files) // rank_contexts)}th file): a cut keeps the first {CUT_SHARE[0]:g}-{CUT_SHARE[1]:g} "

@@ -32,8 +32,31 @@ material from; ``{}`` takes every default range), ``min_limit``, ``warning_thres
 
 ``session: agent_loop`` draws the context from the agent-loop session model
 (:mod:`ctxsim.agent_session`: a bash-only coding agent's session on a fake repository,
-fitted to real sessions) instead: such a scenario sets only its limit (or model) and
-target (or overflow); as a family, its ``sample`` draws only ``limit`` and ``overflow``.
+fitted to real sessions) instead. Without further keys the session is the fitted one;
+these keys shape it (:data:`AGENT_LOOP_KEYS`; ``writes`` and ``task`` do not apply):
+
+- ``mix``: share of the session's step tokens (every unit after the task) per kind of
+  step: ``code`` (file views and written scripts), ``log`` (test, script and pip runs),
+  ``tool_result`` (grep, find, ls, git), ``plan_ref`` (the agent's plan updates),
+  ``message`` (the agent's analyses, the user's follow-ups), ``other`` (config and data
+  files shown); measured by :func:`ctxsim.agent_options.step_mix`. With a mix, tool
+  outputs are typed by their kind of step (``code``, ``log``, ``other``; searches stay
+  ``tool_result``), so content-type strategies see the kinds the mix asked for;
+- ``p1_ratio`` with ``p1_placement`` (``task``, the default: P1 is the system prompt,
+  the task and its rules, as in real sessions; ``spread``: further units evenly over the
+  session; ``recent``: the latest units) — ``p1_ratio`` is then the share of units P1;
+- ``facts`` (a third of them rules in the task, the rest values tool outputs show),
+  ``duplicates`` (exact re-reads of unchanged file views), ``superseded_writes``
+  (helper files written and later shown again with ``cat``), ``errors`` (extra failed
+  commands), ``pinned`` (the system prompt, the task, then pinned instruction messages
+  from the user), ``misclassified``, ``prior_summaries`` (summaries of earlier turns
+  after the task), ``unit_tokens`` (typical tool output size; the harness's output
+  limit grows to fit);
+- ``user_turns`` (later user messages with follow-up requests, instead of the 0-2
+  format reminders) and ``worked_example`` (a P3 demonstration before the task) — keys
+  of an ``agent_loop`` session only.
+
+As a family, an ``agent_loop`` scenario's ``sample`` draws only ``limit`` and ``overflow``.
 
 Any scenario may set ``contexts``: how many distinct contexts (seeds ``0..contexts-1``)
 an environment draws from it (default: the environment's ``contexts_per_scenario``).
@@ -52,6 +75,13 @@ future, whose reused strings become its probes (:mod:`ctxsim.cuts`). A transcrip
 family may give ``cut: {min, max}`` instead: each seed draws its cut (before its
 limit). With a cut, the limit (and a family's overflow) is measured against the
 cut context, not the whole conversation.
+
+A *corpus family* sets ``corpus`` (a folder of chat JSONL sessions with a
+``splits.yaml``, :mod:`ctxsim.corpus`, relative to the scenario file) and optionally
+``split`` (``train``, ``validation`` or ``held_out``; default every session) instead of
+``transcript``, with ``sample`` (and ``cut``) as a transcript family: each seed draws
+one session of the split, then its cut and limit as that session's transcript family
+would. The sessions are read once per process.
 
 Every number must be finite; a family's sampled ``overflow`` is bounded like ``overflow``.
 
@@ -73,6 +103,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from .errors import ScenarioError, describe_value
@@ -108,8 +139,19 @@ _GENERATED_KEYS = frozenset(
     {
         "target_tokens", "overflow", "mix", "p1_ratio", "facts", "duplicates", "superseded_writes", "writes",
         "errors", "pinned", "misclassified", "prior_summaries", "unit_tokens", "task", "session",
+        "p1_placement", "user_turns", "worked_example",
     }
 )
+#: keys an ``agent_loop`` session uses beside its size (see the module docstring)
+AGENT_LOOP_KEYS = frozenset(
+    {
+        "mix", "p1_ratio", "p1_placement", "facts", "duplicates", "superseded_writes", "errors", "pinned",
+        "misclassified", "prior_summaries", "unit_tokens", "user_turns", "worked_example",
+    }
+)
+#: keys of an ``agent_loop`` session only
+_AGENT_LOOP_ONLY = frozenset({"p1_placement", "user_turns", "worked_example"})
+P1Placement = Literal["task", "spread", "recent"]
 #: what an ``agent_loop`` family draws per seed (the session model decides the rest)
 AGENT_LOOP_SAMPLE_KEYS = ("limit", "overflow")
 
@@ -160,10 +202,15 @@ class Scenario(BaseModel):
     warning_threshold: Annotated[float, Field(gt=0, le=1)] = DEFAULT_WARNING_THRESHOLD
     task: Annotated[StrictStr, Field(min_length=1)] | None = None
     transcript: Annotated[StrictStr, Field(min_length=1)] | None = None
+    corpus: Annotated[StrictStr, Field(min_length=1)] | None = None
+    split: Literal["train", "validation", "held_out"] | None = None
     sample: SampleRanges | None = None
     cut: Annotated[float, Field(gt=0, lt=1)] | Range | None = None
     contexts: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)] | None = None
     session: Literal["agent_loop"] | None = None
+    p1_placement: P1Placement | None = None
+    user_turns: Annotated[int, Field(ge=0, le=100)] | None = None
+    worked_example: bool = False
 
     _source: Path | None = PrivateAttr(default=None)
 
@@ -173,9 +220,16 @@ class Scenario(BaseModel):
             raise KeyedValueError("model", self.model, f"give either 'limit' or 'model', not both (limit={self.limit})")
         if self.limit is not None and self.limit < self.min_limit:
             raise KeyedValueError("limit", self.limit, f"below min_limit {self.min_limit}")
-        if self.transcript is None and self.cut is not None:
+        if not self.is_transcript and self.cut is not None:
             raise KeyedValueError("cut", _plain(self.cut), "only a transcript scenario has a cut (the share of its messages)")
-        if self.transcript is not None:
+        if self.split is not None and self.corpus is None:
+            raise KeyedValueError("split", self.split, "only a corpus family has a split (give 'corpus')")
+        if self.corpus is not None:
+            if self.transcript is not None:
+                raise KeyedValueError("corpus", self.corpus, f"give either 'transcript' or 'corpus', not both (transcript={self.transcript!r})")
+            if self.sample is None:
+                raise KeyedValueError("corpus", self.corpus, "a corpus family draws a session per seed: give 'sample' too")
+        if self.is_transcript:
             extra = sorted(self.model_fields_set & _GENERATED_KEYS)
             if extra:
                 raise KeyedValueError(extra[0], getattr(self, extra[0]), "not allowed in a transcript scenario")
@@ -209,11 +263,12 @@ class Scenario(BaseModel):
             raise KeyedValueError("target_tokens", value, "exactly one of 'target_tokens' or 'overflow' is required")
         if self.overflow is not None and self.limit is not None and self.limit * self.overflow > MAX_TOKENS:
             raise KeyedValueError("overflow", self.overflow, f"x the limit {self.limit:,} exceeds {MAX_TOKENS:,} tokens")
-        if self.session is not None:  # the session model decides what the context holds
-            extra = sorted(self.model_fields_set & _GENERATED_KEYS - {"target_tokens", "overflow", "session"})
-            if extra:
-                raise KeyedValueError(extra[0], getattr(self, extra[0]), f"not used by session {self.session!r}; remove it")
+        if self.session is not None:
+            self._check_agent_loop()
             return self
+        only = sorted(self.model_fields_set & _AGENT_LOOP_ONLY)
+        if only:
+            raise KeyedValueError(only[0], getattr(self, only[0]), "only an agent_loop session has it (session: agent_loop)")
         for key in ("mix", "p1_ratio"):
             if getattr(self, key) is None:
                 raise KeyedValueError(key, None, "required key is missing")
@@ -225,6 +280,21 @@ class Scenario(BaseModel):
                 "mix", self.mix, "planted tool calls (duplicates, superseded_writes, writes, errors) need a tool_result share"
             )
         return self
+
+    def _check_agent_loop(self) -> None:
+        """An ``agent_loop`` scenario sets only its size and the keys of :data:`AGENT_LOOP_KEYS`."""
+        extra = sorted(self.model_fields_set & _GENERATED_KEYS - AGENT_LOOP_KEYS - {"target_tokens", "overflow", "session"})
+        if extra:
+            raise KeyedValueError(extra[0], getattr(self, extra[0]), f"not used by session {self.session!r}; remove it")
+        if self.mix is not None:
+            total = sum(self.mix.values())
+            if abs(total - 1) > MIX_TOLERANCE:
+                raise KeyedValueError("mix", self.mix, f"shares must sum to 1, they sum to {total:.6g}")
+        if self.p1_ratio is not None and self.p1_placement == "task":
+            raise KeyedValueError("p1_placement", self.p1_placement, "P1 on the system prompt and task only sets no "
+                                  "p1_ratio; give spread or recent, or remove p1_ratio")
+        if self.p1_placement in ("spread", "recent") and self.p1_ratio is None:
+            raise KeyedValueError("p1_placement", self.p1_placement, "needs p1_ratio (the share of units P1)")
 
     def _check_transcript_sample(self) -> None:
         """A transcript family draws only its limit: ``sample`` sets ``overflow`` or
@@ -250,7 +320,27 @@ class Scenario(BaseModel):
 
     @property
     def is_transcript(self) -> bool:
-        return self.transcript is not None
+        """A real conversation: a transcript scenario or family, or a corpus family."""
+        return self.transcript is not None or self.corpus is not None
+
+    @property
+    def corpus_path(self) -> Path:
+        """The corpus folder, resolved against the scenario file's folder."""
+        if self.corpus is None:
+            raise ScenarioError("not a corpus family", source=self._source, key="corpus")
+        path = Path(self.corpus)
+        return path if path.is_absolute() or self._source is None else self._source.parent / path
+
+    def session_file(self, seed: int) -> Path:
+        """The transcript of context ``seed``: its own, or a corpus family's session drawn for the seed."""
+        if self.corpus is None:
+            return self.transcript_path
+        from .corpus import corpus_files  # the corpus module reads YAML through this package
+
+        files = corpus_files(self.corpus_path, self.split)
+        if not files:
+            raise ScenarioError(f"split {self.split!r} holds no session", source=self.corpus_path, key="split")
+        return files[int(np.random.default_rng([seed, 0xC0A]).integers(len(files)))]
 
     @property
     def is_family(self) -> bool:
@@ -282,6 +372,14 @@ class Scenario(BaseModel):
         return drawn
 
     def _draw_transcript_limit(self, seed: int) -> Scenario:
+        if self.corpus is not None:  # the session of this seed, as its own transcript family
+            values = self.model_dump(exclude_unset=True, exclude={"corpus", "split"})
+            family = Scenario.model_validate({**values, "transcript": str(self.session_file(seed).resolve())})
+            family._source = self._source
+            return family._draw_transcript_limit(seed)
+        return self._draw_file_limit(seed)
+
+    def _draw_file_limit(self, seed: int) -> Scenario:
         """A transcript family's scenario for ``seed``: the same transcript at a drawn
         limit (``sample.limit``, or the transcript's size over a drawn ``sample.overflow``),
         never under ``min_limit`` when the scenario sets one; without it the floor is
@@ -373,7 +471,7 @@ def load_scenarios(path: str | Path) -> list[Scenario]:
     read = [(file, key, scenario) for file in files for key, scenario in _read_file(file)]
     if path.is_dir():
         # a transcript a scenario file already reads is not a scenario of its own
-        used = {s.transcript_path.resolve() for _, _, s in read if s.is_transcript}
+        used = {s.transcript_path.resolve() for _, _, s in read if s.transcript is not None}
         logs = [f for f in sorted(path.glob("*.jsonl")) if f.resolve() not in used]
         read = sorted(read + [(f, "", s) for f in logs for s in transcript_file_scenarios(f)], key=lambda r: r[0].name)
         if not read:

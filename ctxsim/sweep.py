@@ -308,7 +308,7 @@ def _largest_first(units: list[WorkUnit]) -> list[int]:
     """Unit indices, the biggest contexts first (rough tokens), so no big one runs last."""
     def tokens(unit: WorkUnit) -> int:
         if unit.scenario.is_transcript:
-            return unit.scenario.transcript_path.stat().st_size // 4
+            return unit.scenario.session_file(unit.seed).stat().st_size // 4
         return unit.scenario.draw(unit.seed).resolved_target  # a family: this seed's draw
 
     return sorted(range(len(units)), key=lambda i: (-tokens(units[i]), i))

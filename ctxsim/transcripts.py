@@ -30,7 +30,7 @@ else is P2. ``state.task`` is the issue title of the task message when it has an
 ``ISSUE:`` section, else its first line.
 
 With ``cut`` (a share in (0, 1)), only the first messages form the context
-(:func:`ctxsim.cuts.cut_index`); the rest are its future, and the strings of the
+(:func:`ctxsim.cuts.cut_index`: ended after a tool result); the rest are its future, and the strings of the
 context the future uses again become the context's probes (``state.fact_table``,
 :mod:`ctxsim.cuts`). Without ``cut`` a transcript has no probes.
 """
@@ -42,6 +42,7 @@ import json
 import re
 import zlib
 from dataclasses import replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -102,7 +103,7 @@ def load_transcript(
     file and line on bad input.
     """
     path = Path(path)
-    return _context(_read_messages(path), path, limit=limit, model=model, min_limit=min_limit, name=name or path.stem,
+    return _context(list(_file_units(path)), path, limit=limit, model=model, min_limit=min_limit, name=name or path.stem,
                     warning_threshold=warning_threshold, cut=cut)
 
 
@@ -123,20 +124,19 @@ def context_from_messages(
         raise TranscriptError(f"expected a list of messages, got {describe_value(messages)}", source=name)
     if not messages:
         raise TranscriptError("empty transcript (no messages)", source=name)
-    return _context(_numbered(messages, name), name, limit=limit, model=model, min_limit=min_limit, name=name,
+    return _context(_units(_numbered(messages, name)), name, limit=limit, model=model, min_limit=min_limit, name=name,
                     warning_threshold=warning_threshold)
 
 
-def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, limit: int | None, model: str | None,
+def _context(units: list[ContextUnit], source: Path | str, *, limit: int | None, model: str | None,
              min_limit: int | None, name: str, warning_threshold: float, cut: float | None = None) -> ContextState:
-    """The context of validated, numbered messages (see :func:`load_transcript`)."""
-    units = _units(messages)
+    """The context of a transcript's units (see :func:`load_transcript`)."""
     future: list[ContextUnit] = []
     if cut is not None:
         from .cuts import cut_index  # the cut module reads this one's error pattern
 
         try:
-            k = cut_index(len(units), cut)
+            k = cut_index([u.tool is not None for u in units], cut)
         except ValueError as exc:
             raise TranscriptError(str(exc), source=source, key="cut") from None
         units, future = units[:k], units[k:]
@@ -173,6 +173,22 @@ def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, 
     if limit < min_limit:
         raise TranscriptError(f"limit {limit} is below min_limit {min_limit}", source=source, key="limit")
     return replace(state, limit=limit, min_limit=min_limit)
+
+
+def _file_units(path: Path) -> tuple[ContextUnit, ...]:
+    """The units of a transcript file, read once per process and file version (a corpus
+    of sessions is read again and again by families that draw from it)."""
+    check_input(path, "transcript", TranscriptError)
+    try:
+        info = path.stat()
+    except OSError:
+        return tuple(_units(_read_messages(path)))  # the reader says what is wrong
+    return _cached_units(str(path.resolve()), info.st_mtime_ns, info.st_size)
+
+
+@lru_cache(maxsize=512)
+def _cached_units(path: str, mtime_ns: int, size: int) -> tuple[ContextUnit, ...]:
+    return tuple(_units(_read_messages(Path(path))))
 
 
 def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:

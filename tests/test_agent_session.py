@@ -92,13 +92,37 @@ def test_same_seed_same_text_in_another_process(repo_root, states):
     assert dumps_state(states[0]) != dumps_state(states[1])
 
 
+def test_options_change_the_session_and_the_defaults_do_not(states):
+    base = {"name": "agent-sessions", "session": "agent_loop", "limit": 12000, "overflow": 1.5}
+    plain, defaults = (build_context(Scenario.model_validate(v), 3) for v in (base, {**base, "duplicates": 0, "errors": 0}))
+    assert dumps_state(plain) == dumps_state(defaults)  # an option at its default is the fitted session
+    recent = build_context(Scenario.model_validate({**base, "p1_ratio": 0.3, "p1_placement": "recent"}), 3)
+    p1 = [i for i, u in enumerate(recent.units) if u.priority == 1]
+    assert p1[:2] == [0, 1] and p1[2:] == list(range(len(recent.units) - len(p1) + 2, len(recent.units)))
+    turns = build_context(Scenario.model_validate({**base, "user_turns": 3}), 3)
+    later = [u for u in turns.units[2:] if u.role == "user"]
+    assert len(later) == 3 and all(u.tool is None and u.priority == 2 for u in later)
+
+
 def test_agent_loop_scenario_keys_are_checked(write_file):
     fixed = Scenario.model_validate({"name": "s", "session": "agent_loop", "limit": 8000, "overflow": 1.5})
     state = build_context(fixed, 0)
     assert state.limit == 8000 and state.total_tokens >= 12000
-    bad = write_file("bad.yaml", "name: s\nsession: agent_loop\nlimit: 8000\noverflow: 1.5\nmix: {message: 1.0}\n")
-    with pytest.raises(ScenarioError, match=r"bad.yaml.*mix"):
+    bad = write_file("bad.yaml", "name: s\nsession: agent_loop\nlimit: 8000\noverflow: 1.5\nwrites: 2\n")
+    with pytest.raises(ScenarioError, match=r"bad.yaml.*writes.*not used by session 'agent_loop'"):
         load_scenarios(bad)
+    bad = write_file("mix.yaml", "name: s\nsession: agent_loop\nlimit: 8000\noverflow: 1.5\nmix: {code: 0.5, log: 0.4}\n")
+    with pytest.raises(ScenarioError, match=r"mix.yaml.*mix.*sum to 0.9"):
+        load_scenarios(bad)
+    bad = write_file("place.yaml", "name: s\nsession: agent_loop\nlimit: 8000\noverflow: 1.5\np1_placement: recent\n")
+    with pytest.raises(ScenarioError, match=r"place.yaml.*p1_placement.*needs p1_ratio.*'recent'"):
+        load_scenarios(bad)
+    bad = write_file("task.yaml", "name: s\nsession: agent_loop\nlimit: 8000\noverflow: 1.5\np1_ratio: 0.5\np1_placement: task\n")
+    with pytest.raises(ScenarioError, match=r"task.yaml.*p1_placement"):
+        load_scenarios(bad)
+    chat = write_file("chat.yaml", "name: s\nlimit: 8000\noverflow: 1.5\np1_ratio: 0.2\nmix: {message: 1.0}\nuser_turns: 3\n")
+    with pytest.raises(ScenarioError, match=r"chat.yaml.*user_turns.*only an agent_loop session.*3"):
+        load_scenarios(chat)
     bad = write_file("fam.yaml", "name: s\nsession: agent_loop\nsample: {p1_ratio: {min: 0, max: 1}}\n")
     with pytest.raises(ScenarioError, match=r"fam.yaml.*sample.p1_ratio"):
         load_scenarios(bad)

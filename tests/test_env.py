@@ -405,7 +405,7 @@ def test_ansi_render_shows_the_sidebar():
 def test_valid_action_reports_what_ran_when_the_mask_falls_back():
     """Every action excluded or inapplicable: the mask still allows one (never all
     False), but stepping it runs nothing, and info says so."""
-    env = ContextOverflowEnv({**SMALL, "actions": ["dedupe_tool_results", "fresh_start"], "budget": {"excluded": ["fresh_start"]}})
+    env = ContextOverflowEnv({**SMALL, "actions": ["supersede_writes", "fresh_start"], "budget": {"excluded": ["fresh_start"]}})
     env.reset(seed=0, options={"scenario": "mild-overflow"})
     mask = env.action_masks()
     assert mask.tolist() == [False, True]

@@ -229,7 +229,7 @@ def test_learned_rules_follow_the_policys_choices_per_situation():
 # ---- agreement with SB3 -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def decision_points(exports, held_out):
-    """1,000 distinct (state, mask, steps taken) decision points on the held-out contexts,
+    """1,000 decision points with distinct (observation, mask) on the held-out contexts,
     reached by mixed rollouts: the exported policy, uniform over valid actions, uniform
     over every action (unmasked learners waste steps), and ε-mixtures of them."""
     policy = load(exports["MaskablePPO"].out)
@@ -241,7 +241,8 @@ def decision_points(exports, held_out):
         episode = OverflowEpisode(contexts[k % len(contexts)], policy.settings)
         while not episode.done and len(points) < 1000:
             mask = episode.action_mask()
-            points.setdefault((episode.state.fingerprint, mask.tobytes()), episode.copy())
+            obs = observe(episode.state, policy.observation_config)
+            points.setdefault((obs.tobytes(), mask.tobytes()), episode.copy())
             if rng.random() < eps:
                 action = int(rng.choice(np.flatnonzero(mask) if masked else np.arange(len(mask))))
             else:

@@ -1,4 +1,8 @@
-"""The faker generator: suite invariants, planted ground truth, determinism, streaming."""
+"""The faker generator: suite invariants, planted ground truth, determinism, streaming.
+
+The chat-style generator is exercised on ``tests/chat_scenarios``: the 19 scenarios as
+they were written for it (the shipped ones are agent-loop sessions since).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,10 +20,12 @@ from hypothesis import strategies as st
 
 from ctxsim.generator import SessionGenerator, generate, planted, token_mix, true_type
 from ctxsim.model import ContextState, content_hash
-from ctxsim.scenarios import DEFAULT_SUITE, MIX_TYPES, Scenario, find_scenario, load_scenarios
+from ctxsim.scenarios import MIX_TYPES, Scenario, find_scenario, load_scenarios
 from ctxsim.serialize import dumps_state, state_from_dict
 
-GENERATED = [s for s in load_scenarios(DEFAULT_SUITE) if not s.is_transcript]
+#: the generated scenarios written for the chat-style generator
+CHAT_SUITE = Path(__file__).parent / "chat_scenarios"
+GENERATED = load_scenarios(CHAT_SUITE)
 
 
 @pytest.fixture(scope="module")
@@ -175,14 +182,14 @@ def test_same_seed_same_bytes_in_separate_processes():
         "from ctxsim.generator import generate\n"
         "from ctxsim.serialize import dumps_state\n"
         "for name in sys.argv[1:]:\n"
-        "    print(hashlib.sha256(dumps_state(generate(find_scenario(name), 11)).encode()).hexdigest())\n"
+        f"    print(hashlib.sha256(dumps_state(generate(find_scenario(name, {str(CHAT_SUITE)!r}), 11)).encode()).hexdigest())\n"
     )
     runs = [
         subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, check=True, env={**os.environ, "PYTHONHASHSEED": seed})
         for seed in ("1", "2")
     ]
     assert runs[0].stdout == runs[1].stdout
-    here = [hashlib.sha256(dumps_state(generate(find_scenario(n), 11)).encode()).hexdigest() for n in names]
+    here = [hashlib.sha256(dumps_state(generate(find_scenario(n, CHAT_SUITE), 11)).encode()).hexdigest() for n in names]
     assert runs[0].stdout.split() == here
 
 
@@ -192,7 +199,7 @@ def test_generation_does_not_depend_on_the_clock(monkeypatch):
 
     import faker.providers.date_time as faker_dates
 
-    scenarios = [*load_scenarios(DEFAULT_SUITE)[:8], Scenario(name="fam", sample={}, contexts=4)]
+    scenarios = [*GENERATED[:8], Scenario(name="fam", sample={}, contexts=4)]
     scenarios = [s for s in scenarios if not s.is_transcript]
     now = [generate(s.draw(seed), seed).fingerprint for s in scenarios for seed in range(4)]
 
@@ -207,7 +214,7 @@ def test_generation_does_not_depend_on_the_clock(monkeypatch):
 
 
 def test_different_seeds_differ_and_json_round_trips():
-    scenario = find_scenario("chat-10k")
+    scenario = find_scenario("chat-10k", CHAT_SUITE)
     a, b = generate(scenario, 1), generate(scenario, 2)
     assert dumps_state(a) != dumps_state(b)
     assert a.render() != b.render()
@@ -235,7 +242,7 @@ def test_message_free_mix():
 
 
 def test_session_generator_streams_beyond_the_target():
-    scenario = find_scenario("error-heavy")
+    scenario = find_scenario("error-heavy", CHAT_SUITE)
     session = SessionGenerator(scenario, 4)
     opening = session.next_turn()
     assert [u.role for u in opening][0] == "system" and opening[-1].role == "user"

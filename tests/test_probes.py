@@ -1,6 +1,13 @@
-"""Probes of four kinds on generated contexts: planted, answered by the rules of ctxsim.probes, scored, rewarded."""
+"""Probes of four kinds on generated contexts: planted, answered by the rules of ctxsim.probes, scored, rewarded.
+
+Contexts come from the chat-style generator (``tests/chat_scenarios``), whose planted
+write_file calls and fact ids these tests read; the shipped agent-loop scenarios'
+probes are checked in test_shipped_scenarios.py.
+"""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -9,17 +16,18 @@ from ctxsim.metrics import outcome
 from ctxsim.model import ContextState, ContextUnit, Fact
 from ctxsim.probes import PROBE_KINDS, SCORE_COLUMNS, answered, probe_kind, probe_score, probe_scores
 from ctxsim.reward import RewardWeights, compute_reward, reward_terms
-from ctxsim.scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
+from ctxsim.scenarios import find_scenario, load_scenarios
 from ctxsim.strategies import StrategyContext
 from ctxsim.strategies.ladder import externalize_span
 from ctxsim.stream.rehydration import RehydrationConfig, Rehydrator
 
-GENERATED = [s for s in load_scenarios(DEFAULT_SUITE) if not s.is_transcript]
+CHAT_SUITE = Path(__file__).parent / "chat_scenarios"
+GENERATED = load_scenarios(CHAT_SUITE)
 
 
 @pytest.fixture(scope="module")
 def state() -> ContextState:
-    return generate(find_scenario("gpt4-6000"), 0)
+    return generate(find_scenario("gpt4-6000", CHAT_SUITE), 0)
 
 
 def holders(state: ContextState, value: str) -> list[ContextUnit]:
@@ -184,7 +192,7 @@ def test_evaluate_shows_reward_and_probe_scores_side_by_side_under_either_profil
     from ctxsim.evaluate import COLUMNS, evaluate, settings_from_env_spec, summarize
     from ctxsim.sweep import Tolerances, compare, read_results
 
-    scenarios = [find_scenario("mild-overflow"), find_scenario("fact-dense")]
+    scenarios = [find_scenario("mild-overflow", CHAT_SUITE), find_scenario("fact-dense", CHAT_SUITE)]
     frames = {}
     for spec, profile in ((None, "seed001"), (repo_root / "envs" / "grounded.yaml", "grounded")):
         settings, config = settings_from_env_spec(spec)
@@ -217,7 +225,7 @@ def test_logged_outcomes_carry_probe_scores_and_log_summaries_read_them(tmp_path
     from ctxsim.export import summarize_log
     from ctxsim.transitions import TransitionWriter, state_summary
 
-    state = generate(find_scenario("mild-overflow"), 0)
+    state = generate(find_scenario("mild-overflow", CHAT_SUITE), 0)
     task = state.facts["task"]
     gone = without(state, {u.id for u in holders(state, task.value)})
     summary = state_summary(gone)
@@ -240,7 +248,7 @@ def test_stream_probes_take_the_four_kinds_in_turn_and_report_each():
     from ctxsim.stream.evaluate import COLUMNS, evaluate_stream
     from ctxsim.stream.probes import MASK, ProbeConfig
 
-    conv = conversation_for(find_scenario("gpt4-6000"), 0, 60, ProbeConfig(turns=(15, 25, 35, 45, 55)))
+    conv = conversation_for(find_scenario("gpt4-6000", CHAT_SUITE), 0, 60, ProbeConfig(turns=(15, 25, 35, 45, 55)))
     kinds = [probe_kind(conv.fact(p.fact_id)) for p in conv.probes]
     assert sorted(kinds[:4]) == sorted(PROBE_KINDS)
     for probe in conv.probes:

@@ -10,10 +10,9 @@ import pytest
 
 from ctxsim.cli import main
 from ctxsim.errors import ScenarioError, TranscriptError
-from ctxsim.realism import (
-    DEFAULT_CORPUS, compare, corpus_files, cut_messages, read_splits, session_repository, stats_frame,
-)
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.corpus import DEFAULT_CORPUS, corpus_files, read_splits, session_repository
+from ctxsim.realism import compare, stats_frame
+from ctxsim.scenarios import build_context, find_scenario, load_scenarios
 from ctxsim.transcripts import load_transcript
 
 
@@ -45,11 +44,47 @@ def test_a_gzip_session_reads_as_its_plain_text(tmp_path, write_file):
 
 
 def test_a_cut_ends_after_a_tool_result():
-    messages = [json.loads(line) for line in gzip.decompress(corpus_files()[5].read_bytes()).splitlines()]
+    path = corpus_files()[5]
+    messages = [json.loads(line) for line in gzip.decompress(path.read_bytes()).splitlines()]
+    whole = load_transcript(path)
     for share in (0.3, 0.55, 0.8):
-        cut = cut_messages(messages, share)
-        assert cut[-1]["role"] == "tool" and len(cut) <= round(share * len(messages)) + 1
-        assert cut == messages[: len(cut)]
+        cut = load_transcript(path, cut=share)
+        assert cut.units[-1].role == "tool" and len(cut.units) <= round(share * len(messages))
+        assert cut.unit_ids == whole.unit_ids[: len(cut.units)]
+        assert round(share * len(messages)) - len(cut.units) < 3  # a command and its result: moved back one turn at most
+
+
+def test_corpus_families_draw_sessions_of_their_split_only(repo_root):
+    families = {f.name: f for f in load_scenarios(repo_root / "data/families/swe_corpus.yaml")}
+    assert sorted(families) == ["swe-heldout", "swe-train", "swe-validation"]
+    for name, split in (("swe-train", "train"), ("swe-validation", "validation"), ("swe-heldout", "held_out")):
+        family = families[name]
+        allowed = set(corpus_files(split=split))
+        drawn = [family.draw(seed) for seed in range(12)]
+        assert all(d.transcript_path in allowed for d in drawn)
+        assert len({d.transcript_path for d in drawn}) > 3  # seeds draw different sessions
+        state = build_context(family, 3)
+        assert state.fact_table and state.units[-1].role == "tool"  # probes from the future; ended after a result
+        assert 1.1 - 0.01 <= state.total_tokens / state.limit <= 2.5 + 0.01
+    from ctxsim.transcripts import _cached_units
+
+    before = _cached_units.cache_info()
+    build_context(families["swe-heldout"], 3)
+    after = _cached_units.cache_info()
+    assert after.hits > before.hits and after.misses == before.misses  # a session is parsed once per process
+
+
+def test_a_corpus_family_is_checked(write_file, repo_root):
+    corpus = repo_root / "data/transcripts/mini-swe-agent"
+    bad = write_file("c.yaml", f"name: c\ncorpus: {corpus}\nsplit: test\nsample: {{}}\n")
+    with pytest.raises(ScenarioError, match=r"c.yaml.*split"):
+        load_scenarios(bad)
+    bad = write_file("d.yaml", f"name: d\ncorpus: {corpus}\n")
+    with pytest.raises(ScenarioError, match=r"d.yaml.*corpus.*give 'sample' too"):
+        load_scenarios(bad)
+    bad = write_file("e.yaml", "name: e\nlimit: 5000\noverflow: 2\nsession: agent_loop\nsplit: train\n")
+    with pytest.raises(ScenarioError, match=r"e.yaml.*split.*only a corpus family"):
+        load_scenarios(bad)
 
 
 def test_the_family_stays_inside_the_corpus_range(repo_root):
@@ -70,13 +105,14 @@ def test_cli_writes_the_report_and_figure(tmp_path, capsys):
     assert main(["realism", "--contexts", "2", "--corpus", str(corpus), "--split", "held_out", "--out", str(out)]) == 0
     text = out.read_text()
     assert "| units |" in text and "5 sessions" not in text and "(held_out)" in text and (tmp_path / "realism.png").stat().st_size > 1000
+    assert main(["realism", "--contexts", "1", "--corpus", str(corpus), "--out", str(out)]) == 0  # the report is replaced
     assert main(["realism", "--contexts", "0", "--out", str(out)]) == 2
 
 
 def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, repo_root):
     from ctxsim.realism import CUT_OVERFLOW, rank_agreement, spearman, cut_scenarios
 
-    cuts = cut_scenarios(corpus_files(split="held_out")[:2], tmp_path)
+    cuts = cut_scenarios(corpus_files(split="held_out")[:2])
     assert len(cuts) == 2
     for cut in cuts:
         state = build_context(cut, 0)

@@ -54,7 +54,7 @@ def test_generated_scenarios_overflow_and_stay_small(scenario_suite):
 def test_seed_specific_scenarios(scenario_suite):
     by_name = {s.name: s for s in scenario_suite}
     chat = by_name["chat-10k"]
-    assert (chat.resolved_limit, chat.resolved_target, chat.p1_ratio) == (5000, 10_000, 0.3)
+    assert (chat.resolved_limit, chat.resolved_target, chat.user_turns) == (5000, 10_000, 4)
     assert {"message", "code", "plan_ref", "tool_result"} <= set(chat.mix)
     assert by_name["local-14b-floor"].resolved_limit == 3500 == by_name["local-14b-floor"].min_limit
     assert by_name["gpt4-6000"].resolved_limit == 6000
@@ -63,6 +63,7 @@ def test_seed_specific_scenarios(scenario_suite):
     assert by_name["severe-overflow"].overflow == pytest.approx(5.0)
     mostly = by_name["mostly-p1"]
     assert mostly.p1_ratio >= 0.9 and mostly.p1_ratio * mostly.resolved_target > 2 * mostly.resolved_limit
+    assert mostly.p1_placement == "spread"
     assert by_name["tool-dupes"].duplicates > 0 and by_name["superseded-writes"].superseded_writes > 0
     assert by_name["error-heavy"].errors > 0 and by_name["misclassified"].misclassified > 0
     assert by_name["prior-summaries"].prior_summaries > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from functools import lru_cache
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -122,9 +123,16 @@ def test_contract_on_suite_scenarios(sid, scenario):
     check_contract(sid, suite_context(scenario))
 
 
+#: the chat-style generator's scenarios, whose planted duplicates, superseded writes and
+#: failed calls carry ``meta ("planted", kind)`` (agent-loop sessions have no such marks:
+#: test_shipped_scenarios.py measures their re-reads and failures)
+CHAT_SUITE = Path(__file__).parent / "chat_scenarios"
+
+
 @lru_cache(maxsize=None)
-def suite_context(name: str) -> ContextState:
-    return build_context(find_scenario(name), 0)
+def suite_context(name: str, suite: Path | None = None) -> ContextState:
+    """Seed 0 of a scenario of the shipped suite, or of ``suite``."""
+    return build_context(find_scenario(name, suite), 0)
 
 
 @pytest.mark.parametrize("sid", PRUNE_IDS)
@@ -276,7 +284,7 @@ def test_compact_needs_keep_recent_plus_two_units_and_an_overflow():
     (("tool-dupes", "dedupe_tool_results"), ("superseded-writes", "supersede_writes"), ("error-heavy", "purge_errors")),
 )
 def test_prunings_touch_exactly_the_planted_units_of_generated_scenarios(scenario, sid):
-    state = suite_context(scenario)
+    state = suite_context(scenario, CHAT_SUITE)
     result = get_strategy(sid).apply(state)
     expected = {u.id for u in state.units if planted(u) == PLANTED[sid]}
     if sid == "purge_errors":

@@ -29,7 +29,7 @@ MESSAGES = [
                                 "Traceback (most recent call last):\nKeyError: 'charset_alias'\n(Open file: /repo/app)"},
     {"role": "assistant", "content": "The bug is in parse_charset at line 4242 of header_parser.py; abc grep should "
                                      "check the charset_alias table. Also see unused_helper and 98765.\n(Open file: /repo/app)"},
-    {"role": "assistant", "content": "Summary so far: nothing else.\n(Open file: /repo/app)"},
+    {"role": "tool", "content": "Summary so far: nothing else.\n(Open file: /repo/app)"},  # a cut ends after a tool result
     # the future
     {"role": "assistant", "content": '[tool_call] edit_file {"path": "src/mail/header_parser.py", "start_line": 41}'},
     {"role": "tool", "content": "Edited parse_charset; KeyError: 'charset_alias' is gone. Line 4242 now returns the "
@@ -79,7 +79,9 @@ def test_trivial_and_unused_strings_are_no_probes(transcript):
 
 def test_without_a_cut_a_transcript_has_no_probes_and_cut_index_keeps_a_future(transcript):
     assert load_transcript(transcript).fact_table == ()
-    assert [cut_index(8, c) for c in (0.01, 0.5, 0.99)] == [1, 4, 7]
+    assert [cut_index([False] * 8, c) for c in (0.01, 0.5, 0.99)] == [1, 4, 7]  # no tool result: round(cut * n)
+    results = [False, False, False, True, False, False, True, False]
+    assert [cut_index(results, c) for c in (0.3, 0.6, 0.8, 0.99)] == [2, 4, 4, 7]  # back to just after a tool result
     one = transcript.parent / "one.jsonl"
     one.write_text(json.dumps(MESSAGES[1]) + "\n")
     with pytest.raises(TranscriptError, match="at least two messages"):
@@ -90,7 +92,7 @@ def test_without_a_cut_a_transcript_has_no_probes_and_cut_index_keeps_a_future(t
 @pytest.mark.parametrize("cut", [0.3, 0.5, 0.8])
 def test_shipped_cuts_probe_only_what_their_future_says_again(path, cut):
     units = _units(_read_messages(path))
-    k = cut_index(len(units), cut)
+    k = cut_index([u.tool is not None for u in units], cut)
     state = load_transcript(path, cut=cut)
     assert state.unit_ids == tuple(u.id for u in units[:k])
     future = "\n".join(u.content for u in units[k:])

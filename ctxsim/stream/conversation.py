@@ -6,8 +6,9 @@ of the agent that receives them. Nothing mutates it: the long-horizon session
 compacts its own view of the context, never the log.
 
 Sources: :func:`generated_conversation` streams :class:`~ctxsim.generator.SessionGenerator`
-turns, :func:`transcript_conversation` groups a chat transcript's units by turn,
-and tests build one by hand from unit lists.
+turns, :func:`agent_conversation` groups an agent-loop session's units by turn,
+:func:`transcript_conversation` a chat transcript's, and tests build one by hand from
+unit lists.
 """
 
 from __future__ import annotations
@@ -118,9 +119,33 @@ def transcript_conversation(scenario: Scenario, turns: int, seed: int = 0) -> Co
     )
 
 
+def agent_conversation(scenario: Scenario, seed: int, turns: int) -> Conversation:
+    """``turns`` turns of an ``agent_loop`` scenario's session (:mod:`ctxsim.agent_session`),
+    grouped by turn as a transcript's are; a session with fewer turns is drawn again at a
+    larger target (same name and seed, so the same repository and task) until it has them."""
+    state = build_context(scenario, seed)
+    for _ in range(8):
+        grouped = [tuple(group) for _, group in groupby(state.units, key=lambda u: u.turn)]
+        if len(grouped) >= turns:
+            break
+        values = scenario.model_dump(exclude_unset=True, exclude={"overflow", "target_tokens"})
+        bigger = Scenario.model_validate({**values, "target_tokens": round(state.total_tokens * 1.2 * turns / len(grouped))})
+        state = build_context(bigger, seed)
+    units = {u.id for group in grouped[:turns] for u in group}
+    return Conversation(
+        turns=tuple(grouped[:turns]), limit=state.limit, facts=tuple(f for f in state.fact_table if f.unit_id in units),
+        min_limit=state.min_limit, warning_threshold=state.warning_threshold, task=state.task, scenario=scenario.name, seed=seed,
+    )
+
+
 def conversation_for(scenario: Scenario, seed: int, turns: int, probes: ProbeConfig, limit: int | None = None) -> Conversation:
     """The conversation of (scenario, seed) with its probes; ``limit`` overrides the scenario's (tokens)."""
-    conv = transcript_conversation(scenario, turns, seed) if scenario.is_transcript else generated_conversation(scenario.draw(seed), seed, turns)
+    if scenario.is_transcript:
+        conv = transcript_conversation(scenario, turns, seed)
+    elif scenario.session == "agent_loop":
+        conv = agent_conversation(scenario.draw(seed), seed, turns)
+    else:
+        conv = generated_conversation(scenario.draw(seed), seed, turns)
     if limit is not None:
         if limit < conv.min_limit:
             raise ScenarioError(f"limit {limit} is under the scenario's min_limit {conv.min_limit}", key="limit")
