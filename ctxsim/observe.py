@@ -34,7 +34,7 @@ from .strategies import StrategyContext
 from .strategies.pruning import DedupeToolResults, PurgeErrors, SupersedeWrites
 
 #: bumped whenever a feature is added, removed, reordered or redefined
-OBSERVATION_VERSION = 1
+OBSERVATION_VERSION = 2
 
 #: seed 001's ``old_threshold``: the first 60 % of units are "old"
 OLD_SHARE = 0.6
@@ -102,6 +102,9 @@ def _features(config: ObservationConfig) -> list[tuple[str, float, float]]:
         ("pinned_share", *unit),
         ("log_units", *unit),
         ("log_p1_units", *unit),
+        ("p1_over_target", 0.0, MAX_USAGE),
+        ("pinned_over_target", 0.0, MAX_USAGE),
+        ("largest_unit_share", *unit),
         ("relevance_mean", *unit),
         ("relevance_min", *unit),
         ("relevance_max", *unit),
@@ -178,6 +181,7 @@ def observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
     failed = [u for u in _ERRORS.tool_units(state) if u.tool.outcome == "failure"]
     summarized = [u for u in units if u.summary_depth > 0]
     steps = len(state.history)
+    pinned = tokens_where(u for u in units if u.pinned)
     values = [
         state.usage,
         state.total_tokens / target - 1.0,
@@ -187,9 +191,12 @@ def observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
     values += [_share(by_type.get(t, 0), total) for t in UNIT_TYPES]
     values += [_share(by_priority.get(p, 0), total) for p in (1, 2, 3)]
     values += [
-        _share(tokens_where(u for u in units if u.pinned), total),
+        _share(pinned, total),
         _log_scaled(len(units), LOG_UNITS_SCALE),
         _log_scaled(sum(u.priority == 1 for u in units), LOG_UNITS_SCALE),
+        _share(float(by_priority.get(1, 0)), target),
+        _share(pinned, target),
+        _share(float(costs.max(initial=0.0)), total),
         *_relevance(state, costs, total, config.embedder),
         _share(float(costs[:split].sum()), total),
         _share(tokens_where(_DEDUPE.select(state)), total),

@@ -98,6 +98,7 @@ def test_an_experiments_fit_uses_its_training_split_only():
 
     assert "best-fixed:maskable_ppo_default" in list_policies()
     assert "regression" not in training_experiments()  # a sweep file trains nothing
+    assert "maskable_ppo_full_actions" in training_experiments()  # its algo comes through `extends`
     experiment = load_experiment(EXPERIMENTS_DIR / "maskable_ppo_default.yaml")
     fitted_on = experiment_contexts("maskable_ppo_default")
     scenarios = {s.scenario for s in fitted_on}

@@ -190,12 +190,28 @@ def test_default_config_holds_every_parameter():
         ({"scenario_names": ["no-such-scenario"]}, "config.scenario_names[0]"),
         ({"embedder": "word2vec"}, "config.embedder"),
         ({"contexts_per_scenario": 10**12}, "config.contexts_per_scenario"),
+        ({"scenario_contexts": {"no-such-scenario": 4}}, "config.scenario_contexts.no-such-scenario"),
+        ({"scenario_contexts": {"code-heavy": 0}}, "config.scenario_contexts.code-heavy"),
     ],
 )
 def test_bad_config_raises_config_error_naming_the_key(override, key):
     with pytest.raises(ConfigError) as err:
         gym.make("ctxsim/ContextOverflow-v0", config=override)
     assert err.value.key == key
+
+
+def test_scenario_contexts_set_how_many_contexts_a_scenario_gives():
+    config = {"scenarios": ["data/scenarios", "data/families/transcripts.yaml"], "contexts_per_scenario": 4,
+              "scenario_contexts": {"code-heavy": 2, "transcript-ctf-katy-cut-family": 3}}
+    env = gym.make("ctxsim/ContextOverflow-v0", config=config).unwrapped
+    counts = {s.name: s.context_count(4) for s in env._suite}
+    assert counts["code-heavy"] == 2 and counts["transcript-ctf-katy-cut-family"] == 3
+    assert counts["fact-dense"] == 4 and counts["transcript-humanevalfix-cut-family"] == 32  # the others keep theirs
+    drawn = set()
+    for k in range(30):
+        env.reset(seed=k, options={"scenario": "code-heavy"})
+        drawn.add(env.context_seed)
+    assert drawn == {0, 1}
 
 
 def test_bad_spec_file_names_file_and_key(tmp_path):

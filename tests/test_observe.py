@@ -105,6 +105,28 @@ def test_type_priority_and_pinned_shares():
     assert f["log_p1_units"] == pytest.approx(math.log10(3) / 4, abs=1e-6)
 
 
+def test_what_must_be_kept_against_the_target():
+    """P1 and pinned tokens over the target say whether keeping them can fit at all;
+    the largest unit's share says whether one unit dominates."""
+    units = [
+        msg("a", "def parse(x):\n    return x\n" * 12, type="code", priority=1),
+        msg("b", "The plan: step one, step two.", type="plan_ref", priority=1, pinned=True),
+        msg("c", "ERROR timeout at line 4\n" * 4, type="log", priority=3),
+    ]
+    for limit in (60, 400):
+        state = make_state(units, limit=limit)
+        f = feats(state)
+        tokens = {u.id: state.tokens_of([u]) for u in units}
+        assert f["p1_over_target"] == pytest.approx(min((tokens["a"] + tokens["b"]) / limit, MAX_USAGE), abs=1e-5)
+        assert f["pinned_over_target"] == pytest.approx(tokens["b"] / limit, abs=1e-5)
+        assert f["largest_unit_share"] == pytest.approx(max(tokens.values()) / sum(tokens.values()), abs=1e-5)
+    assert feats(make_state(units, limit=60))["p1_over_target"] > 1 > feats(make_state(units, limit=400))["p1_over_target"]
+    warning = ObservationConfig(actions=ACTIONS, max_steps=3, target="warning")
+    state = make_state(units, limit=400)
+    assert feats(state, warning)["p1_over_target"] == pytest.approx(
+        (state.tokens_of(units[:2])) / state.warning_tokens, abs=1e-5)
+
+
 def test_redundancy_is_detected_from_tool_envelopes():
     read_args = '{"path":"src/app.py"}'
     units = [

@@ -56,6 +56,7 @@ class OverflowConfig(BaseModel):
     scenarios: StrictStr | Annotated[list[StrictStr], Field(min_length=1)]
     scenario_names: list[StrictStr] | None
     contexts_per_scenario: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)]
+    scenario_contexts: dict[StrictStr, Annotated[int, Field(ge=1, le=MAX_CONTEXTS)]]
     max_steps: Annotated[int, Field(ge=1)]
     target: Literal["limit", "warning"]
     recovery_mode: Literal["fresh_start", "truncate", "error"]
@@ -112,6 +113,12 @@ class OverflowConfig(BaseModel):
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
             raise KeyedValueError("scenarios", self.scenarios, f"scenario names defined twice: {twice}")
+        by_name = {s.name: s for s in suite}
+        for name, count in self.scenario_contexts.items():
+            if name not in by_name:
+                raise KeyedValueError(f"scenario_contexts.{name}", count, f"unknown scenario; known: {sorted(by_name)}")
+        suite = [s.model_copy(update={"contexts": self.scenario_contexts[s.name]}) if s.name in self.scenario_contexts
+                 else s for s in suite]
         if self.scenario_names is None:
             return suite
         if not self.scenario_names:
@@ -218,8 +225,8 @@ class ContextOverflowEnv(ConfiguredEnv):
 
     ### Observation
 
-    ``Box(float32)`` of ``30 + K`` features, computed by
-    :func:`ctxsim.observe.observe` (version ``OBSERVATION_VERSION`` = 1), the same
+    ``Box(float32)`` of ``33 + K`` features, computed by
+    :func:`ctxsim.observe.observe` (version ``OBSERVATION_VERSION`` = 2), the same
     function the deployable policy calls. "Tokens" are request tokens (content plus
     message framing); shares are of the units' tokens.
 
@@ -235,6 +242,9 @@ class ContextOverflowEnv(ConfiguredEnv):
     | pinned_share        | [0, 1]  | token share of pinned units                               |
     | log_units           | [0, 1]  | log10(1 + units) / 4                                      |
     | log_p1_units        | [0, 1]  | log10(1 + P1 units) / 4                                   |
+    | p1_over_target      | [0, 4]  | P1 tokens / target (> 1: keeping every P1 unit cannot fit)|
+    | pinned_over_target  | [0, 4]  | pinned tokens / target                                    |
+    | largest_unit_share  | [0, 1]  | the largest unit's share of the tokens                    |
     | relevance_mean      | [0, 1]  | token-weighted mean relevance to the task (max-normalized)|
     | relevance_min       | [0, 1]  | lowest max-normalized relevance                           |
     | relevance_max       | [0, 1]  | highest raw cosine similarity to the task                 |
@@ -305,6 +315,8 @@ class ContextOverflowEnv(ConfiguredEnv):
         - ``scenario_names``: the subset of scenarios to draw from (null: all);
         - ``contexts_per_scenario``: context seeds drawn from ``range(n)`` (a scenario's
           own ``contexts`` key overrides it);
+        - ``scenario_contexts``: ``{scenario name: n}``, the contexts of those scenarios
+          (overrides both: e.g. fewer draws of a 400-context family in one experiment);
         - ``max_steps``: strategies per episode before forced recovery (seed 001: 3);
         - ``target``: ``limit`` or ``warning`` (the warning threshold's tokens);
         - ``recovery_mode``: fresh_start | truncate | error (seed 001);
@@ -328,6 +340,7 @@ class ContextOverflowEnv(ConfiguredEnv):
             "scenarios": str(DEFAULT_SUITE),
             "scenario_names": None,
             "contexts_per_scenario": 64,
+            "scenario_contexts": {},
             "max_steps": 3,
             "target": "limit",
             "recovery_mode": "fresh_start",

@@ -125,19 +125,19 @@ def experiment_contexts(experiment: str) -> list[ContextState]:
 
 
 def training_experiments() -> list[str]:
-    """The experiments of ``experiments/`` that train a policy (their files name an ``algo``)."""
-    import yaml
-
+    """The experiments of ``experiments/`` that train a policy: the files that load as
+    an experiment (``extends`` resolved, so one that inherits its ``algo`` counts)."""
+    from ..errors import ConfigError
     from ..paths import EXPERIMENTS_DIR
+    from ..train import load_experiment
 
     names = []
     for path in sorted(Path(EXPERIMENTS_DIR).glob("*.yaml")):
         try:
-            data = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError):
+            load_experiment(path)
+        except ConfigError:
             continue
-        if isinstance(data, dict) and "algo" in data:
-            names.append(path.stem)
+        names.append(path.stem)
     return names
 
 
