@@ -52,7 +52,7 @@ import yaml
 from .episode import EpisodeSettings
 from .errors import LogFormatError, PolicyError, describe_value
 from .model import UNIT_TYPES, ContextState
-from .train import VECNORMALIZE_FILE
+from .runs import CONFIG_FILE, MODEL_FILE, read_normalization, run_config
 
 DEFAULT_SEEDS = 8
 MIN_SUPPORT = 3
@@ -198,25 +198,6 @@ def _network(model, algo: str, source: Path) -> tuple[str, list[tuple[np.ndarray
     return kind, [(np.asarray(w, np.float32), np.asarray(b, np.float32), a, p) for w, b, a, p in layers]
 
 
-def read_normalization(run_dir: Path) -> dict[str, Any] | None:
-    """The VecNormalize observation statistics the run saved, if any."""
-    import pickle
-
-    file = run_dir / VECNORMALIZE_FILE
-    if not file.is_file():
-        return None
-    try:
-        with open(file, "rb") as fh:
-            vec = pickle.load(fh)  # SB3's own format (VecNormalize.save); the run is the user's
-        if not vec.norm_obs:
-            return None
-        rms = vec.obs_rms
-        return {"mean": [float(x) for x in np.ravel(rms.mean)], "var": [float(x) for x in np.ravel(rms.var)],
-                "epsilon": float(vec.epsilon), "clip": float(vec.clip_obs)}
-    except (OSError, pickle.UnpicklingError, AttributeError, EOFError) as exc:
-        raise PolicyError(f"cannot read the VecNormalize statistics ({exc})", source=file) from None
-
-
 def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
     """An ``.npz`` archive of ``arrays`` with fixed timestamps (byte-identical exports)."""
     buffer = io.BytesIO()
@@ -236,11 +217,11 @@ def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], 
     from .policies.exported import FORMAT, FORMAT_VERSION
 
     if not source.exists() or not sb3.recognizes(source):
-        raise PolicyError(f"not a training run directory (with {sb3.MODEL_FILE}) or a model .zip", source=source)
-    run_dir, model_file = (source, source / sb3.MODEL_FILE) if source.is_dir() else (source.parent, source)
-    config_file = run_dir / sb3.CONFIG_FILE
+        raise PolicyError(f"not a training run directory (with {MODEL_FILE}) or a model .zip", source=source)
+    run_dir, model_file = (source, source / MODEL_FILE) if source.is_dir() else (source.parent, source)
+    config_file = run_dir / CONFIG_FILE
     trained = sb3.load_sb3_policy(source)
-    env_config = _env_config(sb3.run_config(run_dir), config_file)
+    env_config = _env_config(run_config(run_dir), config_file)
     settings = _settings_mapping(env_config)
     obs_config = ObservationConfig(
         actions=tuple(settings["actions"]), max_steps=settings["max_steps"], target=settings["target"], embedder=settings["embedder"]
@@ -302,8 +283,8 @@ def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int, observatio
     """The policy's episodes on the held-out scenarios of ``env_config``: context seeds
     ``0..seeds-1`` (one context per transcript scenario that is not a family), overflowing
     contexts only. ``observations`` (a list) gets the observation of every decision."""
+    from .contexts import build_context
     from .policies import run_episode
-    from .scenarios import build_context
     from .environments.overflow import ContextOverflowEnv
 
     suite = ContextOverflowEnv.checked_config(env_config).suite  # the held-out names only

@@ -55,6 +55,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .atomic import atomic_write_bytes
+from .contexts import build_context
 from .episode import EpisodeSettings, OverflowEpisode, settings_subset
 from .errors import ConfigError, CtxsimError
 from .model import ContextState
@@ -62,7 +63,7 @@ from .observe import ObservationConfig, observe
 from .parallel import default_workers, process_map
 from .plugins import load_plugins
 from .relevance import embedder_libraries
-from .scenarios import Scenario, build_context
+from .scenarios import Scenario
 
 POOL_FORMAT = 1
 DEFAULT_MAX_MB = 4096
@@ -76,8 +77,8 @@ _NOT_IN_KEY = ("cache_size",)
 #: digest, new modules included.
 NOT_IN_DIGEST = frozenset({
     "__main__.py", "atomic.py", "bench.py", "cli.py", "demo.py", "evaluate.py", "export.py", "parallel.py",
-    "plugins.py", "realism.py", "realism_stats.py", "report.py", "stats.py", "sweep.py", "train.py", "transitions.py",
-    "tune.py", "validity.py", "warmstart.py",
+    "plugins.py", "realism.py", "realism_stats.py", "report.py", "runs.py", "stats.py", "sweep.py", "train.py",
+    "transitions.py", "tune.py", "validity.py", "warmstart.py",
     "environments/fixed_contexts.py", "environments/recorder.py", "environments/spec.py", "environments/stream.py",
 })
 NOT_IN_DIGEST_DIRS = ("policies", "stream", "window")

@@ -40,11 +40,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import ConfigError, describe_value
 from .paths import ROOT
+from .runs import VECNORMALIZE_FILE, algorithm_class
 from .validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .warmstart import ActionValues, WarmStart, action_values, fit
 
-#: VecNormalize file of a run (read by the SB3 policy adapter and by export)
-VECNORMALIZE_FILE = "vecnormalize.pkl"
 #: standardized observations are clipped to ± this many standard deviations
 NORMALIZATION_CLIP = 10.0
 #: least variance a feature is standardized with (std 0.1): a feature (nearly) constant
@@ -253,7 +252,6 @@ def train(
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     from .atomic import atomic_write_bytes, atomic_write_text
-    from .policies.sb3 import algorithm_class
 
     seed = experiment.seed if seed is None else seed
     timesteps = experiment.timesteps if timesteps is None else timesteps

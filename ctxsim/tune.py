@@ -158,7 +158,7 @@ def load_tune(path: str | Path) -> TuneSpec:
 def _check_space(config: TuneConfig, experiment: ExperimentConfig, source: Path) -> None:
     """Check every dimension's extreme values as hyperparameters of the experiment's
     algorithm (:func:`ctxsim.train.check_hyperparams`) before any trial starts."""
-    from .policies.sb3 import algorithm_class
+    from .runs import algorithm_class
     from .train import check_hyperparams
 
     algo_cls = algorithm_class(experiment.algo)

@@ -17,50 +17,18 @@ have the actions the model was trained with, or acting raises PolicyError.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from ..episode import EpisodeSettings, OverflowEpisode
 from ..errors import PolicyError
+from ..runs import CONFIG_FILE, MODEL_FILE, algorithm_class, read_normalization, run_config
+from .exported import Normalization, NormalizationSpec
 from .registry import Policy, register_loader
-
-MODEL_FILE = "best_model.zip"
-CONFIG_FILE = "config.yaml"
-
 
 def recognizes(path: Path) -> bool:
     """A run directory with a best model, or a model zip."""
     return (path.is_dir() and (path / MODEL_FILE).is_file()) or (path.is_file() and path.suffix == ".zip")
-
-
-def run_config(run_dir: Path) -> dict[str, Any]:
-    """The resolved config (``config.yaml``) of a training run directory, checked to
-    name its algorithm; a clear :class:`PolicyError` otherwise."""
-    from ..validation import load_yaml
-
-    file = run_dir / CONFIG_FILE
-    if not file.is_file():
-        raise PolicyError(f"no {CONFIG_FILE} beside the model; is this a ctxsim training run?", source=run_dir)
-    data = load_yaml(file, PolicyError)
-    if not isinstance(data, dict) or not isinstance(data.get("experiment"), dict) or "algo" not in data["experiment"]:
-        raise PolicyError("expected the resolved run config with experiment.algo", source=file, key="experiment.algo")
-    return data
-
-
-def algorithm_class(name: str, source: Path | None = None):
-    """The SB3 / sb3-contrib class of algorithm ``name`` (MaskablePPO, PPO, A2C or
-    DQN; PolicyError naming ``source`` otherwise), imported on first use."""
-    if name == "MaskablePPO":
-        from sb3_contrib import MaskablePPO
-
-        return MaskablePPO
-    import stable_baselines3
-
-    if name not in ("PPO", "A2C", "DQN"):
-        expected = "expected MaskablePPO, PPO, A2C or DQN"
-        raise PolicyError(f"unknown algorithm {name!r}; {expected}", source=source, key="experiment.algo")
-    return getattr(stable_baselines3, name)
 
 
 class SB3Policy(Policy):
@@ -131,9 +99,6 @@ def load_sb3_policy(path: str | Path) -> SB3Policy:
         model = cls.load(str(model_file), device="cpu")
     except Exception as exc:  # noqa: BLE001 - any damage to the user's zip (bad JSON, corrupt .pth, ...) is bad input
         raise PolicyError(f"cannot load the {algo} model: {_load_failure(exc)}", source=model_file) from None
-    from ..export import read_normalization
-    from .exported import Normalization, NormalizationSpec
-
     stats = read_normalization(run_dir)
     normalization = None if stats is None else Normalization.of(NormalizationSpec(**stats))
     actions = (config.get("env_config") or {}).get("actions")
