@@ -21,7 +21,7 @@ Finding them (no model, no judge):
      ``1474``, ``3.11.2``); kind ``fact``;
    - **error lines** — a line of a tool result that reads as an error
      (``TypeError: …``, ``No such file``, the patterns of
-     :mod:`ctxsim.transcripts`), stripped, at most 200 characters; kind ``fact``;
+     :data:`ERROR_LINE`), stripped, at most 200 characters; kind ``fact``;
    - **task terms** — the words of the task (``state.task``: the issue title or the
      task message's first line) of at least 4 characters that are not stop words;
      kind ``continuation`` (a task term that is also a path or an identifier stays
@@ -51,8 +51,12 @@ import re
 from typing import Iterable, Sequence
 
 from .model import ContextUnit, Fact
-from .transcripts import ERROR_LINE
 
+#: a line that reads as an error (the first one of a tool result is its error message)
+ERROR_LINE = re.compile(
+    r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:|No such file|command not found|syntax error|^\s*ERRORS?:",
+    re.MULTILINE,
+)
 #: shortest candidate string (characters); numbers need MIN_DIGITS digits
 MIN_CHARS = 4
 MIN_DIGITS = 3

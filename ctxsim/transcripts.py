@@ -45,6 +45,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .cuts import ERROR_LINE, cut_index, future_probes
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
@@ -71,11 +72,6 @@ _FENCED_BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 COMMAND_TAGS = ("", "bash", "sh", "shell", "console")
 _LOG_LINE = re.compile(
     r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\d{2}:\d{2}:\d{2})|^\s*\[?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
-)
-#: a line that reads as an error (the first one of a tool result is its error message)
-ERROR_LINE = re.compile(
-    r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:|No such file|command not found|syntax error|^\s*ERRORS?:",
-    re.MULTILINE,
 )
 _FILE_HEADER = re.compile(r"^\[File: (\S+) \((\d+) lines total\)\]", re.MULTILINE)
 
@@ -133,8 +129,6 @@ def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, 
     units = _units(messages)
     future: list[ContextUnit] = []
     if cut is not None:
-        from .cuts import cut_index  # the cut module reads this one's error pattern
-
         try:
             k = cut_index(len(units), cut)
         except ValueError as exc:
@@ -149,8 +143,6 @@ def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, 
     task = next((u for u in units if u.priority == 1 and u.role == "user"), None)
     task_text = _task_text(task.content) if task else ""
     if future:
-        from .cuts import future_probes
-
         facts = future_probes(units, future, task_text)
     else:
         facts = ()
