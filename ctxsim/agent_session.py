@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from faker import Faker
 
 from .fake_repo import FakeRepo
+from .generator import stable_seed
 from .model import ContextState, Fact
 from .scenarios import Scenario
 from .tokens import DEFAULT_FORMAT, REPLY_PRIMING, count_tokens, message_overhead
@@ -377,8 +378,6 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
     """The context of an ``agent_loop`` scenario for ``seed``: a whole session of at least
     ``scenario.resolved_target`` tokens (a few hundred over; a minimum session of about
     5,000 tokens whatever the target) at the scenario's limit."""
-    from .generator import stable_seed  # the generator imports scenarios, which imports this module lazily
-
     rng = random.Random(stable_seed(scenario.name, seed))
     fake = Faker("en_US")
     fake.seed_instance(rng.getrandbits(64))

@@ -208,7 +208,8 @@ class Bench:
 
     def fresh(self, scenario: str = BENCH_SCENARIO):
         """A context of ``scenario`` with a seed not used before in this process."""
-        from .scenarios import build_context, find_scenario
+        from .contexts import build_context
+        from .scenarios import find_scenario
 
         seed = self._next_seed.get(scenario, FIRST_SEED)
         self._next_seed[scenario] = seed + 1

@@ -90,7 +90,8 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
 
 def cmd_generate(args: argparse.Namespace) -> int:
     from .atomic import atomic_write_text
-    from .scenarios import build_context, find_scenario
+    from .contexts import build_context
+    from .scenarios import find_scenario
     from .serialize import dumps_state
     from .validation import MAX_SEED
 
@@ -135,8 +136,9 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the compaction plan of each strategy step applied to a scenario's context."""
+    from .contexts import build_context
     from .plan import plan_of
-    from .scenarios import build_context, find_scenario
+    from .scenarios import find_scenario
     from .strategies import get_strategy
     from .validation import MAX_SEED
 

@@ -57,7 +57,8 @@ def _headline_table(summary, title: str):
 
 
 def describe_suite(seed: int = 0) -> list[dict]:
-    from .scenarios import DEFAULT_SUITE, build_context, load_scenarios
+    from .contexts import build_context
+    from .scenarios import DEFAULT_SUITE, load_scenarios
 
     rows = []
     for sc in load_scenarios(DEFAULT_SUITE):

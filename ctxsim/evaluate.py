@@ -37,12 +37,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
+from .contexts import build_context
 from .episode import EpisodeSettings, OverflowEpisode, Step
 from .errors import PolicyError
 from .policies import get_policy, run_episode, search, trained_policies_in
 from .policies.peers import peer_available
 from .probes import SCORE_COLUMNS
-from .scenarios import Scenario, build_context
+from .scenarios import Scenario
 from .stats import iqm, normalized_score, stratified_bootstrap_ci
 
 #: most seeds per scenario one evaluation or sweep runs

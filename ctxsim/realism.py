@@ -32,12 +32,13 @@ import numpy as np
 import pandas as pd
 
 from .atomic import atomic_write_bytes, atomic_write_text
+from .contexts import build_context
 from .errors import ScenarioError
 from .families import draw_rng
 from .model import DEFAULT_MIN_LIMIT, ContextState
 from .paths import DATA_DIR
 from .realism_stats import STATISTICS, context_stats
-from .scenarios import Scenario, build_context
+from .scenarios import Scenario
 from .transcripts import load_transcript
 from .validation import load_yaml
 

@@ -68,7 +68,6 @@ path and the value in one line.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
@@ -86,7 +85,7 @@ from .families import (
     SampleRanges,
     draw_rng,
 )
-from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, MAX_CONTEXTS, MAX_TOKENS, ContextState
+from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, MAX_CONTEXTS, MAX_TOKENS
 from .paths import DATA_DIR
 from .transcripts import load_transcript
 from .validation import KeyedValueError, join_key, load_yaml, validate
@@ -477,29 +476,4 @@ def find_scenario(name_or_file: str | Path, suite: str | Path | None = None) -> 
             return scenario
     known = ", ".join(sorted(s.name for s in scenarios))
     raise ScenarioError(f"unknown scenario {str(name_or_file)!r}; known: {known}", source=suite_path)
-
-
-def build_context(scenario: Scenario, seed: int) -> ContextState:
-    """The overflowing context of ``scenario``: generated with ``seed`` (a family's
-    scenario drawn with it first), or read from its transcript (deterministic, so
-    ``seed`` is not used)."""
-    if scenario.is_transcript:
-        drawn = scenario.draw(seed)
-        state = load_transcript(
-            drawn.transcript_path,
-            limit=drawn.resolved_limit,
-            min_limit=drawn.min_limit if "min_limit" in drawn.model_fields_set else None,
-            warning_threshold=drawn.warning_threshold,
-            name=drawn.name,
-            cut=drawn.cut,
-        )
-        return replace(state, seed=seed) if scenario.is_family else state
-    drawn = scenario.draw(seed)
-    if drawn.session == "agent_loop":
-        from .agent_session import generate_session  # it imports this module
-
-        return generate_session(drawn, seed)
-    from .generator import generate  # the generator imports this module
-
-    return generate(drawn, seed)
 

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from .atomic import atomic_write_bytes, atomic_write_text, check_output
+from .contexts import build_context
 from .errors import ConfigError, CtxsimError
 from .evaluate import evaluate, reward_differences, settings_from_env_spec, summarize
 from .episode import EpisodeSettings
@@ -48,7 +49,7 @@ from .metrics import outcome
 from .model import ContextState
 from .report import _figure, _png, _style, markdown_table
 from .reward import compute_reward
-from .scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
+from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
 
 #: the coherence measures compared: old first
 MEASURES = ("centroid", "recall")

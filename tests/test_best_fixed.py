@@ -21,8 +21,9 @@ from ctxsim.policies.best_fixed import (
     fixed_chains,
     training_experiments,
 )
+from ctxsim.contexts import build_context
 from ctxsim.pool import pool_dir
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.scenarios import find_scenario
 
 ACTIONS = ("prioritize_recent", "discard_low_rel", "summarize_old", "fresh_start")
 SETTINGS = EpisodeSettings(actions=ACTIONS, max_steps=2)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ctxsim.coherence import MEASURES, centroid, cosines, get_measure, recall
+from ctxsim.contexts import build_context
 from ctxsim.environments.overflow import ContextOverflowEnv
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.errors import ConfigError
@@ -17,7 +18,6 @@ from ctxsim.model import STATED_KINDS
 from ctxsim.pool import pool_key
 from ctxsim.relevance import SparseRows, embed_sparse, get_embedder
 from ctxsim.reward import compute_reward
-from ctxsim.scenarios import build_context
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.common import summary_unit
 from ctxsim.summarize import get_summarizer

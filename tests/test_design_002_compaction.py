@@ -16,9 +16,10 @@ import json
 import pytest
 
 from ctxsim.cli import main
+from ctxsim.contexts import build_context
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.plan import Action, CompactionPlan, PlanRecord, plan_of, render
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.scenarios import find_scenario
 from ctxsim.strategies import StrategyContext, get_strategy, list_strategies
 
 CYCLES = 10

@@ -9,10 +9,11 @@ import pandas as pd
 import pytest
 
 from ctxsim.cli import main
+from ctxsim.contexts import build_context
 from ctxsim.episode import EpisodeSettings
 from ctxsim.evaluate import COLUMNS, episode_seed, evaluate, summarize
 from ctxsim.policies import best_chain, get_policy, run_episode, search
-from ctxsim.scenarios import build_context, load_scenarios
+from ctxsim.scenarios import load_scenarios
 from ctxsim.transitions import read_transitions
 
 SETTINGS = EpisodeSettings(actions=("dedupe_tool_results", "remove_oldest", "summarize_old", "truncate", "fresh_start"), max_steps=2)

@@ -15,12 +15,13 @@ import yaml
 
 from ctxsim.cli import main
 from ctxsim.config import load_config
+from ctxsim.contexts import build_context
 from ctxsim.episode import OverflowEpisode
 from ctxsim.errors import LogFormatError, PolicyError
 from ctxsim.export import Rollout, export_run, learned_rules, situation, summarize_log
 from ctxsim.observe import OBSERVATION_VERSION, feature_names, observe
 from ctxsim.policies import ExportedPolicy, get_policy, load, run_episode
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.scenarios import find_scenario
 from ctxsim.transitions import read_transitions
 
 #: cheap, mostly partial cuts: episodes last several steps, so states vary

@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 
+from ctxsim.contexts import build_context
 from ctxsim.environments.overflow import ContextOverflowEnv
 from ctxsim.families import COUNT_KEYS, TOOL_KEYS, Range, SampleRanges
 from ctxsim.pool import build_pool
-from ctxsim.scenarios import DEFAULT_SUITE, Scenario, build_context, find_scenario, load_scenarios
+from ctxsim.scenarios import DEFAULT_SUITE, Scenario, find_scenario, load_scenarios
 from ctxsim.serialize import state_from_dict
 
 SHIPPED = DEFAULT_SUITE.parent / "families" / "sampled.yaml"

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from ctxsim.cli import TRAIN_MODULES
+from ctxsim.contexts import build_context
 from ctxsim.policies import load
-from ctxsim.scenarios import DEFAULT_SUITE, build_context, find_scenario, load_scenarios
+from ctxsim.scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
 from ctxsim.transitions import read_transitions
 
 tomllib = pytest.importorskip("tomllib")
@@ -63,8 +64,9 @@ def test_exported_policy_decides_and_breaks_with_numpy_alone(export_dir, tmp_pat
         import json, sys
         for name in {BLOCKED!r}:
             sys.modules[name] = None  # any import of them raises ImportError
+        from ctxsim.contexts import build_context
         from ctxsim.policies import load
-        from ctxsim.scenarios import build_context, find_scenario
+        from ctxsim.scenarios import find_scenario
 
         policy = load(sys.argv[1])
         state = build_context(find_scenario({SCENARIO!r}), {SEED})

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
+from ctxsim.contexts import build_context
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.errors import PolicyError
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
 from ctxsim.policies import fallback_action, get_policy, run_episode
-from ctxsim.scenarios import build_context
 from ctxsim.strategies import StrategyContext
 from ctxsim.strategies.peers import (
     AIDER_FRAME,

@@ -8,12 +8,12 @@ import textwrap
 
 import pytest
 
+from ctxsim.contexts import build_context
 from ctxsim.episode import SEED_CHAIN, EpisodeSettings, OverflowEpisode
 from ctxsim.errors import PolicyError
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.policies import Policy, fallback_action, get_policy, list_policies, run_episode
 from ctxsim.policies.baselines import NOT_ACTIONS, SeedChainPolicy
-from ctxsim.scenarios import build_context
 from ctxsim.strategies import list_strategies
 from ctxsim.strategies.peers import PEERS
 
@@ -178,9 +178,10 @@ def test_policies_import_with_numpy_alone():
         import sys
         for name in ("torch", "stable_baselines3", "sb3_contrib", "gymnasium", "pandas", "matplotlib"):
             sys.modules[name] = None  # any import of them raises ImportError
+        from ctxsim.contexts import build_context
         from ctxsim.episode import EpisodeSettings
         from ctxsim.policies import get_policy, run_episode
-        from ctxsim.scenarios import build_context, find_scenario
+        from ctxsim.scenarios import find_scenario
         state = build_context(find_scenario("mild-overflow"), 0)
         settings = EpisodeSettings(max_steps=2)
         for name in ("random", "seed-chain", "oracle"):

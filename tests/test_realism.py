@@ -13,7 +13,8 @@ from ctxsim.errors import ScenarioError, TranscriptError
 from ctxsim.realism import (
     DEFAULT_CORPUS, compare, corpus_files, cut_messages, read_splits, session_repository, stats_frame,
 )
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.contexts import build_context
+from ctxsim.scenarios import find_scenario
 from ctxsim.transcripts import load_transcript
 
 

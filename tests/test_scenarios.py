@@ -6,9 +6,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from ctxsim.contexts import build_context
 from ctxsim.errors import ScenarioError
 from ctxsim.model import ContextState
-from ctxsim.scenarios import DEFAULT_SUITE, MIX_TYPES, Scenario, build_context, find_scenario, load_scenarios
+from ctxsim.scenarios import DEFAULT_SUITE, MIX_TYPES, Scenario, find_scenario, load_scenarios
 
 REQUIRED = {
     "chat-10k", "code-heavy", "log-heavy", "plan-heavy", "tool-dupes", "superseded-writes", "error-heavy",

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from strategy_contract import apply_with_contract
 
+from ctxsim.contexts import build_context
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.scenarios import find_scenario
 from ctxsim.strategies import get_strategy
 from ctxsim.strategies.pruning import DCP_PROTECTED_TOOLS, call_target, error_text
 from ctxsim.strategies.window import MIN_SUMMARY_TOKENS, summary_overhead

@@ -64,9 +64,10 @@ def test_training_runs_end_to_end(tmp_path, algo):
     curve = np.load(run / "evaluations.npz")
     assert list(curve["timesteps"]) == [256, 512] and curve["results"].shape == (2, 4)
 
+    from ctxsim.contexts import build_context
     from ctxsim.episode import EpisodeSettings
     from ctxsim.policies import get_policy, run_episode
-    from ctxsim.scenarios import build_context, find_scenario
+    from ctxsim.scenarios import find_scenario
 
     policy = get_policy(str(run))
     state = build_context(find_scenario("gpt4-6000"), 0)

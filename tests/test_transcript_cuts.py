@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from ctxsim.contexts import build_context
 from ctxsim.cuts import cut_index, future_probes
 from ctxsim.errors import ScenarioError, TranscriptError
 from ctxsim.metrics import outcome
 from ctxsim.model import ContextUnit
 from ctxsim.probes import PROBE_KINDS, answered, probe_kind, probe_scores
-from ctxsim.scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
+from ctxsim.scenarios import DEFAULT_SUITE, Scenario, load_scenarios
 from ctxsim.strategies import StrategyContext
 from ctxsim.strategies.ladder import externalize_span
 from ctxsim.stream.rehydration import RehydrationConfig, Rehydrator

@@ -9,8 +9,9 @@ import sys
 import numpy as np
 import pytest
 
+from ctxsim.contexts import build_context
 from ctxsim.evaluate import evaluate
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.scenarios import find_scenario
 from ctxsim.validity import (
     DROP_SHARES,
     Results,

@@ -11,10 +11,11 @@ import pytest
 
 import ctxsim.relevance as relevance
 from ctxsim import minify
+from ctxsim.contexts import build_context
 from ctxsim.episode import EpisodeSettings
 from ctxsim.pool import expand
 from ctxsim.relevance import get_embedder
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.scenarios import find_scenario
 
 
 @pytest.fixture

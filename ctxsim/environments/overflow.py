@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, Stri
 
 from ..cache import LRUCache
 from ..coherence import DEFAULT_MEASURE, MEASURES
+from ..contexts import build_context
 from ..episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
 from ..errors import ConfigError, CtxsimError, ScenarioError, StrategyError, describe_value
 from ..latency import LatencyModel
@@ -24,7 +25,7 @@ from ..paths import ROOT
 from ..pool import Pool, ensure_pool, scenario_digest
 from ..relevance import list_embedders
 from ..reward import RewardWeights, reward_terms
-from ..scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
+from ..scenarios import DEFAULT_SUITE, Scenario, load_scenarios
 from ..strategies import BREAKER_FAILED, ProgressEvent, get_strategy
 from ..strategies.registry import strategy_class
 from ..validation import KeyedValueError

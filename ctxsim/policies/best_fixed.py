@@ -112,9 +112,9 @@ def fit_key(contexts: Sequence[ContextState], settings: EpisodeSettings) -> str:
 
 def experiment_contexts(experiment: str) -> list[ContextState]:
     """The training contexts of ``experiments/<experiment>.yaml`` (module docstring)."""
+    from ..contexts import build_context
     from ..environments.spec import env_class
     from ..paths import EXPERIMENTS_DIR
-    from ..scenarios import build_context
     from ..train import env_configs, load_experiment
 
     env_id, train, _, _ = env_configs(load_experiment(EXPERIMENTS_DIR / f"{experiment}.yaml"))

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from itertools import groupby
 
+from ..contexts import build_context
 from ..errors import ScenarioError
 from ..model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextUnit, Fact
-from ..scenarios import Scenario, build_context
+from ..scenarios import Scenario
 from .probes import Probe, ProbeConfig, schedule_probes
 
 
