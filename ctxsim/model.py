@@ -355,9 +355,3 @@ class ContextState:
         """A new state with other units (and optionally one more strategy in history)."""
         history = self.history + ((applied,) if applied else ())
         return replace(self, units=tuple(units), history=history, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (see :func:`state_from_dict`)."""
-        from .serialize import state_to_dict
-
-        return state_to_dict(self)
