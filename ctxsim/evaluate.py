@@ -2,7 +2,7 @@
 
 :func:`evaluate` returns one row per (policy, scenario, seed) — and per run when a
 policy is a folder of trained runs, e.g. one experiment's seeds — with the columns
-of :data:`COLUMNS` and the reward normalized rliable-style between a random policy
+of :data:`ctxsim.results.COLUMNS` and the reward normalized rliable-style between a random policy
 and the exhaustive-search oracle on the same context::
 
     normalized_score = (R − R_random) / (R_oracle − R_random)
@@ -43,16 +43,12 @@ from .errors import PolicyError
 from .policies import get_policy, run_episode, search, trained_policies_in
 from .policies.peers import peer_available
 from .probes import SCORE_COLUMNS
+from .results import COLUMNS, with_runs
 from .scenarios import Scenario
 from .stats import iqm, normalized_score, stratified_bootstrap_ci
 
 #: most seeds per scenario one evaluation or sweep runs
 MAX_SEEDS = 100_000
-COLUMNS = (
-    "policy", "run", "scenario", "seed", "reward", "success", "used_recovery", "forced_recovery", "tokens_before",
-    "tokens_after", "reduction_pct", "coherence", "p1_preserved", "facts_retained", "rules_retained", "probe_score",
-    *SCORE_COLUMNS.values(), "reward_profile", "latency_ms", "chain", "steps", "oracle_reward", "random_reward", "normalized_score",
-)
 
 
 def episode_seed(scenario: str, seed: int) -> int:
@@ -273,13 +269,6 @@ class _progress:
     def __exit__(self, *exc) -> None:
         if self.bar is not None:
             self.bar.stop()
-
-
-def with_runs(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with a ``run`` column of strings ("" for none: results written before
-    the column existed, or read back from CSV as missing values)."""
-    runs = df["run"].map(lambda v: "" if pd.isna(v) else str(v)) if "run" in df.columns else ""
-    return df.assign(run=runs)
 
 
 def score_tensor(group: pd.DataFrame, column: str) -> np.ndarray:

@@ -36,7 +36,9 @@ import pandas as pd
 
 from .atomic import atomic_write_bytes, atomic_write_text, output_folder
 from .errors import ConfigError
-from .evaluate import score_tensor
+from .evaluate import score_tensor, summarize
+from .policies import is_learned, trained_policies_in
+from .results import policy_paths, read_results
 from .stats import stratified_bootstrap_ci
 
 FIGSIZE = (8.0, 5.0)  # inches
@@ -365,8 +367,6 @@ def find_runs(results_dir: Path, policies: Iterable[str], runs: Sequence[str | P
     or be a folder of such runs), learned policies' folders (a run folder, a model
     zip's folder, or each run of a folder of runs) and run folders inside
     ``results_dir``; in that order, without repeats."""
-    from .policies import trained_policies_in
-    from .sweep import is_learned
 
     def members(path: Path) -> list[Path]:
         folder = path if path.is_dir() else path.parent
@@ -396,9 +396,6 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
     removes the output folder if it created it.
     """
     import matplotlib
-
-    from .evaluate import summarize
-    from .sweep import is_learned, policy_paths, read_results
 
     results_path = Path(results_path)
     results = read_results(results_path, REPORT_COLUMNS)

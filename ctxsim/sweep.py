@@ -49,34 +49,26 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterator, Literal, Sequence
+from typing import Annotated, Any, Callable, Iterator, Literal
 
-import numpy as np
 import pandas as pd
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from .atomic import atomic_write_bytes, atomic_write_text, output_folder, remove_stale, temp_prefix
 from .episode import EpisodeSettings
-from .evaluate import COLUMNS, MAX_SEEDS, check_policies, settings_from_env_spec, transcript_note, with_runs
+from .evaluate import MAX_SEEDS, check_policies, settings_from_env_spec, transcript_note
 from .errors import ConfigError, PolicyError, describe_value
 from .parallel import default_workers, process_map
 from .paths import ROOT
+from .policies import is_learned
+from .report import summary_markdown
+from .results import FLOAT_DECIMALS, METRICS, OPTIONAL_METRICS, SORT_KEYS, read_results, results_csv, with_runs
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
-from .validation import MAX_SEED, Bounded, check_input, join_key, load_yaml, validate
+from .validation import MAX_SEED, Bounded, join_key, load_yaml, validate
 
 DEFAULT_ENV = "envs/default.yaml"
-#: the key of a results row ("run": a member of a folder of trained policies, else "")
-SORT_KEYS = ["policy", "scenario", "seed", "run"]
-#: tolerance name -> results column whose (policy, scenario) mean it bounds
-METRICS = {"reward": "reward", "success_rate": "success", "facts_retained": "facts_retained", "probe_score": "probe_score"}
-#: metrics compared only when both the results and the baseline have their column
-#: (results written before probes existed have no probe_score)
-OPTIONAL_METRICS = frozenset({"probe_score"})
-#: the results columns every results CSV must have to be compared
-REQUIRED_COLUMNS = tuple(col for metric, col in METRICS.items() if metric not in OPTIONAL_METRICS)
 REGRESSION_COLUMNS = ["policy", "scenario", "metric", "baseline", "current", "delta", "tolerance"]
-FLOAT_DECIMALS = 6
 
 
 # ---- configuration ---------------------------------------------------------------
@@ -188,13 +180,6 @@ def resolve_path(ref: str, source: Path, key: str) -> Path:
         if candidate.exists():
             return candidate.resolve()
     raise ConfigError(f"file not found (got {describe_value(ref)})", source=source, key=key)
-
-
-def is_learned(policy: str) -> bool:
-    """True for a policy given as a path (a trained model), not a registered name."""
-    from .policies import list_policies
-
-    return policy not in list_policies()
 
 
 def load_sweep(path: str | Path) -> Sweep:
@@ -417,7 +402,6 @@ def run_sweep(
     ``if __name__ == "__main__":`` (the ``ctxsim`` command is).
     """
     from .evaluate import summarize
-    from .report import summary_markdown
 
     backend = backend or sweep.config.backend
     if backend not in ("local", "ray"):
@@ -484,11 +468,6 @@ SCRATCH = "sweep"
 OUTPUT_FILES = ("results.csv", "transitions.jsonl", "sweep.yaml", "summary.md", "regressions.csv")
 
 
-def results_csv(results: pd.DataFrame) -> str:
-    """The results table as CSV text: floats rounded to :data:`FLOAT_DECIMALS` decimals."""
-    return results.round(FLOAT_DECIMALS).to_csv(index=False, lineterminator="\n")
-
-
 def resolved_yaml(sweep: Sweep) -> str:
     """The sweep as run: policies (with the folder each trained one was loaded from),
     the suite and scenario names, seeds and the env config (its ``scenarios`` is the
@@ -507,76 +486,7 @@ def resolved_yaml(sweep: Sweep) -> str:
     return yaml.safe_dump(data, sort_keys=False)
 
 
-def policy_paths(results_dir: str | Path) -> dict[str, str]:
-    """Label -> folder of the trained policies of a sweep's output folder (from its
-    ``sweep.yaml``; empty when there is none or it does not say)."""
-    path = Path(results_dir) / "sweep.yaml"
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError, UnicodeDecodeError):
-        return {}
-    paths = data.get("policy_paths") if isinstance(data, dict) else None
-    return {str(k): str(v) for k, v in paths.items()} if isinstance(paths, dict) else {}
-
-
 # ---- regression check --------------------------------------------------------------
-#: results columns read as True/False and as numbers (when present)
-BOOL_COLUMNS = ("success", "used_recovery", "forced_recovery")
-NUMERIC_COLUMNS = tuple(c for c in COLUMNS if c not in (*BOOL_COLUMNS, *SORT_KEYS, "chain", "reward_profile"))
-
-
-def read_results(path: str | Path, columns: Sequence[str] = REQUIRED_COLUMNS) -> pd.DataFrame:
-    """A results CSV (a sweep's ``results.csv`` or a baseline), checked: at least one
-    row; the key columns and ``columns`` present; policy and scenario not empty, seeds
-    integers >= 0, numbers finite, booleans True/False; no (policy, run, scenario, seed)
-    twice. ConfigError naming the file, the column, the row (1 = the first after the
-    header) and the value otherwise."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "results.csv"
-    check_input(path, "results CSV", ConfigError)
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False)
-    except FileNotFoundError:
-        raise ConfigError("file not found", source=path) from None
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
-        raise ConfigError(f"not a results CSV ({' '.join(str(exc).split())})", source=path) from None
-    missing = [c for c in dict.fromkeys([*SORT_KEYS, *columns]) if c not in df.columns and c != "run"]
-    if missing:
-        raise ConfigError(f"missing columns {missing} (has {list(df.columns)})", source=path)
-    if df.empty:
-        raise ConfigError("no rows: a results CSV has one row per policy, scenario and seed", source=path)
-
-    def bad(column: str, ok: pd.Series, expected: str):
-        row = int(np.flatnonzero(~ok.to_numpy())[0])
-        return ConfigError(f"row {row + 1}: expected {expected} (got {describe_value(df[column].iloc[row])})",
-                           source=path, key=column)
-
-    for column in ("policy", "scenario"):
-        if not (ok := df[column].str.strip() != "").all():
-            raise bad(column, ok, "a name")
-    for column in (c for c in df.columns if c in NUMERIC_COLUMNS or c == "seed"):
-        values = pd.to_numeric(df[column].str.strip(), errors="coerce")
-        ok = np.isfinite(values) & ((values >= 0) & (values % 1 == 0) if column == "seed" else True)
-        if not ok.all():
-            raise bad(column, ok, "an integer >= 0" if column == "seed" else "a finite number")
-        df[column] = values.astype(int) if column == "seed" else values
-    for column in (c for c in df.columns if c in BOOL_COLUMNS):
-        values = df[column].str.strip().str.lower().map({"true": True, "false": False, "1": True, "0": False})
-        if not (ok := values.notna()).all():
-            raise bad(column, ok, "True or False")
-        df[column] = values.astype(bool)
-    df = with_runs(df)  # results written before the run column compare as run ""
-    repeated = df.duplicated(SORT_KEYS)
-    if repeated.any():
-        row = int(np.flatnonzero(repeated.to_numpy())[0])
-        first = int(np.flatnonzero((df[SORT_KEYS] == df[SORT_KEYS].iloc[row]).all(axis=1).to_numpy())[0])
-        policy, run, scenario, seed = (df[c].iloc[row] for c in ("policy", "run", "scenario", "seed"))
-        raise ConfigError(f"row {row + 1} repeats row {first + 1}: policy {policy!r}, run {run!r}, scenario "
-                          f"{scenario!r}, seed {seed}", source=path)
-    return df
-
-
 def compare(
     results: pd.DataFrame, baseline: pd.DataFrame, tolerances: Tolerances, source: str | Path | None = None
 ) -> pd.DataFrame:

@@ -11,8 +11,9 @@ import pytest
 from ctxsim.cli import main
 from ctxsim.contexts import build_context
 from ctxsim.episode import EpisodeSettings
-from ctxsim.evaluate import COLUMNS, episode_seed, evaluate, summarize
+from ctxsim.evaluate import episode_seed, evaluate, summarize
 from ctxsim.policies import best_chain, get_policy, run_episode, search
+from ctxsim.results import COLUMNS
 from ctxsim.scenarios import load_scenarios
 from ctxsim.transitions import read_transitions
 

@@ -181,8 +181,9 @@ def test_grounded_equals_seed001_when_every_probe_is_answered_and_weights_overri
 # ---- where probe scores show: results, logs, the long-horizon env, env specs ----------------
 
 def test_evaluate_shows_reward_and_probe_scores_side_by_side_under_either_profile(repo_root, tmp_path):
-    from ctxsim.evaluate import COLUMNS, evaluate, settings_from_env_spec, summarize
-    from ctxsim.sweep import Tolerances, compare, read_results
+    from ctxsim.evaluate import evaluate, settings_from_env_spec, summarize
+    from ctxsim.results import COLUMNS, read_results
+    from ctxsim.sweep import Tolerances, compare
 
     scenarios = [find_scenario("mild-overflow"), find_scenario("fact-dense")]
     frames = {}
@@ -237,8 +238,9 @@ def test_logged_outcomes_carry_probe_scores_and_log_summaries_read_them(tmp_path
 
 def test_stream_probes_take_the_four_kinds_in_turn_and_report_each():
     from ctxsim.stream.conversation import conversation_for
-    from ctxsim.stream.evaluate import COLUMNS, evaluate_stream
+    from ctxsim.stream.evaluate import evaluate_stream
     from ctxsim.stream.probes import MASK, ProbeConfig
+    from ctxsim.stream.results import COLUMNS
 
     conv = conversation_for(find_scenario("gpt4-6000"), 0, 60, ProbeConfig(turns=(15, 25, 35, 45, 55)))
     kinds = [probe_kind(conv.fact(p.fact_id)) for p in conv.probes]

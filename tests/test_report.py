@@ -23,7 +23,8 @@ from ctxsim.report import (
     fig_strategy_usage,
     performance_profile,
 )
-from ctxsim.sweep import load_sweep, read_results, run_sweep
+from ctxsim.results import read_results
+from ctxsim.sweep import load_sweep, run_sweep
 
 PNG = b"\x89PNG\r\n\x1a\n"
 POLICIES = ["seed-chain", "only:discard_low_rel", "peer:letta"]

@@ -10,9 +10,9 @@ import pytest
 
 from ctxsim.cli import main
 from ctxsim.errors import ConfigError
-from ctxsim.evaluate import COLUMNS
+from ctxsim.results import COLUMNS, read_results
 from ctxsim.strategies.peers import PEERS
-from ctxsim.sweep import Tolerances, compare, load_sweep, read_results
+from ctxsim.sweep import Tolerances, compare, load_sweep
 from ctxsim.transitions import read_transitions
 
 POLICIES = ["seed-chain", "only:summarize_old", "peer:letta"]

@@ -29,6 +29,7 @@ from .oracle import OracleResult, best_chain, search
 from .registry import (
     Policy,
     get_policy,
+    is_learned,
     is_trained_policy,
     list_policies,
     register_family,
@@ -46,6 +47,7 @@ __all__ = [
     "best_chain",
     "fallback_action",
     "get_policy",
+    "is_learned",
     "is_trained_policy",
     "list_policies",
     "load",
