@@ -25,7 +25,7 @@ from ctxsim.stream import (
     schedule_probes,
     stream_settings,
 )
-from ctxsim.stream.evaluate import play
+from ctxsim.stream.play import play
 from ctxsim.tokens import count_tokens
 
 VOCAB = (

@@ -9,7 +9,8 @@ from ctxsim.environments.stream import ConversationStreamEnv, build_conversation
 from ctxsim.errors import PolicyError
 from ctxsim.policies import get_policy
 from ctxsim.policies.oracle import chains
-from ctxsim.stream.evaluate import evaluate_stream, play
+from ctxsim.stream.evaluate import evaluate_stream
+from ctxsim.stream.play import play
 from ctxsim.stream.rollout import Rollout
 
 #: short conversations that still overflow several times

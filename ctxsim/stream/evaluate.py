@@ -5,7 +5,7 @@ with the environment's own logic (:class:`~ctxsim.stream.StreamSession`): each
 overflow event is run by :func:`ctxsim.policies.run_episode` — a policy's
 ``act(episode)`` returns an action id or its own Strategy (peers), exactly as on
 ContextOverflow-v0 — and handed back to the session. Policies are ``reset`` at
-every event with :func:`event_seed`, so rows are identical from run to run.
+every event with :func:`~ctxsim.stream.play.event_seed`, so rows are identical from run to run.
 
 Call it as::
 
@@ -20,19 +20,15 @@ with the same ``actions``.
 from __future__ import annotations
 
 import sys
-import zlib
-from functools import partial
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from ..policies import Policy, run_episode
 from ..probes import PROBE_KINDS
 from ..scenarios import Scenario
-from .session import StreamSession
+from .play import play
+from .rollout import Rollout, is_rollout
 
 if TYPE_CHECKING:
     import pandas as pd
-
-    from .rollout import Rollout
 
 #: metrics of :meth:`StreamSession.metrics` reported per row, after policy, scenario, seed and reward
 METRICS = (
@@ -42,34 +38,6 @@ METRICS = (
     "milestones",
 )
 COLUMNS = ("policy", "run", "scenario", "seed", "reward") + METRICS
-
-
-def event_seed(scenario: str, seed: int, event: int) -> int:
-    """The seed a policy's ``reset`` gets at the start of event number ``event``."""
-    return zlib.crc32(f"{scenario}/{seed}/event/{event}".encode())
-
-
-def play(policy: Policy | Rollout, session: StreamSession, scenario: str, seed: int) -> float:
-    """Run ``policy`` on every event of ``session`` until the conversation ends; the
-    total reward (what the environment would pay over the episode). A rollout
-    (:mod:`.rollout`) breaks each event its own way: its ``play_event``."""
-    if session.episode is None:  # never overflowed: only the end-of-conversation terms
-        return sum(session.final_terms().values())
-    event = getattr(policy, "play_event", None) or partial(play_event, policy)
-    total = 0.0
-    while not session.done:
-        total += event(session, scenario, seed)
-    return total
-
-
-def play_event(policy: Policy, session: StreamSession, scenario: str, seed: int) -> float:
-    """Let ``policy`` break the pending event of ``session``; the reward then paid."""
-    pending = session.episode
-    finished = run_episode(
-        policy, pending.original, pending.settings, event_seed(scenario, seed, len(session.events)),
-        on_step=lambda _episode, step: session.record_step(step),
-    )
-    return session.resolve(finished).reward
 
 
 def evaluate_stream(
@@ -109,8 +77,6 @@ def evaluate_stream(
         else:
             raise ScenarioError(f"unknown scenario {item!r}; known: {sorted(by_name)}", key="scenarios")
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    from .rollout import Rollout, is_rollout
-
     names = [str(name) for name in dict.fromkeys(policies)]
     plain = load_policies([n for n in names if not is_rollout(n)], note or (lambda text: print(f"note: {text}", file=sys.stderr)))
     loaded = {n: ((("", Rollout.named(n)),) if is_rollout(n) else plain[n]) for n in names if is_rollout(n) or n in plain}

@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..errors import PolicyError
 from ..policies import Policy, get_policy
 from ..policies.oracle import chains
-from .evaluate import play, play_event
+from .play import play, play_event
 from .session import StreamSession
 
 #: prefix of the rollout policies' names: ``rollout:<base policy name or path>``
