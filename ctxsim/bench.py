@@ -48,10 +48,8 @@ timed only by ``expand`` (a pool generates every context it expands).
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -64,6 +62,7 @@ import gymnasium as gym
 import numpy as np
 
 from .atomic import atomic_write_text
+from .machine import machine
 from .paths import EXPERIMENTS_DIR
 
 ENV_ID = "ctxsim/ContextOverflow-v0"
@@ -133,29 +132,6 @@ def rss_mb() -> float:
     import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def machine() -> dict[str, str]:
-    """CPU model, cores, versions and date of this run."""
-    import torch
-
-    cpu = platform.processor() or "unknown"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            cpu = next((line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
-    return {
-        "CPU": cpu,
-        "cores": f"{os.cpu_count()} ({usable} usable by this process)",
-        "load average at start (1/5/15 min)": load,
-        "Python": platform.python_version(),
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "date (UTC)": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
-    }
 
 
 # ---- rows -------------------------------------------------------------------------------

@@ -76,7 +76,7 @@ _NOT_IN_KEY = ("cache_size",)
 #: editing them keeps the pools valid. Everything else in the package is in the
 #: digest, new modules included.
 NOT_IN_DIGEST = frozenset({
-    "__main__.py", "atomic.py", "bench.py", "cli.py", "demo.py", "evaluate.py", "export.py", "parallel.py",
+    "__main__.py", "atomic.py", "bench.py", "cli.py", "demo.py", "evaluate.py", "export.py", "machine.py", "parallel.py",
     "plugins.py", "realism.py", "realism_stats.py", "report.py", "results.py", "runs.py", "stats.py", "sweep.py", "train.py",
     "transitions.py", "tune.py", "validity.py", "warmstart.py",
     "environments/fixed_contexts.py", "environments/recorder.py", "environments/spec.py", "environments/stream.py",

@@ -45,6 +45,7 @@ from .contexts import build_context
 from .errors import ConfigError, CtxsimError
 from .evaluate import evaluate, reward_differences, settings_from_env_spec, summarize
 from .episode import EpisodeSettings
+from .machine import machine
 from .metrics import outcome
 from .model import ContextState
 from .report import _figure, _png, _style, markdown_table
@@ -457,8 +458,6 @@ def main(argv: list[str] | None = None) -> int:
         workers = default_workers() if args.workers is None else args.workers
         if workers < 1:
             raise ConfigError(f"--workers must be >= 1, got {workers}", key="workers")
-        from .bench import machine
-
         info = machine()
         start = time.perf_counter()
         work = jobs()
