@@ -32,11 +32,11 @@ demo-report: $(STAMP)
 	$(BIN)/ctxsim demo --out reports/demo
 
 bench: $(STAMP)
-	$(BIN)/python -m ctxsim.bench --out reports/benchmarks.md
+	$(BIN)/python -m benchmarks --out reports/benchmarks.md
 
 # Drop curves, correlations, rankings and the adaptivity gap of the old and new coherence.
 validity: $(STAMP)
-	$(BIN)/python -m ctxsim.validity --out reports/metric_validity.md
+	$(BIN)/python -m ctxsim.lab.validity --out reports/metric_validity.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

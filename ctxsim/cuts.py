@@ -1,6 +1,6 @@
 """Transcript cuts: a real conversation's first messages as the context, the rest as its future.
 
-A transcript scenario with ``cut`` (:mod:`ctxsim.scenarios`) keeps the first
+A transcript scenario with ``cut`` (:mod:`ctxsim.lab.scenarios`) keeps the first
 :func:`cut_index` messages as the context; the messages after them are the
 *future*: what the agent went on to do. The context's probes (:mod:`ctxsim.probes`)
 are the strings of the context that the future uses again — ground truth from real

@@ -5,7 +5,7 @@ policy, so it imports only numpy, pydantic and ctxsim core (never gymnasium, tor
 pandas or matplotlib). Its result depends on the state and an
 :class:`ObservationConfig` only; it is finite, float32 and inside
 :func:`observation_bounds`. The features (version :data:`OBSERVATION_VERSION`) are
-documented one by one in :class:`ctxsim.environments.overflow.ContextOverflowEnv`;
+documented one by one in :class:`ctxsim.lab.environments.overflow.ContextOverflowEnv`;
 :func:`feature_names` lists them in vector order.
 
 Token shares use each unit's request tokens (content plus message framing) over

@@ -32,7 +32,7 @@ def write_file(tmp_path: Path) -> Callable[[str, str | bytes], Path]:
 @pytest.fixture(scope="session")
 def scenario_suite():
     """The shipped scenarios (data/scenarios), loaded once per session."""
-    from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
 
     return load_scenarios(DEFAULT_SUITE)
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ctxsim.cli import TRAIN_MODULES
-from ctxsim.contexts import build_context
+from ctxsim.lab.cli import TRAIN_MODULES
+from ctxsim.lab.contexts import build_context
 from ctxsim.policies import load
-from ctxsim.scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
+from ctxsim.lab.scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
 from ctxsim.transitions import read_transitions
 
 tomllib = pytest.importorskip("tomllib")
@@ -47,8 +47,8 @@ def test_the_cli_knows_the_train_extra_and_the_runtime_does_not_need_it():
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory):
     """A tiny MaskablePPO run on the default env (seed 001's actions), exported in this process."""
-    from ctxsim.export import export_run
-    from ctxsim.train import ExperimentConfig, train
+    from ctxsim.lab.export import export_run
+    from ctxsim.lab.train import ExperimentConfig, train
 
     experiment = ExperimentConfig(
         name="numpy_only", algo="MaskablePPO", eval_scenarios=[SCENARIO], timesteps=32, n_envs=1, seed=0,
@@ -64,9 +64,9 @@ def test_exported_policy_decides_and_breaks_with_numpy_alone(export_dir, tmp_pat
         import json, sys
         for name in {BLOCKED!r}:
             sys.modules[name] = None  # any import of them raises ImportError
-        from ctxsim.contexts import build_context
+        from ctxsim.lab.contexts import build_context
         from ctxsim.policies import load
-        from ctxsim.scenarios import find_scenario
+        from ctxsim.lab.scenarios import find_scenario
 
         policy = load(sys.argv[1])
         state = build_context(find_scenario({SCENARIO!r}), {SEED})
@@ -104,7 +104,7 @@ def _without_train(code: str, *args: str) -> subprocess.CompletedProcess:
 ])
 def test_training_commands_without_the_train_extra_fail_in_one_line(argv, tmp_path):
     argv = [a.replace("OUT", str(tmp_path)) for a in argv]
-    done = _without_train("from ctxsim.cli import main\nsys.exit(main(sys.argv[1:]))", *argv)
+    done = _without_train("from ctxsim.lab.cli import main\nsys.exit(main(sys.argv[1:]))", *argv)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert f"'ctxsim {argv[0]}' needs the optional extra 'train'" in done.stderr and "pip install 'ctxsim[train]'" in done.stderr
@@ -112,7 +112,7 @@ def test_training_commands_without_the_train_extra_fail_in_one_line(argv, tmp_pa
 
 
 def test_scenarios_list_needs_no_train_extra():
-    done = _without_train("from ctxsim.cli import main\nsys.exit(main(['scenarios', 'list']))")
+    done = _without_train("from ctxsim.lab.cli import main\nsys.exit(main(['scenarios', 'list']))")
     assert done.returncode == 0, done.stderr
     assert "tool-dupes" in done.stdout
 
@@ -162,7 +162,7 @@ def test_a_runtime_only_install_runs_the_exported_policy(export_dir, tmp_path):
     assert "You are a coding agent." in got["built"]
 
     # run from the checkout, the plain install finds the shipped scenario suite there
-    suite = "from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios; print(len(load_scenarios(DEFAULT_SUITE)))"
+    suite = "from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios; print(len(load_scenarios(DEFAULT_SUITE)))"
     done = subprocess.run([str(python), "-c", suite], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == len(load_scenarios(DEFAULT_SUITE))

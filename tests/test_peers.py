@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from ctxsim.contexts import build_context
+from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.errors import PolicyError
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope

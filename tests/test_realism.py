@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.errors import ScenarioError, TranscriptError
-from ctxsim.realism import (
+from ctxsim.lab.realism import (
     DEFAULT_CORPUS, compare, corpus_files, cut_messages, read_splits, session_repository, stats_frame,
 )
-from ctxsim.contexts import build_context
-from ctxsim.scenarios import find_scenario
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.transcripts import load_transcript
 
 
@@ -75,7 +75,7 @@ def test_cli_writes_the_report_and_figure(tmp_path, capsys):
 
 
 def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, repo_root):
-    from ctxsim.realism import CUT_OVERFLOW, rank_agreement, spearman, cut_scenarios
+    from ctxsim.lab.realism import CUT_OVERFLOW, rank_agreement, spearman, cut_scenarios
 
     cuts = cut_scenarios(corpus_files(split="held_out")[:2], tmp_path)
     assert len(cuts) == 2

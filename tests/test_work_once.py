@@ -1,5 +1,5 @@
 """No work repeats within a context: one pool expansion (every chain of valid
-actions on one context, as :func:`ctxsim.pool.expand` runs it) computes each
+actions on one context, as :func:`ctxsim.lab.pool.expand` runs it) computes each
 embedding row, each document vector and each minified or compressed text once per
 distinct input."""
 
@@ -11,11 +11,11 @@ import pytest
 
 import ctxsim.relevance as relevance
 from ctxsim import minify
-from ctxsim.contexts import build_context
+from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings
-from ctxsim.pool import expand
+from ctxsim.lab.pool import expand
 from ctxsim.relevance import get_embedder
-from ctxsim.scenarios import find_scenario
+from ctxsim.lab.scenarios import find_scenario
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ Importing this package needs numpy only: no torch, stable-baselines3, gymnasium,
 pandas or matplotlib (the exported policy runs with numpy alone).
 """
 
-from . import baselines, best_fixed, exported, oracle, peers, sb3  # noqa: F401  (register the policies)
+from . import baselines, exported, oracle, peers  # noqa: F401  (register the policies)
 from .baselines import fallback_action
 from .exported import BreakResult, ExportedPolicy, load
 from .oracle import OracleResult, best_chain, search

@@ -1,6 +1,6 @@
 """A learned policy exported from Stable-Baselines3, run with numpy alone.
 
-:func:`ctxsim.export.export_run` writes an export directory; its ``policy/`` folder
+:func:`ctxsim.lab.export.export_run` writes an export directory; its ``policy/`` folder
 holds ``policy.json`` (the spec: format version, observation features and
 :data:`~ctxsim.observe.OBSERVATION_VERSION`, actions, the episode settings, the
 observation normalization, the network's layers) and ``weights.npz`` (one

@@ -23,7 +23,7 @@ from .base import (
 )
 from .registry import describe_strategies, get_strategy, list_strategies, register, strategy_class, strategy_from_config
 
-FAMILIES = ("pruning", "ladder", "seed001", "window", "recovery")
+FAMILIES = ("pruning", "ladder", "seed001", "window_compaction", "recovery")
 for _family in FAMILIES:
     import_module(f"{__name__}.{_family}")
 

@@ -22,7 +22,7 @@ from ..model import ContextState, ContextUnit, ToolEnvelope
 from .base import RANK_PRUNE, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, unchanged
 from .common import replace_span, summarize_units
 from .registry import register
-from .window import JOIN_SLACK_TOKENS, MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_header_tokens, summary_saves
+from .window_compaction import JOIN_SLACK_TOKENS, MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_header_tokens, summary_saves
 
 #: OpenCode DCP's tools that are never pruned (seed 004 §2.2)
 DCP_PROTECTED_TOOLS = ("task", "todowrite", "todoread", "distill", "compress", "prune", "batch", "plan_enter", "plan_exit")

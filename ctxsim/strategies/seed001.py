@@ -50,7 +50,7 @@ from .common import (
     truncate_paragraphs,
 )
 from .registry import get_strategy, register, strategy_class
-from .window import summary_floor
+from .window_compaction import summary_floor
 
 #: a share in (0, 1]
 Share = Annotated[float, Field(gt=0, le=1)]

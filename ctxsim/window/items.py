@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import ContextError, describe_value
 from ..model import ROLES, UNIT_TYPES, ContextState, ContextUnit
-from ..strategies.window import ITEM_PRIORITY_META
+from ..strategies.window_compaction import ITEM_PRIORITY_META
 from ..tokens import count_tokens
 
 #: seed 000's ContextItemType, in ordering rank (lower ranks come first)
