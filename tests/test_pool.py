@@ -264,10 +264,12 @@ def test_the_digest_reads_the_code_that_computes_pooled_values():
     from ctxsim.lab.pool import PACKAGE_DIR, source_files
 
     names = {p.relative_to(PACKAGE_DIR).as_posix() for p in source_files()}
-    for shaping in ("generator.py", "strategies/seed001.py", "relevance/hashed.py", "summarize/extractive.py",
-                    "episode.py", "observe.py", "metrics.py", "reward.py", "environments/overflow.py", "pool.py"):
+    for shaping in ("lab/generator.py", "lab/contexts.py", "strategies/seed001.py", "relevance/hashed.py",
+                    "summarize/extractive.py", "episode.py", "observe.py", "metrics.py", "reward.py",
+                    "lab/environments/overflow.py", "lab/pool.py"):
         assert shaping in names, shaping
-    for tool in ("bench.py", "cli.py", "train.py", "policies/exported.py", "window/window.py", "stream/session.py"):
+    for tool in ("lab/cli.py", "lab/train.py", "policies/exported.py", "lab/policies/sb3.py", "window/window.py",
+                 "lab/stream/session.py"):
         assert tool not in names, tool
 
 

@@ -67,21 +67,24 @@ from .scenarios import Scenario
 
 POOL_FORMAT = 1
 DEFAULT_MAX_MB = 4096
-PACKAGE_DIR = Path(__file__).resolve().parent
+#: the package: the core and, in ``lab/``, the lab
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 #: settings keys that do not change any pooled value
 _NOT_IN_KEY = ("cache_size",)
-#: source files that never run while a pool is built or read (tools around the env,
-#: policies acting on it, the runtime window), or that run without shaping a pooled
-#: value (process pools, plugin loading: the plugins' own code is in the digest):
-#: editing them keeps the pools valid. Everything else in the package is in the
-#: digest, new modules included.
+#: source files (relative to the package) that never run while a pool is built or
+#: read (tools around the env, policies acting on it, the runtime window), or that run
+#: without shaping a pooled value (process pools, plugin loading: the plugins' own
+#: code is in the digest): editing them keeps the pools valid. Everything else in the
+#: package is in the digest, new modules included.
 NOT_IN_DIGEST = frozenset({
-    "__main__.py", "atomic.py", "bench.py", "cli.py", "demo.py", "evaluate.py", "export.py", "machine.py", "parallel.py",
-    "plugins.py", "realism.py", "realism_stats.py", "report.py", "results.py", "runs.py", "stats.py", "sweep.py", "train.py",
-    "transitions.py", "tune.py", "validity.py", "warmstart.py",
-    "environments/fixed_contexts.py", "environments/recorder.py", "environments/spec.py", "environments/stream.py",
+    "__main__.py", "atomic.py", "plugins.py", "transitions.py",
+    "lab/__init__.py", "lab/cli.py", "lab/demo.py", "lab/evaluate.py", "lab/export.py", "lab/machine.py",
+    "lab/parallel.py", "lab/realism.py", "lab/realism_stats.py", "lab/report.py", "lab/results.py", "lab/runs.py",
+    "lab/stats.py", "lab/sweep.py", "lab/train.py", "lab/tune.py", "lab/validity.py", "lab/warmstart.py",
+    "lab/environments/fixed_contexts.py", "lab/environments/recorder.py", "lab/environments/spec.py",
+    "lab/environments/conversation_stream.py",
 })
-NOT_IN_DIGEST_DIRS = ("policies", "stream", "window")
+NOT_IN_DIGEST_DIRS = ("policies", "window", "lab/policies", "lab/stream")
 
 
 @dataclass
@@ -115,7 +118,7 @@ def source_files() -> list[Path]:
     files = []
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         rel = path.relative_to(PACKAGE_DIR)
-        if rel.as_posix() not in NOT_IN_DIGEST and rel.parts[0] not in NOT_IN_DIGEST_DIRS:
+        if rel.as_posix() not in NOT_IN_DIGEST and not any(rel.is_relative_to(d) for d in NOT_IN_DIGEST_DIRS):
             files.append(path)
     return files
 
