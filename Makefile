@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-all demo demo-report bench validity clean
+.PHONY: install test test-all core-check demo demo-report bench validity clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -22,6 +22,11 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	$(BIN)/pytest -q -m "slow or not slow"
+
+# The core install alone: a fresh venv with `pip install .` (no extras) runs an exported
+# policy and a ContextWindow, and has nothing of the extras `lab` and `train` (a few minutes).
+core-check: $(STAMP)
+	$(BIN)/pytest -q -p no:xdist -m slow tests/test_numpy_only.py -k runtime_only_install
 
 # `make demo` writes into runs/demo/ (ignored by git: a fresh clone stays clean);
 # `make demo-report` regenerates the committed reports/demo/ on purpose.

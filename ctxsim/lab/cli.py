@@ -594,9 +594,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: options that name an output file or folder
 OUTPUT_OPTIONS = ("out", "log", "markdown")
-#: top-level modules of the optional extra ``train`` (pyproject.toml); the runtime install lacks them
-TRAIN_MODULES = ("gymnasium", "pandas", "stable_baselines3", "sb3_contrib", "torch", "matplotlib", "threadpoolctl",
-                 "tqdm", "tensorboard")
+#: top-level modules of the optional extras ``lab`` and ``train`` (pyproject.toml); the core install lacks them
+EXTRA_MODULES = {
+    "lab": ("faker", "rich", "gymnasium", "pandas", "matplotlib", "threadpoolctl"),
+    "train": ("stable_baselines3", "sb3_contrib", "torch", "tqdm", "tensorboard"),
+}
 #: the output options that name a file (elsewhere ``--out`` is a folder), per command
 FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",)}
 
@@ -651,10 +653,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ctxsim: error: {exc.strerror or exc}: {exc.filename}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:
-        if (exc.name or "").partition(".")[0] not in TRAIN_MODULES:
+        extra = next((e for e, names in EXTRA_MODULES.items() if (exc.name or "").partition(".")[0] in names), None)
+        if extra is None:
             raise
-        print(f"ctxsim: error: 'ctxsim {args.command}' needs the optional extra 'train', which is not installed "
-              f"(no module {exc.name!r}): pip install 'ctxsim[train]'", file=sys.stderr)
+        print(f"ctxsim: error: 'ctxsim {args.command}' needs the optional extra '{extra}', which is not installed "
+              f"(no module {exc.name!r}): pip install 'ctxsim[{extra}]'", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ctxsim: interrupted", file=sys.stderr)
