@@ -45,6 +45,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .config import model_limit
 from .cuts import ERROR_LINE, cut_index, future_probes
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
@@ -137,8 +138,6 @@ def _context(messages: list[tuple[int, dict[str, Any]]], source: Path | str, *, 
     if limit is not None and model is not None:
         raise TranscriptError(f"give either limit or model, not both (limit={limit}, model={model!r})", source=source, key="model")
     if model is not None:
-        from .config import model_limit  # lazy: config reads data/models.yaml
-
         limit = model_limit(model)
     task = next((u for u in units if u.priority == 1 and u.role == "user"), None)
     task_text = _task_text(task.content) if task else ""

@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import StrategyError, describe_value
 from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
+from ..relevance import get_embedder
+from ..summarize import get_summarizer
 from ..summarize.rules import holds_user_rule
 from ..tokens import count_tokens
 
@@ -136,14 +138,10 @@ class StrategyContext:
 
     @property
     def embedder(self):
-        from ..relevance import get_embedder
-
         return get_embedder(self.embedder_id)
 
     @property
     def summarizer(self):
-        from ..summarize import get_summarizer
-
         return get_summarizer(self.summarizer_kind, **self.summarizer_options)
 
 

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..latency import Cost
 from ..model import ContextState, ContextUnit, content_hash
+from ..relevance import cosine_to_query
 from ..tokens import count_tokens
 from .base import StrategyContext
 
@@ -24,8 +25,6 @@ def relevance_scores(
     ``rel_threshold`` then means the same thing for every embedder), then P1 units
     multiplied by ``p1_boost``.
     """
-    from ..relevance import cosine_to_query
-
     if not units:
         return np.zeros(0), Cost()
     raw = cosine_to_query([u.content for u in units], ctx.query_for(state), ctx.embedder)

@@ -26,6 +26,8 @@ from pydantic import Field
 
 from ..latency import Cost
 from ..model import SENSITIVITIES, Artifact, ContextState, ContextUnit, DroppedSpan, content_hash
+from ..relevance.hashed import tokenize
+from ..sentences import split_sentences
 from .base import (
     RANK_CLEAR,
     RANK_DROP,
@@ -349,8 +351,6 @@ class DropParams(Params):
 
 def keywords(text: str, n: int) -> tuple[str, ...]:
     """The ``n`` most frequent non-stop-words of ``text`` (ties: first seen first)."""
-    from ..relevance.hashed import tokenize
-
     words = tokenize(text)
     counts = Counter(words)
     first = {w: i for i, w in reversed(list(enumerate(words)))}
@@ -359,8 +359,6 @@ def keywords(text: str, n: int) -> tuple[str, ...]:
 
 def first_sentence(text: str, max_tokens: int = 60) -> str:
     """The first sentence of ``text``, cut to ``max_tokens`` tokens at a word boundary."""
-    from ..sentences import split_sentences
-
     sentences = split_sentences(text)
     return truncate_paragraphs(sentences[0], max_tokens) if sentences else ""
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import ContextError, describe_value
+from ..relevance import DEFAULT_EMBEDDER, cosine_to_query, get_embedder
 from ..tokens import count_messages, count_tokens
 from .items import ContextItem, chronological
 
@@ -174,8 +175,6 @@ def _by_relevance(candidates: list[ContextItem], query: str) -> tuple[list[Conte
     """(candidates without the unpinned memory items that share nothing with
     ``query``, the order to collect them in: the other items in seed 000's order,
     then the memory items most relevant first)."""
-    from ..relevance import DEFAULT_EMBEDDER, cosine_to_query, get_embedder
-
     memory = [i for i in candidates if i.type in MEMORY_TYPES and not i.pinned]
     if not memory:
         return candidates, candidates
