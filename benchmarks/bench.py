@@ -8,13 +8,13 @@ repeats and reports the median (and the 95th percentile where a seed asks for it
 Benchmarks (``--only NAME``, repeatable):
 
 * ``tokens`` — :func:`ctxsim.count_tokens`, cold and cached, vs tiktoken ``encode``;
-* ``strategies`` — every registered strategy, seed 001's ``hybrid`` and the
+* ``strategies`` — every registered strategy, design 001's ``hybrid`` and the
   ``seed-chain`` policy on the 10k-token ``chat-10k`` context, cold and warm, vs one
-  tiktoken pass over the same text (seed 001: full chain < 2 s for 50 units);
-* ``summarizer`` — the extractive summarizer on 2,000 tokens (seed 001: < 500 ms;
+  tiktoken pass over the same text (design 001: full chain < 2 s for 50 units);
+* ``summarizer`` — the extractive summarizer on 2,000 tokens (design 001: < 500 ms;
   cold, at most 3 tiktoken passes over its input);
 * ``coherence`` — each measure of :mod:`ctxsim.coherence` on the 10k-token
-  ``chat-10k`` context and seed 001's ``hybrid`` result of it, cold, warm and (recall)
+  ``chat-10k`` context and design 001's ``hybrid`` result of it, cold, warm and (recall)
   with the original's sentence data rebuilt from cached embeddings, vs one tiktoken
   pass over the context (issue #22: ``recall`` warm <= 2x);
 * ``pool`` — building the default spec's context pool (:mod:`ctxsim.lab.pool`; 2
@@ -31,8 +31,8 @@ Benchmarks (``--only NAME``, repeatable):
 * ``sweep`` — sweep episodes/s with 1 and 2 workers (fresh processes);
 * ``export`` — ``decide`` latency of an exported policy (target < 5 ms; on 50
   units < 1 ms or at most one tiktoken pass cold, < 0.2 ms warm);
-* ``window`` — ContextWindow add and build p95 (seed 000: 10 ms / 200 ms);
-* ``compaction`` — ``compact_keep_recent`` on 100 messages (seed 004: < 5 s);
+* ``window`` — ContextWindow add and build p95 (design 000: 10 ms / 200 ms);
+* ``compaction`` — ``compact_keep_recent`` on 100 messages (design 004: < 5 s);
 * ``soak`` — ``--steps N`` env steps of the default spec with its pool (as training
   runs it): RSS growth over the second half of the run and after the first tenth
   (target < 50 MB), and steps/s over time; ``soak-live`` the same without the pool
@@ -70,11 +70,11 @@ BENCH_SCENARIO = "chat-10k"
 #: context seeds of the benchmark contexts start here (far from the seeds tests use)
 FIRST_SEED = 1000
 #: targets from the seeds (ms unless stated)
-CHAIN_BUDGET_MS, CHAIN_AIM_MS = 2000.0, 100.0  # seed 001: breaking, full chain, 50 units
-SUMMARY_BUDGET_MS = 500.0  # seed 001: summarization of 2,000 tokens
-TOKEN_BUDGET_MS = 5.0  # seed 001: token estimation per call, with caching
-ADD_P95_MS, BUILD_P95_MS = 10.0, 200.0  # seed 000
-COMPACTION_BUDGET_MS = 5000.0  # seed 004: 100 messages
+CHAIN_BUDGET_MS, CHAIN_AIM_MS = 2000.0, 100.0  # design 001: breaking, full chain, 50 units
+SUMMARY_BUDGET_MS = 500.0  # design 001: summarization of 2,000 tokens
+TOKEN_BUDGET_MS = 5.0  # design 001: token estimation per call, with caching
+ADD_P95_MS, BUILD_P95_MS = 10.0, 200.0  # design 000
+COMPACTION_BUDGET_MS = 5000.0  # design 004: 100 messages
 DECIDE_BUDGET_MS = 5.0
 DECIDE_UNITS = 50  # the context size of the decide target
 #: speed targets, as ratios to one tiktoken pass over the same text (or ms, steps/s)

@@ -51,8 +51,8 @@ from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
 
-#: durability class per tool or command name (seed 002); other tools are "anchoring",
-#: seed 002's default
+#: durability class per tool or command name (design 002); other tools are "anchoring",
+#: design 002's default
 DURABILITY_BY_TOOL: dict[str, str] = {
     **dict.fromkeys(
         ("read_file", "open", "goto", "scroll_up", "scroll_down", "cat", "head", "tail", "ls", "find", "find_file",
@@ -91,7 +91,7 @@ def load_transcript(
 
     ``limit`` (tokens) or ``model`` (a model id of the limits table) sets the limit;
     without either, the limit is the transcript's own size, so it fits. ``min_limit``
-    defaults to seed 001's 3,500-token floor, lowered to the limit when the limit is
+    defaults to design 001's 3,500-token floor, lowered to the limit when the limit is
     smaller and was not given. ``name`` names the state's scenario (default: the
     file stem). ``cut``: the share of messages that form the context (the rest is
     its future, whose reused strings are the probes); the limit without ``limit``

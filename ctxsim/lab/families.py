@@ -54,7 +54,7 @@ TRANSCRIPT_FILE_CONTEXTS = 32
 #: ... and, in its cut family, the share of its messages that form the context
 #: (data/families/transcripts.yaml's cut families use the same range)
 TRANSCRIPT_FILE_CUT = {"min": 0.3, "max": 0.8}
-#: mixes a family draws from (seed 001's unit types)
+#: mixes a family draws from (design 001's unit types)
 FAMILY_MIX_TYPES = ("message", "code", "plan_ref", "log", "tool_result", "other")
 
 

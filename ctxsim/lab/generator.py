@@ -1,4 +1,4 @@
-"""Faker-driven generator of overflowing agent sessions (seed 001's sim generator, grown up).
+"""Faker-driven generator of overflowing agent sessions (design 001's sim generator, grown up).
 
 :class:`SessionGenerator` streams the turns of a realistic coding-agent session on one
 software task: user asks and assistant replies, Python code, timestamped logs, To Do
@@ -443,7 +443,7 @@ class _Writer:
         return _fill(lines(), size)
 
     def plan(self, size: int, extra: list[str]) -> str:
-        """The To Do List (seed 001's priority area); ``extra`` lines always included."""
+        """The To Do List (design 001's priority area); ``extra`` lines always included."""
         r = self.rng
         if r.random() < 0.4 and len(self.todo) > 2:
             self.todo.pop(r.randrange(1, len(self.todo)))  # an item got done

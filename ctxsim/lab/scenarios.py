@@ -22,7 +22,7 @@ Generated scenario keys (tokens are cl100k tokens, shares are in [0, 1]):
   instruction units), ``misclassified`` (share of units with a wrong type label),
   ``prior_summaries`` (summary units already in the context);
 - ``unit_tokens: {min, max}``: typical size of a generated unit (tokens);
-- ``min_limit`` (default 3,500, seed 001's floor), ``warning_threshold`` (default 0.8),
+- ``min_limit`` (default 3,500, design 001's floor), ``warning_threshold`` (default 0.8),
   ``task`` (the current task text; generated when absent).
 
 Scenario family keys (:mod:`ctxsim.lab.families`): ``name``, ``description``, ``sample`` (the
@@ -284,7 +284,7 @@ class Scenario(BaseModel):
         """A transcript family's scenario for ``seed``: the same transcript at a drawn
         limit (``sample.limit``, or the transcript's size over a drawn ``sample.overflow``),
         never under ``min_limit`` when the scenario sets one; without it the floor is
-        seed 001's, lowered to the drawn limit as for a transcript without a limit."""
+        design 001's, lowered to the drawn limit as for a transcript without a limit."""
         rng = draw_rng(seed)
         cut = self.cut.draw(rng, whole=False) if isinstance(self.cut, Range) else self.cut
         if "limit" in self.sample.model_fields_set:

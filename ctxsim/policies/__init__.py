@@ -7,7 +7,7 @@ One registry (:mod:`.registry`): ``get_policy(name_or_path, **kwargs)`` and
 name                          what it does
 ============================  ===========================================================
 ``random``                    uniform over the valid actions (:mod:`.baselines`)
-``seed-chain``                seed 001's default chain, one strategy per step
+``seed-chain``                design 001's default chain, one strategy per step
 ``only:<strategy>``           the same strategy every step while valid, then recovery
 ``greedy``                    one-step lookahead on the reward
 ``oracle``                    exhaustive search for the best chain (:mod:`.oracle`)

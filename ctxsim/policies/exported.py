@@ -168,7 +168,7 @@ class BreakResult:
 
     ``state``: the broken context (with the input's own limits); ``chain``: the
     strategy ids the policy chose, in order (a forced recovery is not in it; see
-    ``forced_recovery``); ``outcome`` and ``reward``: seed 001's metrics and reward
+    ``forced_recovery``); ``outcome`` and ``reward``: design 001's metrics and reward
     against ``target_tokens`` (tokens); ``latency_ms``: the modeled latency (ms).
     """
 

@@ -1,10 +1,10 @@
-"""Seed 000's compaction strategies (the ContextWindow's ``compact(strategy, target)``).
+"""Design 000's compaction strategies (the ContextWindow's ``compact(strategy, target)``).
 
 ``remove_oldest`` (FIFO), ``remove_low_priority`` (P3, then P2, then P1),
 ``summarize`` (fold low-priority units into one structured summary) and
 ``selective`` (drop the least relevant units). Pinned units are never touched.
 
-Seed 000 compacts to a share of the window (70 % by default); here the target is the
+Design 000 compacts to a share of the window (70 % by default); here the target is the
 strategy context's (the limit by default) unless ``target_percent`` is given.
 
 :func:`summary_budget` sizes a summary so that folding reaches a token target; the
@@ -82,7 +82,7 @@ ITEM_PRIORITY_META = "item_priority"
 
 def low_priority_first(units: Sequence[ContextUnit]) -> list[ContextUnit]:
     """Units ordered P3, then P2, then P1; within a priority tag, by a window item's
-    exact 0-100 priority when the unit carries one (seed 000 orders by it), then
+    exact 0-100 priority when the unit carries one (design 000 orders by it), then
     oldest first."""
 
     def key(unit: ContextUnit) -> tuple[int, int]:
@@ -93,7 +93,7 @@ def low_priority_first(units: Sequence[ContextUnit]) -> list[ContextUnit]:
 
 
 class WindowParams(Params):
-    """``target_percent``: compact to this share of the limit (%, seed 000 uses 70);
+    """``target_percent``: compact to this share of the limit (%, design 000 uses 70);
     None: to the strategy context's target (the limit by default)."""
 
     target_percent: float | None = Field(None, gt=0, le=100)
@@ -135,7 +135,7 @@ class _Removal(Strategy):
 
 @register
 class RemoveOldest(_Removal):
-    """Seed 000 ``RemoveOldest``: FIFO removal.
+    """Design 000 ``RemoveOldest``: FIFO removal.
 
     Removes non-pinned units oldest first (by position) until the state fits the
     target, then stops. P1 units are removed like any other (no P1 promise); units
@@ -155,7 +155,7 @@ class RemoveOldest(_Removal):
 
 @register
 class RemoveLowPriority(_Removal):
-    """Seed 000 ``RemoveLowPriority``: priority-based removal.
+    """Design 000 ``RemoveLowPriority``: priority-based removal.
 
     Removes non-pinned P3 units, then P2, then P1 until the state fits the target;
     within a tag, window items (:mod:`ctxsim.window`) go by their exact 0-100
@@ -183,7 +183,7 @@ class SelectiveParams(WindowParams):
 
 @register
 class Selective(_Removal):
-    """Seed 000 ``Selective``: semantic selection of the units to keep.
+    """Design 000 ``Selective``: semantic selection of the units to keep.
 
     Scores every non-pinned unit by cosine similarity to ``query`` (or the task),
     normalized to the most relevant unit (``common.relevance_scores``), and removes
@@ -210,7 +210,7 @@ class Selective(_Removal):
 
 class SummarizeParams(WindowParams):
     """``summary_ratio``: largest share of the folded units' content tokens the
-    summary body may take (seed 002's ``summarize_target_ratio``);
+    summary body may take (design 002's ``summarize_target_ratio``);
     ``fold_p2``: also fold P2 units when folding the P3 units cannot reach the target."""
 
     summary_ratio: float = Field(0.25, gt=0, le=1)
@@ -219,12 +219,12 @@ class SummarizeParams(WindowParams):
 
 @register
 class Summarize(Strategy):
-    """Seed 000 ``Summarize``: fold low-priority units into one structured summary.
+    """Design 000 ``Summarize``: fold low-priority units into one structured summary.
 
     Candidates are the non-pinned P3 units, then (``fold_p2``) the P2 units, oldest
     first within a priority. The strategy folds the shortest prefix of them whose
     summary can bring the state to the target, into one structured summary unit
-    (seed 002 header; placed where the first folded unit was). The body is the size
+    (design 002 header; placed where the first folded unit was). The body is the size
     that reaches the target exactly, at most ``summary_ratio`` of the folded content
     tokens, and never below a floor: 50 tokens (``MIN_SUMMARY_TOKENS``), or what
     the task and the user rules of the folded units need (:func:`summary_floor`).

@@ -117,7 +117,7 @@ class ConversationStreamEnv(ConfiguredEnv):
     The environment advances the conversation by itself (the logic is
     :class:`ctxsim.lab.stream.StreamSession`, shared with :func:`ctxsim.lab.stream.evaluate_stream.evaluate_stream`);
     ``reset`` and ``step`` return when the context crosses the warning threshold
-    (seed 001: 80 % of the limit): an *overflow event*, one
+    (design 001: 80 % of the limit): an *overflow event*, one
     :class:`~ctxsim.episode.OverflowEpisode` with target ``warning``. The agent
     applies strategies until the context is back under the threshold (or
     ``max_steps`` strategies ran: forced ``recovery_mode``), then the conversation
@@ -127,10 +127,10 @@ class ConversationStreamEnv(ConfiguredEnv):
       (``probes.turns``; the four kinds recall, decision, artifact, continuation in
       turn): a probe is answered iff its value is in the prompt of that turn;
     - a turn that references externalized content (its artifact id, or the same file
-      or URL) gets it back *ephemerally* from a reserved budget (seed 002:
+      or URL) gets it back *ephemerally* from a reserved budget (design 002:
       ``rehydration``); on such a turn the aggressive strategies (externalize, drop)
       do nothing and are masked; repeated rehydrations of one subject are loops;
-    - seed 001's triggers: the third over-hit within an hour of simulated time (unit
+    - design 001's triggers: the third over-hit within an hour of simulated time (unit
       timestamps) is a forced fresh start; optionally, completing a P1 To Do item too;
     - each turn is a provider call: the prompt's unchanged prefix since the previous
       call is the cache hit (``prompt_cache`` prices it).
@@ -149,7 +149,7 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     ``action_masks()`` (also ``info["action_mask"]``): valid iff not excluded by the
     budget and ``applicable`` to the event's context — on a turn that rehydrated,
-    strategies see ``skip_aggressive`` (seed 002), so externalize and drop are
+    strategies see ``skip_aggressive`` (design 002), so externalize and drop are
     masked; a recovery action is always valid.
 
     ### Observation
@@ -164,7 +164,7 @@ class ConversationStreamEnv(ConfiguredEnv):
     ### Rewards
 
     Sum of named terms (``info["rewards"]``), all 0 until an event ends: ``event`` —
-    seed 001's reward of the event this step ended (``OverflowEpisode.reward``, config
+    design 001's reward of the event this step ended (``OverflowEpisode.reward``, config
     ``reward``); ``triggered`` — the seed rewards of the events the environment then
     resolved itself (forced fresh starts) before the next decision; ``overflow`` —
     ``stream_reward.overflow_event`` (−1.5) per event among those (an overflow is a
@@ -226,8 +226,8 @@ class ConversationStreamEnv(ConfiguredEnv):
         - ``limit``: context limit in tokens (null: the scenario's);
         - ``probes``: ``{turns: [15, 25, 35, 45, 55], min_age_turns: 5}`` (:class:`~ctxsim.lab.stream.ProbeConfig`);
         - ``rehydration``: ``{enabled: true, reserve_tokens: null, max_tokens_per_artifact: null,
-          max_artifacts_per_turn: 3, cooldown_turns: 2}`` (null: 8 % / 4 % of the limit, seed 002 scaled);
-        - ``recovery_triggers``: ``{max_over_hits: 2, window_seconds: 3600, milestone_fresh_start: false}`` (seed 001);
+          max_artifacts_per_turn: 3, cooldown_turns: 2}`` (null: 8 % / 4 % of the limit, design 002 scaled);
+        - ``recovery_triggers``: ``{max_over_hits: 2, window_seconds: 3600, milestone_fresh_start: false}`` (design 001);
         - ``prompt_cache``: ``{price_per_mtok: 3.0, cached_price_ratio: 0.1, min_prefix_tokens: 1024}``;
         - ``stream_reward``: ``{overflow_event: -1.5, probes: 5.0, cache: 0.0}``.
         """

@@ -39,7 +39,7 @@ _Ids = Annotated[tuple[StrictStr, ...], Field(strict=False)]
 
 
 class BudgetConfig(BaseModel):
-    """Seed 003's budget: ``excluded`` actions are always masked; ``required`` ones
+    """Design 003's budget: ``excluded`` actions are always masked; ``required`` ones
     are handed to the strategies' context (the environment does not force them)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -190,13 +190,13 @@ class ContextOverflowEnv(ConfiguredEnv):
     ``self.np_random``; ``reset(options={"scenario": name, "context_seed": n})``
     chooses them, ``options={"state": ContextState}`` runs a given context). Only
     contexts over the target are drawn. Each step applies one breaking strategy
-    (seed 001's chain and every other registered strategy the config lists) to the
+    (design 001's chain and every other registered strategy the config lists) to the
     current context. The episode logic is :class:`ctxsim.episode.OverflowEpisode`,
     shared with the evaluation loop, the oracle and the deployable policy.
 
     ### Action Space
 
-    ``Discrete(K)`` over ``config["actions"]`` (default, seed 001's five plus recovery):
+    ``Discrete(K)`` over ``config["actions"]`` (default, design 001's five plus recovery):
 
     | Num | Strategy id             | What it does (seed)                                  |
     |-----|-------------------------|------------------------------------------------------|
@@ -252,7 +252,7 @@ class ContextOverflowEnv(ConfiguredEnv):
 
     ### Rewards
 
-    Seed 001's ``computeRLReward`` (:mod:`ctxsim.reward`, weights ``config["reward"]``),
+    Design 001's ``computeRLReward`` (:mod:`ctxsim.reward`, weights ``config["reward"]``),
     paid once on the last step (0 before): success +1 + 0.5·coherence_delta +
     0.3·tokens_reduced/original + 0.2·P1_preserved; failure −1; recovery used −0.7;
     latency over 500 ms −0.1 per second of the episode's total latency; clamped to
@@ -276,7 +276,7 @@ class ContextOverflowEnv(ConfiguredEnv):
 
     ### Rendering
 
-    ``render_mode="ansi"``: seed 001's sidebar as text (the last step's phase
+    ``render_mode="ansi"``: design 001's sidebar as text (the last step's phase
     messages, tokens before → after / limit, a progress bar, the P1 badge).
 
     ### Registered Configurations
@@ -299,16 +299,16 @@ class ContextOverflowEnv(ConfiguredEnv):
     # ---- configuration (HighwayEnv's pattern) ---------------------------------
     @classmethod
     def default_config(cls) -> dict[str, Any]:
-        """Every parameter, with its default (seed 001's where the seed has one).
+        """Every parameter, with its default (design 001's where the seed has one).
 
-        - ``actions``: strategy ids of the action space (seed 001's five + fresh_start);
+        - ``actions``: strategy ids of the action space (design 001's five + fresh_start);
         - ``scenarios``: a scenario file or folder, or a list of them (the shipped suite);
         - ``scenario_names``: the subset of scenarios to draw from (null: all);
         - ``contexts_per_scenario``: context seeds drawn from ``range(n)`` (a scenario's
           own ``contexts`` key overrides it);
-        - ``max_steps``: strategies per episode before forced recovery (seed 001: 3);
+        - ``max_steps``: strategies per episode before forced recovery (design 001: 3);
         - ``target``: ``limit`` or ``warning`` (the warning threshold's tokens);
-        - ``recovery_mode``: fresh_start | truncate | error (seed 001);
+        - ``recovery_mode``: fresh_start | truncate | error (design 001);
         - ``reward``: :class:`~ctxsim.reward.RewardWeights` fields: the ``profile``
           (seed001 | grounded) and any weight;
         - ``latency``: :class:`~ctxsim.latency.LatencyModel` fields (ms);
@@ -317,7 +317,7 @@ class ContextOverflowEnv(ConfiguredEnv):
           (default) or ``centroid`` (the earlier measure, for comparisons;
           :mod:`ctxsim.coherence`);
         - ``strategy_params``: ``{strategy id: {parameter: value}}``;
-        - ``budget``: ``{required: [...], excluded: [...]}`` (seed 003);
+        - ``budget``: ``{required: [...], excluded: [...]}`` (design 003);
         - ``cache_size``: entries of the process-level caches of contexts and
           strategy results (0: no caching);
         - ``pool``: answer from the context pool of this configuration, built on

@@ -6,7 +6,7 @@ A *fixed chain* is a sequence of ``max_steps`` action ids played by
 per step, an id that is not valid when its turn comes skipped for good, then
 :func:`~ctxsim.policies.baselines.fallback_action`. The candidates are every such
 sequence over the settings' actions (without ``error``): ``|A|^max_steps`` chains
-(216 for seed 001's six actions and 3 steps). They cover what one fixed choice can
+(216 for design 001's six actions and 3 steps). They cover what one fixed choice can
 do: ``only:<id>`` is ``(id, id, id)``, a chain the oracle follows on one context is
 one of them (padded with any ids).
 

@@ -1,7 +1,7 @@
 """The long-horizon side of ctxsim: whole conversations whose context overflows again and again.
 
 :mod:`.conversation` (the turns as they arrive), :mod:`.probes` (questions about
-planted facts), :mod:`.rehydration` (seed 002's ephemeral re-injection of
+planted facts), :mod:`.rehydration` (design 002's ephemeral re-injection of
 externalized content), :mod:`.cache` (the provider's prompt cache and its cost) and
 :mod:`.session` (one conversation played turn by turn, each overflow event an
 :class:`~ctxsim.episode.OverflowEpisode`). The Gymnasium face is

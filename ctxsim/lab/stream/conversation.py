@@ -1,4 +1,4 @@
-"""A whole conversation as it arrives, turn by turn: the canonical log of seed 002.
+"""A whole conversation as it arrives, turn by turn: the canonical log of design 002.
 
 A :class:`Conversation` holds the turns (each a tuple of units; turn 0 is the
 opening), the facts planted in them, the probes asked about them and the limits
@@ -109,7 +109,7 @@ def transcript_conversation(scenario: Scenario, turns: int, seed: int = 0) -> Co
     """A transcript's units grouped by their ``turn`` (at most ``turns`` turns; no facts);
     ``seed`` draws a transcript family's limit. A transcript has no clock: its units'
     timestamps are their line numbers, so its whole session falls within one hour of
-    simulated time and seed 001's over-hit trigger forces every third overflow into a
+    simulated time and design 001's over-hit trigger forces every third overflow into a
     fresh start."""
     state = build_context(scenario, seed)
     grouped = [tuple(group) for _, group in groupby(state.units, key=lambda u: u.turn)]

@@ -1,25 +1,25 @@
-"""Seed 002's rehydration: externalized content injected back, ephemerally, when a turn needs it.
+"""Design 002's rehydration: externalized content injected back, ephemerally, when a turn needs it.
 
 A turn *references* an externalized artifact when one of its units names the
 artifact id (as a whole word), is a tool call on a target (file path, URL) of a
 unit the artifact holds, or names such a target in its text. The artifact's
 content is then injected for that turn only — never appended to the canonical log
-or the compacted context — under seed 002's limits:
+or the compacted context — under design 002's limits:
 
 * at most ``max_artifacts_per_turn`` artifacts per turn (3), in artifact order;
 * each cut to ``max_tokens_per_artifact`` tokens (paragraph-boundary truncation);
 * all of them within ``reserve_tokens`` (request tokens, framing included): the
   reserve is left out of the compaction pressure of that turn; the first artifact
-  that does not fit stops the injection (seed 002's ``break``);
+  that does not fit stops the injection (design 002's ``break``);
 * an artifact injected at turn t is not injected again before turn
   t + ``cooldown_turns`` (2);
 * sensitivity gating: only artifacts whose sensitivity is in
   ``auto_rehydrate_sensitivities`` (public, internal) are injected; more sensitive
   ones need an explicit ``read_artifact`` call (counted in ``sensitivity_skips``).
 
-Defaults scale seed 002's ``RehydrationConfig`` to the context's limit: its 8,000-token
+Defaults scale design 002's ``RehydrationConfig`` to the context's limit: its 8,000-token
 total budget and 4,000 tokens per artifact are 8 % and 4 % of its 100,000-token
-``max_input_tokens``. A *loop* (seed 002's oscillation: content externalized, pulled
+``max_input_tokens``. A *loop* (design 002's oscillation: content externalized, pulled
 back, pushed out, pulled back …) is counted once for each rehydrated artifact one of
 whose subjects — the files its units target, or its unit ids when they target none —
 was first rehydrated on an earlier turn, whether from the same artifact or from
@@ -38,15 +38,15 @@ from ...model import Artifact, ContextState, ContextUnit
 from ...strategies.common import truncate_paragraphs
 from ...tokens import count_tokens
 
-#: seed 002: total rehydration budget / max_input_tokens (8,000 / 100,000)
+#: design 002: total rehydration budget / max_input_tokens (8,000 / 100,000)
 RESERVE_SHARE = 0.08
-#: seed 002: max_tokens_per_artifact / max_input_tokens (4,000 / 100,000)
+#: design 002: max_tokens_per_artifact / max_input_tokens (4,000 / 100,000)
 ARTIFACT_SHARE = 0.04
 HEADER = "[Rehydrated Content - artifact:{id}]\n"
 
 
 class RehydrationConfig(BaseModel):
-    """Rehydration limits (tokens; ``None``: seed 002's default scaled to the limit)."""
+    """Rehydration limits (tokens; ``None``: design 002's default scaled to the limit)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 

@@ -5,14 +5,14 @@ Each turn ``t`` of the :class:`~ctxsim.lab.stream.conversation.Conversation`:
 
 1. its units (and the probe asked at ``t``, if any) are appended to the compacted
    context; the facts they plant join its fact table;
-2. seed 002's rehydration (:mod:`.rehydration`) injects the externalized artifacts
+2. design 002's rehydration (:mod:`.rehydration`) injects the externalized artifacts
    the turn references, ephemerally, from the reserved budget;
 3. if the context (rehydrated content excluded: it uses the reserve) is over the
-   warning threshold (seed 001: 80 % of the limit), an *overflow event* starts: an
+   warning threshold (design 001: 80 % of the limit), an *overflow event* starts: an
    ``OverflowEpisode`` with target ``warning``, whose strategies the agent chooses
    until it is under the threshold or ``max_steps`` forced recovery. On a turn
-   that rehydrated, the event runs with ``skip_aggressive`` settings (seed 002:
-   externalize and drop do nothing and are masked). Seed 001's trigger: when this is
+   that rehydrated, the event runs with ``skip_aggressive`` settings (design 002:
+   externalize and drop do nothing and are masked). Design 001's trigger: when this is
    the third over-hit within ``window_seconds`` of simulated time (more than
    ``max_over_hits`` = 2 in an hour), the event is a forced fresh start instead, and
    the over-hit count starts again;
@@ -21,7 +21,7 @@ Each turn ``t`` of the :class:`~ctxsim.lab.stream.conversation.Conversation`:
    probe is answered iff its fact's value is in that prompt;
 5. a milestone (a To Do item ``- [x] P1: …`` checked off for the first time) is
    counted, and with ``milestone_fresh_start`` the context is replaced by a fresh
-   start (seed 001's milestone trigger).
+   start (design 001's milestone trigger).
 
 Rewards (:class:`StreamRewardWeights`), paid on the agent's steps: the step that ends
 an event pays that event's seed reward (``OverflowEpisode.reward``), the seed rewards
@@ -53,18 +53,18 @@ from .conversation import Conversation
 from .probes import Probe
 from .rehydration import Rehydrated, RehydrationConfig, Rehydrator
 
-#: the recovery seed 001's triggers (over-hits, milestones) force
+#: the recovery design 001's triggers (over-hits, milestones) force
 TRIGGERED_RECOVERY = "fresh_start"
-#: a To Do item checked off with priority 1 (seed 001's "P1 complete" milestone)
+#: a To Do item checked off with priority 1 (design 001's "P1 complete" milestone)
 P1_DONE = re.compile(r"^\s*- \[x\] (P1: .+)$", re.MULTILINE)
 
 
 class RecoveryTriggers(BaseModel):
-    """Seed 001's fresh-start triggers besides "all strategies failed".
+    """Design 001's fresh-start triggers besides "all strategies failed".
 
     ``max_over_hits``: an overflow event that finds more than this many over-hits
     (its own included) within ``window_seconds`` of simulated time is a forced fresh
-    start (seed 001: "> 2 over-hits in 1 hour"; ``None``: off);
+    start (design 001: "> 2 over-hits in 1 hour"; ``None``: off);
     ``milestone_fresh_start``: fresh start after a turn that completes a P1 item.
     """
 
@@ -76,11 +76,11 @@ class RecoveryTriggers(BaseModel):
 
 
 class StreamRewardWeights(BaseModel):
-    """Weights of the stream's own reward terms (each event also pays seed 001's reward).
+    """Weights of the stream's own reward terms (each event also pays design 001's reward).
 
     ``overflow_event``: paid per overflow event (-1.5: an overflow is a cost, so that a
     policy cannot earn by overflowing often — each seed reward is positive on
-    success, even for a forced fresh start, and at most 1.5 with seed 001's default
+    success, even for a forced fresh start, and at most 1.5 with design 001's default
     weights: 1 + 0.3 × reduction + 0.2 × P1 preserved, coherence delta ≤ 0);
     ``probes``: × share of probes answered at the end (5.0: with the default five
     probes, each is worth a successful break's base reward); ``cache``: ×
@@ -96,7 +96,7 @@ class StreamRewardWeights(BaseModel):
 
 @dataclass(frozen=True)
 class StreamSettings(EpisodeSettings):
-    """Episode settings whose strategies see seed 002's ``skip_aggressive`` turn flag."""
+    """Episode settings whose strategies see design 002's ``skip_aggressive`` turn flag."""
 
     skip_aggressive: bool = False
 
@@ -335,7 +335,7 @@ class StreamSession:
 
     def prompt_units(self) -> list[ContextUnit]:
         """The messages of the current turn's call: the context, with the rehydrated
-        units before the first of the turn's own units still present (seed 002)."""
+        units before the first of the turn's own units still present (design 002)."""
         units = list(self.state.units)
         turn = self._current
         if turn is None or not turn.rehydrated:
