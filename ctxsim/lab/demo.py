@@ -17,7 +17,16 @@ import argparse
 import time
 from pathlib import Path
 
+from ..atomic import atomic_write_text
 from ..paths import ENVS_DIR, EXPERIMENTS_DIR
+from ..policies import list_policies
+from ..policies.peers import NEEDS_EXTRA, peer_available
+from .contexts import build_context
+from .export import export_run
+from .report import markdown_table, write_report
+from .scenarios import DEFAULT_SUITE, load_scenarios
+from .sweep import load_sweep, run_sweep
+from .train import load_experiment, train
 
 DEMO_EXPERIMENT = EXPERIMENTS_DIR / "maskable_ppo_default.yaml"
 DEMO_BASELINES = ["seed-chain", "oracle", "random", "greedy"]
@@ -40,8 +49,6 @@ def _headline_rows(summary) -> list[list[str]]:
 
 def headline_markdown(summary) -> str:
     """The demo's headline table (per policy, best IQM first) as markdown."""
-    from .report import markdown_table
-
     return markdown_table(HEADLINE_COLUMNS, _headline_rows(summary))
 
 
@@ -57,9 +64,6 @@ def _headline_table(summary, title: str):
 
 
 def describe_suite(seed: int = 0) -> list[dict]:
-    from .contexts import build_context
-    from .scenarios import DEFAULT_SUITE, load_scenarios
-
     rows = []
     for sc in load_scenarios(DEFAULT_SUITE):
         started = time.perf_counter()
@@ -98,9 +102,6 @@ def _suite_table(rows: list[dict]):
 
 def demo_peers() -> tuple[list[str], list[str]]:
     """(the peers the demo runs, the hints for those it skips: their extra is missing)."""
-    from ..policies import list_policies
-    from ..policies.peers import NEEDS_EXTRA, peer_available
-
     peers, skipped = [], []
     for policy in (p for p in list_policies() if p.startswith("peer:")):
         name = policy.removeprefix("peer:")
@@ -118,11 +119,6 @@ def demo_policies(learned: str) -> list[str]:
 
 def run_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
-
-    from .export import export_run
-    from .report import write_report
-    from .sweep import load_sweep, run_sweep
-    from .train import load_experiment, train
 
     console = Console()
     if not console.is_terminal:  # a log file has no width to respect
@@ -144,7 +140,6 @@ def run_demo(args: argparse.Namespace) -> int:
 
     sweep_file = out / "demo_sweep.yaml"
     seeds = 1 if args.quick else 2
-    from ..atomic import atomic_write_text
     import yaml
 
     atomic_write_text(

@@ -31,7 +31,7 @@ rule, else ``chain_order``). Rules are ordered pairs first; the first rule whose
 ``when`` matches a context applies. Each rule carries ``share`` (fraction of the
 group's episodes with exactly that chain) and ``support`` (episodes in the group).
 
-Importing this module is cheap; :func:`export_run` imports SB3 and torch.
+Importing this module needs the extra ``lab``; :func:`export_run` imports SB3 and torch (``train``).
 """
 
 from __future__ import annotations
@@ -49,9 +49,18 @@ from typing import Any
 import numpy as np
 import yaml
 
+from ..atomic import atomic_directory
+from ..config import ContextConfig, load_config
 from ..episode import EpisodeSettings
 from ..errors import LogFormatError, PolicyError, describe_value
 from ..model import UNIT_TYPES, ContextState
+from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names
+from ..policies import run_episode
+from ..policies.exported import FORMAT, FORMAT_VERSION, POLICY_DIR, POLICY_FILE, WEIGHTS_FILE, load, recognizes
+from ..transitions import read_transitions
+from .contexts import build_context
+from .environments.overflow import ENV_ID, ContextOverflowEnv
+from .policies import sb3
 from .runs import CONFIG_FILE, MODEL_FILE, read_normalization, run_config
 
 DEFAULT_SEEDS = 8
@@ -147,8 +156,6 @@ def learned_rules(rollouts: list[Rollout], default: tuple[str, ...]) -> list[dic
 # ---- reading the run ---------------------------------------------------------------------------
 def _env_config(config: dict[str, Any], file: Path) -> dict[str, Any]:
     """The run's held-out env config, resolved against the env's defaults."""
-    from .environments.overflow import ENV_ID, ContextOverflowEnv
-
     env_id = config.get("env_id", ENV_ID)
     if env_id != ENV_ID:
         raise PolicyError(f"only {ENV_ID} runs can be exported, this run trained on {env_id!r}", source=file, key="env_id")
@@ -211,11 +218,6 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any], Any]:
     """(policy.json content, weight arrays, the resolved held-out env config, the
     loaded SB3 policy) of a run."""
-    from .environments.overflow import ENV_ID
-    from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names
-    from .policies import sb3
-    from ..policies.exported import FORMAT, FORMAT_VERSION
-
     if not source.exists() or not sb3.recognizes(source):
         raise PolicyError(f"not a training run directory (with {MODEL_FILE}) or a model .zip", source=source)
     run_dir, model_file = (source, source / MODEL_FILE) if source.is_dir() else (source.parent, source)
@@ -283,10 +285,6 @@ def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int, observatio
     """The policy's episodes on the held-out scenarios of ``env_config``: context seeds
     ``0..seeds-1`` (one context per transcript scenario that is not a family), overflowing
     contexts only. ``observations`` (a list) gets the observation of every decision."""
-    from .contexts import build_context
-    from ..policies import run_episode
-    from .environments.overflow import ContextOverflowEnv
-
     suite = ContextOverflowEnv.checked_config(env_config).suite  # the held-out names only
     settings = policy.settings
     out = []
@@ -307,8 +305,6 @@ def _chain_config(chain: tuple[str, ...], strategies: list[str], settings: Episo
     """The context_config YAML: the seed example with the learned chain, its strategies'
     parameters, the recovery mode and the reward (profile and weights) of ``settings``,
     under a comment ``header``."""
-    from ..config import ContextConfig
-
     config = ContextConfig().model_dump(mode="json")
     params = {sid: settings.strategy(sid).params.model_dump(mode="json") for sid in strategies}
     config["breaking_strategy"] = {"chain_order": list(chain), **params}
@@ -323,8 +319,6 @@ def _comment(lines: list[str]) -> str:
 
 def _check_out(out: Path) -> None:
     """Refuse to replace a folder that is not an earlier export."""
-    from ..policies.exported import recognizes
-
     if out.exists() and not (out.is_dir() and (recognizes(out) or not any(out.iterdir()))):
         raise PolicyError("exists and is not an export directory; refusing to replace it", source=out)
 
@@ -332,10 +326,6 @@ def _check_out(out: Path) -> None:
 def export_run(source: str | Path, out: str | Path, *, seeds: int = DEFAULT_SEEDS) -> ExportResult:
     """Export the run (directory or model zip) ``source`` to the folder ``out``
     (replaced whole if it holds an earlier export). See the module docstring."""
-    from ..atomic import atomic_directory
-    from ..config import load_config
-    from ..policies.exported import POLICY_DIR, POLICY_FILE, WEIGHTS_FILE, load
-
     source, out = Path(source), Path(out)
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise PolicyError(f"seeds must be a positive integer, got {seeds!r}", key="seeds")
@@ -465,8 +455,6 @@ def summarize_log(path: str | Path) -> LogSummary:
     terminal record, which holds the outcome and the episode's reward. Raises
     LogFormatError (file and line) for a record that breaks the schema.
     """
-    from ..transitions import read_transitions
-
     path = Path(path)
     records = read_transitions(path)
     open_: dict[tuple[str, Any], list[str]] = {}

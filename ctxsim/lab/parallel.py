@@ -20,6 +20,8 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any, Callable, Sequence, TypeVar
 
+from ..atomic import process_alive
+
 T = TypeVar("T")
 R = TypeVar("R")
 
@@ -37,8 +39,6 @@ def _watch_owner(owner: int) -> None:
     """End this worker when ``owner`` (the process that started the pool) ends, even
     by SIGKILL: a daemon thread waits on the owner's pidfd (Linux), else polls it once
     a second. Without it the workers and the forkserver keep each other alive."""
-    from ..atomic import process_alive
-
     def wait() -> None:
         try:
             fd = os.pidfd_open(owner)

@@ -32,15 +32,19 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_write_bytes, atomic_write_text
-from .contexts import build_context
+from ..episode import EpisodeSettings
 from ..errors import ScenarioError
-from .families import draw_rng
 from ..model import DEFAULT_MIN_LIMIT, ContextState
 from ..paths import DATA_DIR
-from .realism_stats import STATISTICS, context_stats
-from .scenarios import Scenario
+from ..strategies.registry import list_strategies
 from ..transcripts import load_transcript
 from ..validation import load_yaml
+from .contexts import build_context
+from .evaluate import evaluate
+from .families import draw_rng
+from .realism_stats import STATISTICS, context_stats
+from .report import _png
+from .scenarios import Scenario, find_scenario
 
 DEFAULT_CORPUS = DATA_DIR / "transcripts" / "mini-swe-agent"
 DEFAULT_FAMILY = DATA_DIR / "families" / "agent_sessions.yaml"
@@ -154,9 +158,6 @@ def compare(generated: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
 def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seeds: int, strategies: Sequence[str]) -> pd.DataFrame:
     """Mean reward of each ``only:<id>`` policy on ``generated`` (``seeds`` contexts each)
     and on ``cuts`` (one context each), with every strategy in the action set."""
-    from ..episode import EpisodeSettings
-    from .evaluate import evaluate
-
     settings = EpisodeSettings(actions=tuple(strategies))
     policies = [f"only:{s}" for s in strategies]
     quiet = lambda message: None  # noqa: E731 - notes about seeds of one-context transcripts
@@ -177,8 +178,6 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
-    from .report import _png  # the sweep report's figure encoder
 
     lines = ["# Realism: generated contexts against real sessions", "",
              f"Generated: {contexts} contexts of `{family}`. Corpus: {sessions} sessions of `{corpus}`. "
@@ -225,8 +224,6 @@ def _shown(path: Path) -> str:
 def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAULT_CORPUS, split: str | None = None,
         out: Path = Path("reports/realism.md"), rank: bool = False, rank_contexts: int = 12) -> pd.DataFrame:
     """What ``ctxsim realism`` runs; returns the statistics table."""
-    from .scenarios import find_scenario
-
     scenario = find_scenario(family)
     files = corpus_files(corpus, split)
     generated = stats_frame([build_context(scenario, seed) for seed in range(contexts)])
@@ -234,8 +231,6 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
     table = compare(generated, real)
     ranks, note = None, ""
     if rank:
-        from ..strategies.registry import list_strategies
-
         strategies = [s for s in list_strategies() if s != "error"]
         picked = files[:: max(1, len(files) // rank_contexts)][:rank_contexts]
         with tempfile.TemporaryDirectory() as tmp:

@@ -57,15 +57,24 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, field_validator
 
 from ..atomic import atomic_write_bytes, atomic_write_text, output_folder, remove_stale, temp_prefix
 from ..episode import EpisodeSettings
-from .evaluate import MAX_SEEDS, check_policies, settings_from_env_spec, transcript_note
 from ..errors import ConfigError, PolicyError, describe_value
-from .parallel import default_workers, process_map
 from ..paths import ROOT
-from ..policies import is_learned
+from ..policies import is_learned, list_policies
+from ..transitions import encode_record
+from ..validation import MAX_SEED, Bounded, join_key, load_yaml, validate
+from .evaluate import (
+    MAX_SEEDS,
+    check_policies,
+    evaluate,
+    load_policies,
+    settings_from_env_spec,
+    summarize,
+    transcript_note,
+)
+from .parallel import default_workers, process_map
 from .report import summary_markdown
 from .results import FLOAT_DECIMALS, METRICS, OPTIONAL_METRICS, SORT_KEYS, read_results, results_csv, with_runs
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
-from ..validation import MAX_SEED, Bounded, join_key, load_yaml, validate
 
 DEFAULT_ENV = "envs/default.yaml"
 REGRESSION_COLUMNS = ["policy", "scenario", "metric", "baseline", "current", "delta", "tolerance"]
@@ -190,8 +199,6 @@ def load_sweep(path: str | Path) -> Sweep:
     PolicyError for a policy path that does not load. Policies whose optional extra
     is missing are dropped, with a note in ``Sweep.notes``.
     """
-    from .evaluate import load_policies
-
     source = Path(path)
     data = load_yaml(source, ConfigError)
     if not isinstance(data, dict):
@@ -207,8 +214,6 @@ def load_sweep(path: str | Path) -> Sweep:
         try:
             target = str(resolve_path(label, source, key))
         except ConfigError:
-            from ..policies import list_policies
-
             raise ConfigError(
                 f"unknown policy {label!r}: neither a policy name ({', '.join(list_policies())}) nor an existing path",
                 source=source, key=key,
@@ -263,8 +268,6 @@ class WorkUnit:
 
 def run_unit(unit: WorkUnit) -> tuple[pd.DataFrame, bytes]:
     """Evaluate every policy on one context: (its rows, its transition log bytes)."""
-    from .evaluate import evaluate
-
     scratch = unit.scratch if unit.scratch and Path(unit.scratch).is_dir() else None
     with tempfile.TemporaryDirectory(prefix="unit-", dir=scratch) as folder:
         log = Path(folder) / "transitions.jsonl"
@@ -278,8 +281,6 @@ def numbered(transitions: bytes, context: int) -> bytes:
     """One unit's transition log with its episodes numbered by the sweep's context
     number (each unit's log starts at 0), so (run_id, episode) names one episode in
     the joined log."""
-    from ..transitions import encode_record
-
     if not context or not transitions:
         return transitions
     out = []
@@ -401,8 +402,6 @@ def run_sweep(
     which re-import the caller's main module: call this from a function guarded by
     ``if __name__ == "__main__":`` (the ``ctxsim`` command is).
     """
-    from .evaluate import summarize
-
     backend = backend or sweep.config.backend
     if backend not in ("local", "ray"):
         raise ConfigError(f"backend must be 'local' or 'ray' (got {describe_value(backend)})", key="backend")

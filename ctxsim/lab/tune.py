@@ -39,9 +39,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
 from ..atomic import atomic_write_text
 from ..errors import ConfigError, CtxsimError, describe_value
-from .sweep import RayConfig, import_ray, ray_session, resolve_path
-from .train import ExperimentConfig, env_configs, load_experiment
 from ..validation import Bounded, KeyedValueError, load_yaml, validate
+from .report import markdown_table, read_evaluations
+from .runs import algorithm_class
+from .sweep import RayConfig, import_ray, ray_session, resolve_path
+from .train import ExperimentConfig, check_hyperparams, env_configs, load_experiment, train
 
 METRIC = "best_mean_reward"
 Pair = Annotated[list[float], Field(min_length=2, max_length=2)]  # [low, high]
@@ -158,9 +160,6 @@ def load_tune(path: str | Path) -> TuneSpec:
 def _check_space(config: TuneConfig, experiment: ExperimentConfig, source: Path) -> None:
     """Check every dimension's extreme values as hyperparameters of the experiment's
     algorithm (:func:`ctxsim.lab.train.check_hyperparams`) before any trial starts."""
-    from .runs import algorithm_class
-    from .train import check_hyperparams
-
     algo_cls = algorithm_class(experiment.algo)
     for name, spec in config.param_space.items():
         values = spec.choice or spec.uniform or spec.loguniform or [spec.randint[0], spec.randint[1] - 1]
@@ -177,8 +176,6 @@ def eval_rewards(run_dir: Path) -> tuple[float, float]:
     path = Path(run_dir) / "evaluations.npz"
     if not path.is_file():
         raise ConfigError("no evaluations.npz: the run never evaluated (eval_freq > timesteps?)", source=run_dir)
-    from .report import read_evaluations
-
     _, results = read_evaluations(run_dir)
     means = results.mean(axis=1)
     return float(means.max()), float(means[-1])
@@ -187,8 +184,6 @@ def eval_rewards(run_dir: Path) -> tuple[float, float]:
 def _trial(params: dict[str, Any], *, experiment: dict[str, Any], timesteps: int, seed: int, runs: str) -> None:
     """One Ray Tune trial: train with ``params`` merged into the hyperparameters."""
     from ray import tune
-
-    from .train import train
 
     config = ExperimentConfig.model_validate({**experiment, "hyperparams": {**experiment["hyperparams"], **params}})
     run_dir = train(config, timesteps=timesteps, seed=seed, out=Path(runs) / _trial_name(tune.get_context().get_trial_id()),
@@ -255,8 +250,6 @@ def run_tune(spec: TuneSpec, *, out: str | Path | None = None, workers: int | No
 
 
 def _markdown(spec: TuneSpec, table: pd.DataFrame, best: dict[str, Any], failed: int) -> str:
-    from .report import markdown_table
-
     c = spec.config
     split, names = spec.selection
     lines = [

@@ -41,16 +41,22 @@ import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_write_bytes, atomic_write_text, check_output
-from .contexts import build_context
-from ..errors import ConfigError, CtxsimError
-from .evaluate import evaluate, reward_differences, settings_from_env_spec, summarize
 from ..episode import EpisodeSettings
-from .machine import machine
+from ..errors import ConfigError, CtxsimError
 from ..metrics import outcome
 from ..model import ContextState
-from .report import _figure, _png, _style, markdown_table
+from ..paths import EXPERIMENTS_DIR
+from ..policies import list_policies
+from ..policies.baselines import NOT_ACTIONS
 from ..reward import compute_reward
+from .contexts import build_context
+from .environments.spec import env_class
+from .evaluate import evaluate, reward_differences, settings_from_env_spec, summarize
+from .machine import machine
+from .parallel import default_workers, process_map
+from .report import _figure, _png, _style, markdown_table
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
+from .train import env_configs, load_experiment
 
 #: the coherence measures compared: old first
 MEASURES = ("centroid", "recall")
@@ -133,19 +139,12 @@ def compared_policies(settings: EpisodeSettings) -> list[str]:
     """The shipped non-learned policies: :data:`BASE_POLICIES`, every peer (those
     whose extra is missing are skipped by :func:`ctxsim.lab.evaluate.evaluate` with a
     note) and ``only:<id>`` of each of the settings' actions."""
-    from ..policies import list_policies
-    from ..policies.baselines import NOT_ACTIONS
-
     peers = [p for p in list_policies() if p.startswith("peer:")]
     return [*BASE_POLICIES, *peers, *(f"only:{a}" for a in settings.actions if a not in NOT_ACTIONS)]
 
 
 def held_out_scenarios(experiment: str = GAP_EXPERIMENT) -> list[Scenario]:
     """The held-out scenarios of ``experiments/<experiment>.yaml``."""
-    from .environments.spec import env_class
-    from ..paths import EXPERIMENTS_DIR
-    from .train import env_configs, load_experiment
-
     env_id, _, held_out, _ = env_configs(load_experiment(EXPERIMENTS_DIR / f"{experiment}.yaml"))
     return list(env_class(env_id).checked_config(held_out).suite)
 
@@ -443,8 +442,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="markdown report (the figure goes beside it, same name, .png)")
     parser.add_argument("--workers", type=int, default=None, help="worker processes (default: the usable cores)")
     args = parser.parse_args(argv)
-    from .parallel import default_workers, process_map
-
     try:
         out = Path(args.out)
         if out.suffix != ".md":

@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from itertools import groupby
 
-from ..contexts import build_context
 from ...errors import ScenarioError
 from ...model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextUnit, Fact
+from ..contexts import build_context
+from ..generator import SessionGenerator
 from ..scenarios import Scenario
 from .probes import Probe, ProbeConfig, schedule_probes
 
@@ -94,8 +95,6 @@ class Conversation:
 
 def generated_conversation(scenario: Scenario, seed: int, turns: int) -> Conversation:
     """``turns`` turns of the scenario's :class:`~ctxsim.lab.generator.SessionGenerator` stream."""
-    from ..generator import SessionGenerator
-
     session = SessionGenerator(scenario, seed)
     units = [tuple(session.next_turn()) for _ in range(turns)]
     state = session.state()

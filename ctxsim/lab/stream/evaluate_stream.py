@@ -22,7 +22,10 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from ...errors import ScenarioError
 from ...probes import PROBE_KINDS
+from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
+from ..evaluate import load_policies
 from ..scenarios import Scenario
 from .play import play
 from .rollout import Rollout, is_rollout
@@ -60,10 +63,6 @@ def evaluate_stream(
     before any conversation is played.
     """
     import pandas as pd
-
-    from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
-    from ...errors import ScenarioError
-    from ..evaluate import load_policies
 
     checked = ConversationStreamEnv.checked_config(config)
     resolved = checked.model_dump(mode="json")
