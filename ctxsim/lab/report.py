@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -36,9 +34,10 @@ import pandas as pd
 
 from ..atomic import atomic_write_bytes, atomic_write_text, output_folder
 from ..errors import ConfigError
-from .evaluate import score_tensor, summarize
 from ..policies import is_learned, trained_policies_in
+from .evaluate import score_tensor, summarize
 from .results import policy_paths, read_results
+from .runs import EVALUATIONS_FILE, read_evaluations
 from .stats import stratified_bootstrap_ci
 
 FIGSIZE = (8.0, 5.0)  # inches
@@ -254,39 +253,6 @@ def fig_strategy_usage(results: pd.DataFrame, label: str):
     return fig
 
 
-def read_evaluations(run: Path) -> tuple[np.ndarray, np.ndarray]:
-    """A run's ``evaluations.npz`` (SB3's layout): ``timesteps`` (n) and ``results``
-    as an n × episodes array of rewards; ConfigError naming the file and the array
-    when it is not that."""
-    path = Path(run) / "evaluations.npz"
-    arrays: dict[str, np.ndarray] = {}
-    name = None  # the array being read
-    try:
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):  # a lone .npy array
-            raise ValueError("not an archive")
-        with data:
-            for name in ("timesteps", "results"):
-                if name not in data.files:
-                    raise ConfigError(f"missing array (has {sorted(data.files)})", source=path, key=name)
-                arrays[name] = np.asarray(data[name], dtype=float)
-    except OSError as exc:
-        raise ConfigError(f"cannot read file ({exc.strerror or exc})", source=path) from None
-    except (ValueError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-        if name is None:
-            raise ConfigError("not a NumPy .npz archive", source=path) from None
-        raise ConfigError(f"expected an array of numbers ({' '.join(str(exc).split())[:100]})", source=path,
-                          key=name) from None
-    steps, results = arrays["timesteps"], arrays["results"]
-    if steps.ndim != 1 or not steps.size or not np.isfinite(steps).all():
-        raise ConfigError(f"expected a non-empty list of finite numbers (got shape {steps.shape})", source=path,
-                          key="timesteps")
-    if not results.size or results.shape[:1] != steps.shape or not np.isfinite(results).all():
-        raise ConfigError(f"expected finite rewards, one row per timestep (got shape {results.shape} for "
-                          f"{len(steps)} timesteps)", source=path, key="results")
-    return steps, results.reshape(len(steps), -1)
-
-
 def fig_learning_curves(runs: Sequence[Path]):
     """Evaluation mean reward (± std over episodes) against timesteps, one line per run."""
     fig = _figure()
@@ -370,9 +336,9 @@ def find_runs(results_dir: Path, policies: Iterable[str], runs: Sequence[str | P
 
     def members(path: Path) -> list[Path]:
         folder = path if path.is_dir() else path.parent
-        if (folder / "evaluations.npz").is_file():
+        if (folder / EVALUATIONS_FILE).is_file():
             return [folder]
-        return [run for run in trained_policies_in(folder) if (run / "evaluations.npz").is_file()]
+        return [run for run in trained_policies_in(folder) if (run / EVALUATIONS_FILE).is_file()]
 
     found: list[Path] = []
     for run in runs:
@@ -384,7 +350,7 @@ def find_runs(results_dir: Path, policies: Iterable[str], runs: Sequence[str | P
         if is_learned(policy):
             found.extend(members(Path(policy)))
     if results_dir.is_dir():
-        found.extend(p.parent for p in sorted(results_dir.rglob("evaluations.npz")))
+        found.extend(p.parent for p in sorted(results_dir.rglob(EVALUATIONS_FILE)))
     return list(dict.fromkeys(p.resolve() for p in found))
 
 

@@ -40,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..errors import ConfigError, describe_value
 from ..paths import ROOT
-from .runs import VECNORMALIZE_FILE, algorithm_class
+from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class
 from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .warmstart import ActionValues, WarmStart, action_values, fit
 
@@ -309,7 +309,7 @@ def train(
         raise ConfigError(f"{experiment.algo} rejects the hyperparams/policy: {message}", source=experiment.source, key="hyperparams") from None
     atomic_saves(model)  # best model and checkpoints included
     run_dir.mkdir(parents=True, exist_ok=False)  # only now: bad input leaves no run directory behind
-    atomic_write_text(run_dir / "config.yaml", resolved)
+    atomic_write_text(run_dir / CONFIG_FILE, resolved)
     try:
         if experiment.normalize_observations:  # what VecNormalize.save writes (it pickles itself without the envs), atomically
             atomic_write_bytes(run_dir / VECNORMALIZE_FILE, pickle.dumps(train_env))
@@ -340,8 +340,8 @@ def train(
             model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
             callbacks.callbacks[0].evaluate_if_never()
         save_model(model, run_dir / "final_model.zip")
-        if not (run_dir / "best_model.zip").exists():
-            save_model(model, run_dir / "best_model.zip")
+        if not (run_dir / MODEL_FILE).exists():
+            save_model(model, run_dir / MODEL_FILE)
     except (ValueError, RuntimeError, FloatingPointError) as exc:
         if not diverged(model):
             raise

@@ -40,8 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 from ..atomic import atomic_write_text
 from ..errors import ConfigError, CtxsimError, describe_value
 from ..validation import Bounded, KeyedValueError, load_yaml, validate
-from .report import markdown_table, read_evaluations
-from .runs import algorithm_class
+from .report import markdown_table
+from .runs import EVALUATIONS_FILE, algorithm_class, read_evaluations
 from .sweep import RayConfig, import_ray, ray_session, resolve_path
 from .train import ExperimentConfig, check_hyperparams, env_configs, load_experiment, train
 
@@ -173,7 +173,7 @@ def _check_space(config: TuneConfig, experiment: ExperimentConfig, source: Path)
 
 def eval_rewards(run_dir: Path) -> tuple[float, float]:
     """(best, last) evaluation mean reward of a run's ``evaluations.npz``."""
-    path = Path(run_dir) / "evaluations.npz"
+    path = Path(run_dir) / EVALUATIONS_FILE
     if not path.is_file():
         raise ConfigError("no evaluations.npz: the run never evaluated (eval_freq > timesteps?)", source=run_dir)
     _, results = read_evaluations(run_dir)
