@@ -284,7 +284,7 @@ def test_langchain_trim_is_the_real_library():
 
 
 def test_the_demo_runs_every_available_peer_and_names_the_extra_of_the_others(monkeypatch):
-    from ctxsim import demo
+    from ctxsim.lab import demo
     from ctxsim.policies import list_policies, peers
 
     monkeypatch.setitem(peers.NEEDS_EXTRA, "langchain-trim", (lambda: False, "peers", "langchain-core"))

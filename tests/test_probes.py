@@ -238,9 +238,8 @@ def test_logged_outcomes_carry_probe_scores_and_log_summaries_read_them(tmp_path
 
 def test_stream_probes_take_the_four_kinds_in_turn_and_report_each():
     from ctxsim.lab.stream.conversation import conversation_for
-    from ctxsim.lab.stream.evaluate_stream import evaluate_stream
+    from ctxsim.lab.stream.evaluate_stream import COLUMNS, evaluate_stream
     from ctxsim.lab.stream.probes import MASK, ProbeConfig
-    from ctxsim.lab.stream.results import COLUMNS
 
     conv = conversation_for(find_scenario("gpt4-6000"), 0, 60, ProbeConfig(turns=(15, 25, 35, 45, 55)))
     kinds = [probe_kind(conv.fact(p.fact_id)) for p in conv.probes]
