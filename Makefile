@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-all demo demo-report bench validity clean
+.PHONY: install test test-all core-check demo demo-report bench validity clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -23,6 +23,11 @@ test: $(STAMP)
 test-all: $(STAMP)
 	$(BIN)/pytest -q -m "slow or not slow"
 
+# The core install alone: a fresh venv with `pip install .` (no extras) runs an exported
+# policy and a ContextWindow, and has nothing of the extras `lab` and `train` (a few minutes).
+core-check: $(STAMP)
+	$(BIN)/pytest -q -p no:xdist -m slow tests/test_numpy_only.py -k runtime_only_install
+
 # `make demo` writes into runs/demo/ (ignored by git: a fresh clone stays clean);
 # `make demo-report` regenerates the committed reports/demo/ on purpose.
 demo: $(STAMP)
@@ -32,11 +37,11 @@ demo-report: $(STAMP)
 	$(BIN)/ctxsim demo --out reports/demo
 
 bench: $(STAMP)
-	$(BIN)/python -m ctxsim.bench --out reports/benchmarks.md
+	$(BIN)/python -m benchmarks --out reports/benchmarks.md
 
 # Drop curves, correlations, rankings and the adaptivity gap of the old and new coherence.
 validity: $(STAMP)
-	$(BIN)/python -m ctxsim.validity --out reports/metric_validity.md
+	$(BIN)/python -m ctxsim.lab.validity --out reports/metric_validity.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

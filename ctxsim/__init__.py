@@ -11,8 +11,8 @@ Public API (imported lazily, so that the deployable policy needs only numpy):
 
 ``import ctxsim`` imports nothing of the ``train`` extra: not gymnasium. Its
 environments (``ctxsim/ContextOverflow-v0`` and ``ctxsim/ConversationStream-v0``)
-are registered by ``import ctxsim.environments``, by ``gymnasium.make`` given the
-module (``gymnasium.make("ctxsim.environments:ctxsim/ContextOverflow-v0")``: the
+are registered by ``import ctxsim.lab.environments``, by ``gymnasium.make`` given the
+module (``gymnasium.make("ctxsim.lab.environments:ctxsim/ContextOverflow-v0")``: the
 installed Gymnasium has no plugin entry points), and by ``import ctxsim`` when
 gymnasium is already imported.
 """
@@ -28,8 +28,8 @@ _LAZY = {
     "ContextUnit": "ctxsim.model",
     "ToolEnvelope": "ctxsim.model",
     "Fact": "ctxsim.model",
-    "generate": "ctxsim.generator",
-    "load_scenarios": "ctxsim.scenarios",
+    "generate": "ctxsim.lab.generator",
+    "load_scenarios": "ctxsim.lab.scenarios",
     "load_transcript": "ctxsim.transcripts",
     "load_config": "ctxsim.config",
     "list_strategies": "ctxsim.strategies",
@@ -52,7 +52,7 @@ def __getattr__(name: str):
 def _register_envs() -> None:
     if sys.modules.get("gymnasium") is None:  # importing it here would load the train extra on the runtime path
         return
-    from .environments import register_envs
+    from .lab.environments import register_envs
 
     register_envs()
 

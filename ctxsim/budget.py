@@ -1,4 +1,4 @@
-"""Seed 002's provider-aware token budget: what is left for the conversation.
+"""Design 002's provider-aware token budget: what is left for the conversation.
 
 Everything sent to the model counts against ``max_input_tokens``: the system prompt,
 the tool schemas, the provider's formatting, a safety buffer for the reply, and a
@@ -29,7 +29,7 @@ def tool_schema_tokens(tools: Sequence[Mapping[str, Any]]) -> int:
 
 @dataclass(frozen=True)
 class TokenBudget:
-    """Seed 002's ``TokenBudget`` (see the module docstring)."""
+    """Design 002's ``TokenBudget`` (see the module docstring)."""
 
     max_input_tokens: int
     soft_threshold: float = 0.85

@@ -29,7 +29,7 @@ in :data:`MEASURES` (the env config key ``coherence``):
     The measure ctxsim used first: the cosine of the two contexts' token-weighted
     mean unit embeddings (:func:`ctxsim.relevance.similarity`). It barely moves
     when units leave (0.97 with half the units dropped); it stays for comparisons
-    and as seed 001's similarity check inside ``summarize_old`` and
+    and as design 001's similarity check inside ``summarize_old`` and
     ``discard_low_rel``.
 
 numpy only (it runs where the deployed policy computes rewards). Cost: the

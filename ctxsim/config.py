@@ -1,11 +1,11 @@
-"""Configuration: seed 001's ``context_config`` and seed 004's per-model limits.
+"""Configuration: design 001's ``context_config`` and design 004's per-model limits.
 
-``context_config`` (seed 001 §Configuration Structure) is loaded with
+``context_config`` (design 001 §Configuration Structure) is loaded with
 :func:`load_config` into a frozen :class:`ContextConfig`; ``ContextConfig()`` with no
 arguments is the seed's example, and ``data/context_config.yaml`` reproduces it.
 All limits are in tokens, all delays in seconds.
 
-The model table (``data/models.yaml``, seed 004 §12.2 plus the examples of seeds 000
+The model table (``data/models.yaml``, design 004 §12.2 plus the examples of seeds 000
 and 001) maps model ids to context windows; :func:`model_limit` looks one up (128K
 fallback) and :func:`usage_tier` classifies usage as safe/warning/critical/exceeded.
 
@@ -45,7 +45,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_CONFIG_PATH = DATA_DIR / "context_config.yaml"
 DEFAULT_MODELS_PATH = DATA_DIR / "models.yaml"
 
-#: seed 001's breaking chain, in order
+#: design 001's breaking chain, in order
 SEED_CHAIN_ORDER: tuple[str, ...] = (
     "summarize_old",
     "prioritize_recent",
@@ -53,7 +53,7 @@ SEED_CHAIN_ORDER: tuple[str, ...] = (
     "discard_low_rel",
     "hybrid",
 )
-#: seed 001's parameters per strategy id (the strategies' own defaults must agree)
+#: design 001's parameters per strategy id (the strategies' own defaults must agree)
 SEED_STRATEGY_PARAMS: dict[str, dict[str, Any]] = {
     "summarize_old": {"old_threshold": 0.6, "summary_length": 300},
     "prioritize_recent": {"rel_threshold": 0.5, "recent_bias": 0.2, "priority_boost": 1.5},
@@ -76,7 +76,7 @@ class _Frozen(BaseModel):
 
 
 class LLMLimit(_Frozen):
-    """The limit of one LLM type (seed 001 ``per_llm``).
+    """The limit of one LLM type (design 001 ``per_llm``).
 
     ``limit`` is always this type's own limit (tokens). ``follow_default`` is the
     seed's UI checkbox and concerns the breaking strategy only: ``true`` means the
@@ -187,12 +187,12 @@ def _seed_per_llm() -> tuple[LLMLimit, ...]:
 
 
 class ContextConfig(_Frozen):
-    """Seed 001's ``context_config``; the defaults are the seed's example.
+    """Design 001's ``context_config``; the defaults are the seed's example.
 
     Limits are tokens. ``min_limit`` is the global floor: ``default_limit`` and every
     ``per_llm`` limit must be at least ``min_limit``. ``warning_threshold`` is the
     share of the limit (in (0, 1]) at which breaking starts. ``p1_agent_limit_bonus``
-    is the share added to the limit of a P1 agent (seed 001's priority system: "P1
+    is the share added to the limit of a P1 agent (design 001's priority system: "P1
     agents get higher limits (+20%)"). ``reward`` records the reward (profile and
     weights, :mod:`ctxsim.reward`) a chain was chosen under: an exported chain config
     carries it; the runtime does not read it.
@@ -264,7 +264,7 @@ _MULTIPLIERS = {"": 1, "k": 1_000, "m": 1_000_000}
 
 def _token_count(value: Any) -> int:
     """Positive token count from an int or a string like "8192", "200K", "1.5M"
-    (K = 1,000 and M = 1,000,000, as in seed 004). Raises ValueError."""
+    (K = 1,000 and M = 1,000,000, as in design 004). Raises ValueError."""
     if isinstance(value, int) and not isinstance(value, bool):
         count = value
     elif isinstance(value, str) and (match := _TOKEN_COUNT.fullmatch(value.strip())):
@@ -293,7 +293,7 @@ ModelId = Annotated[StrictStr, Field(pattern=r"^[a-z0-9][a-z0-9._-]*$")]
 
 
 class UsageTiers(_Frozen):
-    """Usage shares (of a model's limit) where the tiers of seed 004 begin."""
+    """Usage shares (of a model's limit) where the tiers of design 004 begin."""
 
     warning: Annotated[float, Field(gt=0, le=1)] = 0.75
     critical: Annotated[float, Field(gt=0, le=1)] = 0.90
@@ -366,5 +366,5 @@ def model_limit(name: str) -> int:
 
 def usage_tier(tokens: int, limit: int) -> str:
     """"safe" | "warning" | "critical" | "exceeded" for ``tokens`` of ``limit``,
-    using the tiers of ``data/models.yaml`` (seed 004: 75 / 90 / 95 %)."""
+    using the tiers of ``data/models.yaml`` (design 004: 75 / 90 / 95 %)."""
     return load_models().tiers.tier(tokens, limit)

@@ -1,6 +1,6 @@
 """Transcript cuts: a real conversation's first messages as the context, the rest as its future.
 
-A transcript scenario with ``cut`` (:mod:`ctxsim.scenarios`) keeps the first
+A transcript scenario with ``cut`` (:mod:`ctxsim.lab.scenarios`) keeps the first
 :func:`cut_index` messages as the context (ended after a tool result, so every call
 keeps its result); the messages after them are the
 *future*: what the agent went on to do. The context's probes (:mod:`ctxsim.probes`)
@@ -22,7 +22,7 @@ Finding them (no model, no judge):
      ``1474``, ``3.11.2``); kind ``fact``;
    - **error lines** — a line of a tool result that reads as an error
      (``TypeError: …``, ``No such file``, the patterns of
-     :mod:`ctxsim.transcripts`), stripped, at most 200 characters; kind ``fact``;
+     :data:`ERROR_LINE`), stripped, at most 200 characters; kind ``fact``;
    - **task terms** — the words of the task (``state.task``: the issue title or the
      task message's first line) of at least 4 characters that are not stop words;
      kind ``continuation`` (a task term that is also a path or an identifier stays
@@ -52,8 +52,12 @@ import re
 from typing import Iterable, Sequence
 
 from .model import ContextUnit, Fact
-from .transcripts import ERROR_LINE
 
+#: a line that reads as an error (the first one of a tool result is its error message)
+ERROR_LINE = re.compile(
+    r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:|No such file|command not found|syntax error|^\s*ERRORS?:",
+    re.MULTILINE,
+)
 #: shortest candidate string (characters); numbers need MIN_DIGITS digits
 MIN_CHARS = 4
 MIN_DIGITS = 3

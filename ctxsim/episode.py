@@ -4,12 +4,12 @@ The Gymnasium environment, the evaluation loop, the oracle and the deployable
 policy all run an :class:`OverflowEpisode`, so "success", "forced recovery" and the
 reward mean the same thing everywhere. No gymnasium import here.
 
-Semantics (seed 001, MISSION.md): each step applies one strategy. The episode ends
+Semantics (design 001, MISSION.md): each step applies one strategy. The episode ends
 when the context fits the target (success), when a recovery action ran, or when
 ``max_steps`` strategies ran and it is still over the target — then the configured
 ``recovery_mode`` is applied and the outcome counts as a failure that used
 recovery (mode ``error``: a failure without recovery, the state left as it was).
-The reward (seed 001's formula) is paid once, on the last step.
+The reward (design 001's formula) is paid once, on the last step.
 """
 
 from __future__ import annotations

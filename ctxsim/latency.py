@@ -10,7 +10,7 @@ a summary as a call to a hosted LLM, which is what deployments of the seeds do:
 operation                   default cost
 ==========================  ======================================================
 LLM summary call            150 ms overhead + 60 ms / 1k input + 600 ms / 1k output
-                            (2,000 tokens -> 300: 450 ms, inside seed 001's 500 ms)
+                            (2,000 tokens -> 300: 450 ms, inside design 001's 500 ms)
 embedding (relevance)       1 ms per unit (hashed TF-IDF); ``embed_ms_per_unit``
                             ~16 for MiniLM
 token counting              0.5 ms per 1k tokens

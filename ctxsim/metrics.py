@@ -1,4 +1,4 @@
-"""Outcome metrics of a break: seed 001's ``BreakingOutcome`` plus facts retained.
+"""Outcome metrics of a break: design 001's ``BreakingOutcome`` plus facts retained.
 
 Definitions (MISSION.md):
 

@@ -49,7 +49,7 @@ _C_HINTS = re.compile(r"(?:^|(?<![\w)\]:\s]))[ \t]*//|/\*|[;{}][ \t]*$", re.M)
 def minify_code(code: str, *, strip_docstrings: bool = True) -> str:
     """Code without comments, blank lines and trailing spaces (and docstrings).
 
-    Seed 001's ``minifyCode``, made safe for real code: string literals are never
+    Design 001's ``minifyCode``, made safe for real code: string literals are never
     touched and line structure is kept (Python needs it), so every identifier of
     the code survives. The language decides what a comment is:
 

@@ -1,7 +1,7 @@
 """The context model: units, the immutable state they form, tool envelopes and facts.
 
 Everything here is frozen. Operations return new objects; the original log of a
-scenario is never mutated (seed 002's canonical log). A state's token total is the
+scenario is never mutated (design 002's canonical log). A state's token total is the
 token count of what a model would receive: every unit's content plus the chat
 format's per-message framing, plus the reply priming (see :mod:`ctxsim.tokens`).
 """
@@ -31,7 +31,7 @@ FACT_KINDS = ("fact", "rule", "artifact", "continuation")
 #: session left behind (artifact, continuation): what a kept P1 unit must still carry
 #: (:func:`ctxsim.metrics.p1_preserved`) and what "facts retained" counts
 STATED_KINDS = ("fact", "rule")
-#: seed 002's sensitivity levels, least to most sensitive
+#: design 002's sensitivity levels, least to most sensitive
 SENSITIVITIES = ("public", "internal", "confidential", "restricted")
 DEFAULT_MIN_LIMIT = 3500
 #: the largest limit, and the largest generated context, ctxsim accepts (tokens): the
@@ -55,7 +55,7 @@ def content_hash(text: str) -> str:
 
 @dataclass(frozen=True)
 class ToolEnvelope:
-    """Structured envelope of a tool result (seed 002).
+    """Structured envelope of a tool result (design 002).
 
     ``arguments`` is canonical JSON (sorted keys) so that identical calls compare
     equal; ``determinism_hash`` is the hash of the tool's source at call time
@@ -126,7 +126,7 @@ class Fact:
 class ContextUnit:
     """One item of context: a message, a code block, a log, a tool result, ...
 
-    ``priority`` is seed 001's tag (1 = must keep). ``pinned`` units (seed 000)
+    ``priority`` is design 001's tag (1 = must keep). ``pinned`` units (design 000)
     survive every compaction. ``token_count`` is computed from ``content`` when not
     given. ``source_ids`` lists the original units a synthetic unit (summary,
     placeholder, pointer) stands for; ``summary_depth`` counts how many summaries
@@ -184,7 +184,7 @@ class ContextUnit:
 
 @dataclass(frozen=True)
 class Artifact:
-    """Content moved out of the prompt (seed 002's externalization); ``sensitivity``
+    """Content moved out of the prompt (design 002's externalization); ``sensitivity``
     (one of :data:`SENSITIVITIES`) gates its automatic rehydration."""
 
     id: str
@@ -199,7 +199,7 @@ class Artifact:
 
 @dataclass(frozen=True)
 class DroppedSpan:
-    """Index entry for dropped content (seed 002's dropped-span index)."""
+    """Index entry for dropped content (design 002's dropped-span index)."""
 
     source_ids: tuple[str, ...]
     keywords: tuple[str, ...]
@@ -344,7 +344,7 @@ class ContextState:
         return content_hash("\n".join(parts))
 
     def read_artifact(self, artifact_id: str) -> str:
-        """Original content of an externalized span (seed 002's read_artifact)."""
+        """Original content of an externalized span (design 002's read_artifact)."""
         for art in self.artifacts:
             if art.id == artifact_id:
                 return art.content
@@ -355,9 +355,3 @@ class ContextState:
         """A new state with other units (and optionally one more strategy in history)."""
         history = self.history + ((applied,) if applied else ())
         return replace(self, units=tuple(units), history=history, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (see :func:`state_from_dict`)."""
-        from .serialize import state_to_dict
-
-        return state_to_dict(self)

@@ -5,12 +5,12 @@ policy, so it imports only numpy, pydantic and ctxsim core (never gymnasium, tor
 pandas or matplotlib). Its result depends on the state and an
 :class:`ObservationConfig` only; it is finite, float32 and inside
 :func:`observation_bounds`. The features (version :data:`OBSERVATION_VERSION`) are
-documented one by one in :class:`ctxsim.environments.overflow.ContextOverflowEnv`;
+documented one by one in :class:`ctxsim.lab.environments.overflow.ContextOverflowEnv`;
 :func:`feature_names` lists them in vector order.
 
 Token shares use each unit's request tokens (content plus message framing) over
 the sum of all units' (the reply priming is left out, so the shares sum to 1).
-Relevance is the cosine similarity of each unit to the task (seed 001's
+Relevance is the cosine similarity of each unit to the task (design 001's
 ``computeRelevance``) through :mod:`ctxsim.relevance`, whose embedders cache their
 rows per text, so an episode embeds each unit once. Redundancy (duplicate tool
 calls, superseded writes, failed calls) is detected from the units'
@@ -36,9 +36,9 @@ from .strategies.pruning import DedupeToolResults, PurgeErrors, SupersedeWrites
 #: bumped whenever a feature is added, removed, reordered or redefined
 OBSERVATION_VERSION = 2
 
-#: seed 001's ``old_threshold``: the first 60 % of units are "old"
+#: design 001's ``old_threshold``: the first 60 % of units are "old"
 OLD_SHARE = 0.6
-#: seed 001's ``rel_threshold``: units below this (max-normalized) relevance are "low"
+#: design 001's ``rel_threshold``: units below this (max-normalized) relevance are "low"
 LOW_RELEVANCE = 0.5
 #: token counts are scaled as log10(1 + n) / LOG_TOKENS_SCALE (10M tokens -> 1)
 LOG_TOKENS_SCALE = 7.0

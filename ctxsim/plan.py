@@ -1,4 +1,4 @@
-"""Compaction plans as data, and the renderer that applies one (seed 002).
+"""Compaction plans as data, and the renderer that applies one (design 002).
 
 A strategy returns the compacted state; :func:`plan_of` states what it decided as
 a :class:`CompactionPlan` — records keyed by the ids of the messages (units) of
@@ -7,7 +7,7 @@ and applied to an agent's own message list. :func:`render` is the other half:
 thread + plan → the compacted thread; ``render(before, plan_of(before, after))``
 gives ``after``'s units back, for every strategy.
 
-Actions and their precedence (seed 002: a message id belongs to one record; when
+Actions and their precedence (design 002: a message id belongs to one record; when
 records overlap, the higher precedence wins and a warning is kept):
 
 ========== ========== ===============================================================
@@ -17,7 +17,7 @@ drop       4           is left out
 externalize 3          is replaced, with the rest of its span, by one pointer unit
 summarize  2           is replaced, with the rest of its span, by one unit (a
                        summary, a placeholder, a handover)
-rewrite    1           keeps its id and gets new content (seed 002's *clear*: a
+rewrite    1           keeps its id and gets new content (design 002's *clear*: a
                        placeholder with preserved fields; also in-place compression)
 include    0           is kept as it is (the default; no record)
 ========== ========== ===============================================================
@@ -170,7 +170,7 @@ def plan_of(before: ContextState, after: ContextState, strategy: str = "") -> Co
 
 
 def render(thread: ContextState, plan: CompactionPlan) -> ContextState:
-    """``thread`` with ``plan`` applied (seed 002's renderer): dropped messages left
+    """``thread`` with ``plan`` applied (design 002's renderer): dropped messages left
     out, rewritten ones replaced in place, each summarized or externalized span
     replaced once by its unit at its anchor (at its first message present when the
     thread lacks the anchor or a record of higher precedence took it); the history records the plan's strategy. Message ids

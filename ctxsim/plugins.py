@@ -15,7 +15,7 @@ of a registry (``list_strategies``, ``strategy_class`` and ``get_strategy``,
 ``list_embedders``), never at ``import ctxsim``. So the command line and every
 worker process (sweeps, context pools, SB3's subprocess envs) see the same
 registries as the process that started them. The context pools' digest covers the
-loaded plugins (:func:`ctxsim.pool.source_digest`).
+loaded plugins (:func:`ctxsim.lab.pool.source_digest`).
 
 A plugin whose import fails, or that registers an id that already exists, raises
 :class:`~ctxsim.errors.PluginError` naming the entry point, its module and

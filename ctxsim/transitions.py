@@ -1,4 +1,4 @@
-"""JSONL transition logs: seed 001's ``rlLogger.append({stateBefore, action, reward, stateAfter})``.
+"""JSONL transition logs: design 001's ``rlLogger.append({stateBefore, action, reward, stateAfter})``.
 
 One JSON object per line (schema :data:`SCHEMA_VERSION`)::
 

@@ -6,6 +6,12 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw their examples from a fixed seed, so a run reproduces the last one
+# (CI never fails on a draw a rerun would not make); a test's own @settings keep this.
+settings.register_profile("reproducible", derandomize=True)
+settings.load_profile("reproducible")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +38,7 @@ def write_file(tmp_path: Path) -> Callable[[str, str | bytes], Path]:
 @pytest.fixture(scope="session")
 def scenario_suite():
     """The shipped scenarios (data/scenarios), loaded once per session."""
-    from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
 
     return load_scenarios(DEFAULT_SUITE)
 

@@ -7,9 +7,10 @@ import sys
 
 import pytest
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.errors import ScenarioError
-from ctxsim.realism_stats import context_stats, view_key
-from ctxsim.scenarios import Scenario, build_context, find_scenario, load_scenarios
+from ctxsim.lab.realism_stats import context_stats, view_key
+from ctxsim.lab.scenarios import Scenario, find_scenario, load_scenarios
 from ctxsim.serialize import dumps_state
 
 FAMILY = "data/families/agent_sessions.yaml"
@@ -48,7 +49,7 @@ def test_every_fact_value_is_in_its_unit_and_every_kind_is_planted(states):
 
 
 def _changed_views(state) -> int:
-    """Views shown again with other text (see ctxsim.realism_stats)."""
+    """Views shown again with other text (see ctxsim.lab.realism_stats)."""
     seen: dict[str, str] = {}
     changed = 0
     for unit in state.units:
@@ -85,7 +86,7 @@ def test_outputs_look_like_a_shell(states):
 
 
 def test_same_seed_same_text_in_another_process(repo_root, states):
-    code = ("from ctxsim.scenarios import find_scenario, build_context; from ctxsim.serialize import dumps_state; "
+    code = ("from ctxsim.lab.scenarios import find_scenario; from ctxsim.lab.contexts import build_context; from ctxsim.serialize import dumps_state; "
             f"import sys; sys.stdout.write(dumps_state(build_context(find_scenario({str(repo_root / FAMILY)!r}), 1)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out == dumps_state(states[1])

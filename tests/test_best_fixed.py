@@ -12,7 +12,7 @@ from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.errors import PolicyError
 from ctxsim.policies import get_policy, list_policies, run_episode, search
 from ctxsim.policies.baselines import fallback_action
-from ctxsim.policies.best_fixed import (
+from ctxsim.lab.policies.best_fixed import (
     FIT_SEEDS,
     BestFixedPolicy,
     _stored_fit,
@@ -21,8 +21,9 @@ from ctxsim.policies.best_fixed import (
     fixed_chains,
     training_experiments,
 )
-from ctxsim.pool import pool_dir
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.pool import pool_dir
+from ctxsim.lab.scenarios import find_scenario
 
 ACTIONS = ("prioritize_recent", "discard_low_rel", "summarize_old", "fresh_start")
 SETTINGS = EpisodeSettings(actions=ACTIONS, max_steps=2)
@@ -94,7 +95,7 @@ def test_best_fixed_refuses_the_contexts_it_was_chosen_on(train, held_out):
 
 def test_an_experiments_fit_uses_its_training_split_only():
     from ctxsim.paths import EXPERIMENTS_DIR
-    from ctxsim.train import load_experiment
+    from ctxsim.lab.train import load_experiment
 
     assert "best-fixed:maskable_ppo_default" in list_policies()
     assert "regression" not in training_experiments()  # a sweep file trains nothing

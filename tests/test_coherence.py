@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from ctxsim.coherence import MEASURES, centroid, cosines, get_measure, recall
-from ctxsim.environments.overflow import ContextOverflowEnv
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.environments.overflow import ContextOverflowEnv
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.errors import ConfigError
 from ctxsim.metrics import coherence, outcome
 from ctxsim.model import STATED_KINDS
-from ctxsim.pool import pool_key
+from ctxsim.lab.pool import pool_key
 from ctxsim.relevance import SparseRows, embed_sparse, get_embedder
 from ctxsim.reward import compute_reward
-from ctxsim.scenarios import build_context
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.common import summary_unit
 from ctxsim.summarize import get_summarizer
@@ -237,7 +237,7 @@ def test_the_drop_curve_with_minilm(contexts):
 
 
 def test_the_benchmark_has_a_coherence_row_per_measure(tmp_path):
-    from ctxsim.bench import main as bench
+    from benchmarks.bench import main as bench
 
     out = tmp_path / "bench.md"
     assert bench(["--quick", "--only", "coherence", "--out", str(out)]) == 0

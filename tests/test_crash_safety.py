@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from ctxsim.atomic import atomic_write_bytes
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.transitions import REQUIRED_KEYS, SCHEMA_VERSION, TransitionWriter, encode_record, read_transitions
 
 PACKAGE = Path(__file__).resolve().parent.parent / "ctxsim"

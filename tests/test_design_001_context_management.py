@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.metrics import p1_preserved, retained
 from ctxsim.model import ContextState, ContextUnit, Fact
 from ctxsim.probes import probe_scores
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import ContextBudget, StrategyContext, get_strategy
 
 #: the breaking strategies of the document that are not recovery modes

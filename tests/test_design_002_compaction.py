@@ -15,10 +15,11 @@ import json
 
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
+from ctxsim.lab.contexts import build_context
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.plan import Action, CompactionPlan, PlanRecord, plan_of, render
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import StrategyContext, get_strategy, list_strategies
 
 CYCLES = 10
@@ -187,7 +188,7 @@ def test_a_span_whose_first_message_is_dropped_renders_at_its_next_one():
 def test_rehydration_gates_sensitive_artifacts():
     """"Sensitivity gating: only auto-rehydrates public/internal by default"."""
     from ctxsim.model import Artifact
-    from ctxsim.stream.rehydration import RehydrationConfig, Rehydrator
+    from ctxsim.lab.stream.rehydration import RehydrationConfig, Rehydrator
 
     levels = ("public", "internal", "confidential", "restricted")
     artifacts = tuple(Artifact(f"art-{level}", f"Content of the {level} report.", (f"u-{level}",), sensitivity=level)

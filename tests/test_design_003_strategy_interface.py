@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.errors import StrategyError
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.strategies import (

@@ -27,8 +27,8 @@ PIPELINE = textwrap.dedent(
     import sys
     from pathlib import Path
 
-    from ctxsim.cli import main
-    from ctxsim.train import ExperimentConfig, train
+    from ctxsim.lab.cli import main
+    from ctxsim.lab.train import ExperimentConfig, train
 
     out, scenarios, sweep, policies = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4].split(",")
     for name, seed in (("chat-10k", 3), ("transcript-missing-colon", 0)):

@@ -16,10 +16,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-from ctxsim.environments import env_ids, register_envs
-from ctxsim.environments.overflow import ContextOverflowEnv, OverflowConfig
-from ctxsim.environments.recorder import TransitionRecorder
-from ctxsim.environments.spec import list_env_specs, load_env_spec
+from ctxsim.lab.environments import env_ids, register_envs
+from ctxsim.lab.environments.overflow import ContextOverflowEnv, OverflowConfig
+from ctxsim.lab.environments.recorder import TransitionRecorder
+from ctxsim.lab.environments.spec import list_env_specs, load_env_spec
 from ctxsim.errors import ConfigError, ScenarioError
 from ctxsim.metrics import BreakingOutcome
 from ctxsim.model import ContextState, ContextUnit
@@ -121,7 +121,7 @@ def test_sb3_make_vec_env_falls_back_from_rgb_array():
     """SB3's make_vec_env asks for render_mode 'rgb_array' and retries without it on a TypeError."""
     from stable_baselines3.common.env_util import make_vec_env
 
-    from ctxsim.environments.base import RenderModeError
+    from ctxsim.lab.environments.base import RenderModeError
 
     with pytest.raises(RenderModeError, match="render_mode") as err:
         make(env_ids()[0], {}, render_mode="rgb_array")

@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
+from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings
-from ctxsim.evaluate import COLUMNS, episode_seed, evaluate, summarize
+from ctxsim.lab.evaluate import episode_seed, evaluate, summarize
 from ctxsim.policies import best_chain, get_policy, run_episode, search
-from ctxsim.scenarios import build_context, load_scenarios
+from ctxsim.lab.results import COLUMNS
+from ctxsim.lab.scenarios import load_scenarios
 from ctxsim.transitions import read_transitions
 
 SETTINGS = EpisodeSettings(actions=("dedupe_tool_results", "remove_oldest", "summarize_old", "truncate", "fresh_start"), max_steps=2)
@@ -128,7 +130,7 @@ def test_cli_evaluate_writes_the_csv_and_the_log(scenarios, tmp_path, capsys):
 
 
 def test_cli_markdown_without_compare_and_the_by_scenario_table(scenarios, tmp_path, capsys):
-    from ctxsim.evaluate import reward_by_scenario
+    from ctxsim.lab.evaluate import reward_by_scenario
 
     out, md, env = tmp_path / "eval.csv", tmp_path / "tables.md", tmp_path / "small.yaml"
     env.write_text(f"id: ctxsim/ContextOverflow-v0\nconfig: {{actions: {list(SETTINGS.actions)}, max_steps: {SETTINGS.max_steps}}}\n")
@@ -148,7 +150,7 @@ def test_cli_markdown_without_compare_and_the_by_scenario_table(scenarios, tmp_p
 
 
 def test_reward_by_scenario_puts_the_oracle_last_when_it_is_also_a_policy():
-    from ctxsim.evaluate import reward_by_scenario
+    from ctxsim.lab.evaluate import reward_by_scenario
 
     rows = [
         {"policy": policy, "scenario": scenario, "seed": seed, "reward": reward, "oracle_reward": 1.0 + seed}
@@ -173,7 +175,7 @@ def test_cli_unknown_policy_is_one_line(tmp_path, capsys):
 def test_reward_differences_are_paired_and_signed():
     import pandas as pd
 
-    from ctxsim.evaluate import reward_differences
+    from ctxsim.lab.evaluate import reward_differences
 
     rows = []
     for seed in range(4):
@@ -190,7 +192,7 @@ def test_reward_differences_are_paired_and_signed():
 
 
 def test_a_transcript_with_several_seeds_gets_a_note_and_identical_contexts(scenarios):
-    from ctxsim.scenarios import find_scenario
+    from ctxsim.lab.scenarios import find_scenario
 
     transcript = find_scenario("transcript-missing-colon")
     notes = []
@@ -204,7 +206,7 @@ def test_a_transcript_with_several_seeds_gets_a_note_and_identical_contexts(scen
 
 
 def test_an_appended_log_numbers_episodes_on_and_summarizes_each_once(tmp_path):
-    from ctxsim.export import summarize_log
+    from ctxsim.lab.export import summarize_log
     from ctxsim.transitions import read_transitions
 
     log = tmp_path / "log.jsonl"

@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 import yaml
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.config import load_config
+from ctxsim.lab.contexts import build_context
 from ctxsim.episode import OverflowEpisode
 from ctxsim.errors import LogFormatError, PolicyError
-from ctxsim.export import Rollout, export_run, learned_rules, situation, summarize_log
+from ctxsim.lab.export import Rollout, export_run, learned_rules, situation, summarize_log
 from ctxsim.observe import OBSERVATION_VERSION, feature_names, observe
 from ctxsim.policies import ExportedPolicy, get_policy, load, run_episode
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.transitions import read_transitions
 
 #: cheap, mostly partial cuts: episodes last several steps, so states vary
@@ -39,7 +40,7 @@ SEEDS = 3
 
 
 def experiment(algo: str, **changes):
-    from ctxsim.train import ExperimentConfig
+    from ctxsim.lab.train import ExperimentConfig
 
     fields = dict(
         name=f"export_{algo.lower()}", algo=algo, env_config={"actions": ACTIONS, "max_steps": 8, "target": "warning"},
@@ -52,7 +53,7 @@ def experiment(algo: str, **changes):
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Tiny training runs (64 steps) of every algorithm, as ``ctxsim train`` writes them."""
-    from ctxsim.train import train
+    from ctxsim.lab.train import train
 
     out = tmp_path_factory.mktemp("runs")
     return {algo: train(experiment(algo), out=out, progress=False) for algo in ALGOS}
@@ -130,7 +131,7 @@ def test_policy_json_describes_the_network_and_the_observation(runs, exports):
 
 
 def test_export_is_reproducible_and_atomic(runs, exports, tmp_path, monkeypatch):
-    import ctxsim.export
+    import ctxsim.lab.export
 
     first = exports["DQN"].out
     again = tmp_path / "again"
@@ -142,7 +143,7 @@ def test_export_is_reproducible_and_atomic(runs, exports, tmp_path, monkeypatch)
         raise RuntimeError("crash in the middle of an export")
 
     before = {f: (again / f).read_bytes() for f in files}
-    monkeypatch.setattr(ctxsim.export, "held_out_rollouts", crash)
+    monkeypatch.setattr(ctxsim.lab.export, "held_out_rollouts", crash)
     with pytest.raises(RuntimeError, match="crash"):
         export_run(runs["PPO"], again, seeds=SEEDS)
     assert {f: (again / f).read_bytes() for f in files} == before  # the earlier export is untouched
@@ -276,7 +277,7 @@ def test_exported_network_acts_as_the_sb3_model(runs, exports, decision_points, 
 def test_vecnormalize_statistics_are_exported_and_applied(runs, tmp_path, held_out):
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    from ctxsim.environments.overflow import ContextOverflowEnv
+    from ctxsim.lab.environments.overflow import ContextOverflowEnv
 
     run = tmp_path / "run"
     shutil.copytree(runs["PPO"], run)
@@ -297,7 +298,7 @@ def test_vecnormalize_statistics_are_exported_and_applied(runs, tmp_path, held_o
 
 # ---- breaking and logging ---------------------------------------------------------------------------
 def test_break_context_runs_an_episode_and_logs_each_decision(exports, held_out, tmp_path):
-    from ctxsim.environments.overflow import ContextOverflowEnv
+    from ctxsim.lab.environments.overflow import ContextOverflowEnv
 
     policy = load(exports["MaskablePPO"].out)
     log = tmp_path / "decisions.jsonl"
@@ -433,7 +434,7 @@ def test_a_context_with_an_earlier_history_is_observed_alike_everywhere(runs, ex
     from ctxsim.episode import OverflowEpisode
     from ctxsim.policies.registry import run_episode
 
-    from ctxsim.environments.overflow import ContextOverflowEnv
+    from ctxsim.lab.environments.overflow import ContextOverflowEnv
 
     exported, trained = load(exports["MaskablePPO"].out), get_policy(str(runs["MaskablePPO"]))
     env = ContextOverflowEnv(yaml.safe_load((runs["MaskablePPO"] / "config.yaml").read_text())["env_config"])
@@ -459,7 +460,7 @@ CHEAP = {"actions": ["dedupe_tool_results", "remove_oldest", "remove_low_priorit
 
 
 def test_cli_export_evaluate_and_from_log(tmp_path, capsys):
-    from ctxsim.train import train
+    from ctxsim.lab.train import train
 
     run = train(experiment("MaskablePPO", name="export_cli", env_config=CHEAP), out=tmp_path / "runs", progress=False)
     out = tmp_path / "export"
@@ -573,7 +574,7 @@ def test_a_log_that_cannot_be_appended_to_fails_before_the_break(exports, held_o
 
 def test_export_refuses_a_network_it_misreads(runs, tmp_path, monkeypatch):
     """The exported network is checked against the SB3 model on every held-out decision."""
-    import ctxsim.export as export
+    import ctxsim.lab.export as export
 
     original = export._network
 

@@ -1,4 +1,4 @@
-"""Scenario families (ctxsim.families): per-seed draws, validation, and envs and pools drawing from them."""
+"""Scenario families (ctxsim.lab.families): per-seed draws, validation, and envs and pools drawing from them."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import math
 import numpy as np
 import pytest
 
-from ctxsim.environments.overflow import ContextOverflowEnv
-from ctxsim.families import COUNT_KEYS, TOOL_KEYS, Range, SampleRanges
-from ctxsim.pool import build_pool
-from ctxsim.scenarios import DEFAULT_SUITE, Scenario, build_context, find_scenario, load_scenarios
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.environments.overflow import ContextOverflowEnv
+from ctxsim.lab.families import COUNT_KEYS, TOOL_KEYS, Range, SampleRanges
+from ctxsim.lab.pool import build_pool
+from ctxsim.lab.scenarios import DEFAULT_SUITE, Scenario, find_scenario, load_scenarios
 from ctxsim.serialize import state_from_dict
 
 SHIPPED = DEFAULT_SUITE.parent / "families" / "sampled.yaml"
@@ -110,7 +111,7 @@ def test_pool_holds_each_scenarios_own_context_count(tmp_path):
 
 
 def test_cli_lists_and_generates_a_family(capsys, tmp_path):
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     assert main(["scenarios", "list", "--suite", str(SHIPPED.parent)]) == 0
     out = capsys.readouterr().out
@@ -161,7 +162,7 @@ def test_a_plain_transcript_is_one_context_whatever_the_seed():
 
 
 def test_evaluate_notes_only_transcripts_that_do_not_vary():
-    from ctxsim.evaluate import transcript_note
+    from ctxsim.lab.evaluate import transcript_note
 
     (plain,) = [s for s in load_scenarios(DEFAULT_SUITE) if s.name == "transcript-marshmallow"]
     assert transcript_note([transcript_family()], seeds=5) is None
@@ -170,7 +171,7 @@ def test_evaluate_notes_only_transcripts_that_do_not_vary():
 
 
 def test_the_stream_env_replays_a_transcript_family_at_the_seeds_limit():
-    from ctxsim.stream import ProbeConfig, conversation_for
+    from ctxsim.lab.stream import ProbeConfig, conversation_for
 
     family = transcript_family(overflow=Range(min=1.2, max=2.0))
     convs = [conversation_for(family, seed, turns=60, probes=ProbeConfig()) for seed in (0, 1)]
@@ -192,7 +193,7 @@ def test_a_transcript_family_with_a_missing_file_names_it(tmp_path):
 def test_a_transcript_file_is_a_transcript_family_named_after_it(tmp_path):
     import shutil
 
-    from ctxsim.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_CUT, TRANSCRIPT_FILE_SAMPLE
+    from ctxsim.lab.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_CUT, TRANSCRIPT_FILE_SAMPLE
 
     log = tmp_path / "my agent log (1).jsonl"
     shutil.copy(MARSHMALLOW, log)
@@ -216,9 +217,9 @@ def test_a_folder_gives_its_scenario_files_and_its_transcripts(tmp_path):
 
 
 def test_the_shipped_transcript_families_use_the_values_a_transcript_file_gets():
-    from ctxsim.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_SAMPLE
+    from ctxsim.lab.families import TRANSCRIPT_FILE_CONTEXTS, TRANSCRIPT_FILE_SAMPLE
 
-    from ctxsim.families import TRANSCRIPT_FILE_CUT
+    from ctxsim.lab.families import TRANSCRIPT_FILE_CUT
 
     shipped = load_scenarios(DEFAULT_SUITE.parent / "families" / "transcripts.yaml")
     for scenario in shipped:
@@ -234,7 +235,7 @@ def test_the_shipped_transcript_families_use_the_values_a_transcript_file_gets()
 def test_evaluate_takes_a_transcript_file_and_names_a_bad_line(tmp_path, capsys):
     import pandas as pd
 
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     out = tmp_path / "r.csv"
     assert main(["evaluate", "--policy", "seed-chain", "--scenarios", str(MARSHMALLOW), "--seeds", "2",

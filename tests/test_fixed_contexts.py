@@ -8,10 +8,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from ctxsim.environments.fixed_contexts import FixedContexts, evaluation_order
+from ctxsim.lab.environments.fixed_contexts import FixedContexts, evaluation_order
 from ctxsim.errors import ScenarioError
-from ctxsim.scenarios import find_scenario
-from ctxsim.train import ExperimentConfig, train
+from ctxsim.lab.scenarios import find_scenario
+from ctxsim.lab.train import ExperimentConfig, train
 
 REPO = Path(__file__).resolve().parent.parent
 HELD_OUT = ["gpt4-6000", "fragmented", "tool-dupes", "transcript-marshmallow"]

@@ -22,13 +22,13 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.config import load_config
-from ctxsim.environments.spec import load_env_spec
+from ctxsim.lab.environments.spec import load_env_spec
 from ctxsim.errors import CtxsimError, LogFormatError, TranscriptError
-from ctxsim.scenarios import load_scenarios
-from ctxsim.sweep import load_sweep
-from ctxsim.train import load_experiment
+from ctxsim.lab.scenarios import load_scenarios
+from ctxsim.lab.sweep import load_sweep
+from ctxsim.lab.train import load_experiment
 from ctxsim.transcripts import load_transcript
 from ctxsim.transitions import REQUIRED_KEYS, SCHEMA_VERSION, encode_record, read_transitions
 

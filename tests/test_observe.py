@@ -19,7 +19,8 @@ from ctxsim.observe import (
     observation_bounds,
     observe,
 )
-from ctxsim.scenarios import DEFAULT_SUITE, build_context, find_scenario
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.scenarios import DEFAULT_SUITE, find_scenario
 
 ACTIONS = ("summarize_old", "prioritize_recent", "dedupe_tool_results", "fresh_start")
 CONFIG = ObservationConfig(actions=ACTIONS, max_steps=3)
@@ -205,7 +206,7 @@ def test_observe_needs_no_training_stack():
         "    sys.modules[name] = None\n"
         "from ctxsim.observe import ObservationConfig, observe\n"
         "from ctxsim.transitions import state_summary\n"
-        "from ctxsim.scenarios import build_context, find_scenario\n"
+        "from ctxsim.lab.contexts import build_context\nfrom ctxsim.lab.scenarios import find_scenario\n"
         "state = build_context(find_scenario('mild-overflow'), 0)\n"
         "vec = observe(state, ObservationConfig(actions=('summarize_old',)))\n"
         "print(vec.dtype, state_summary(state, vec)['units'])\n"

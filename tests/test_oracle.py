@@ -7,10 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.policies import best_chain, get_policy, list_policies, run_episode, search
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 
 SMALL = ("dedupe_tool_results", "remove_oldest", "summarize_old", "truncate", "fresh_start")
 

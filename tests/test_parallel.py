@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ctxsim.parallel import process_map
+from ctxsim.lab.parallel import process_map
 
 
 def _square(x: int) -> int:

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.errors import PolicyError
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
 from ctxsim.policies import fallback_action, get_policy, run_episode
-from ctxsim.scenarios import build_context
 from ctxsim.strategies import StrategyContext
 from ctxsim.strategies.peers import (
     AIDER_FRAME,
@@ -284,7 +284,7 @@ def test_langchain_trim_is_the_real_library():
 
 
 def test_the_demo_runs_every_available_peer_and_names_the_extra_of_the_others(monkeypatch):
-    from ctxsim import demo
+    from ctxsim.lab import demo
     from ctxsim.policies import list_policies, peers
 
     monkeypatch.setitem(peers.NEEDS_EXTRA, "langchain-trim", (lambda: False, "peers", "langchain-core"))

@@ -128,7 +128,7 @@ def site(tmp_path: Path) -> Path:
 def test_importing_ctxsim_loads_no_plugin_and_each_lookup_loads_them_all(site, tmp_path, lookup):
     got = run_json(site, f"""
         import json, sys
-        import ctxsim, ctxsim.cli, ctxsim.evaluate, ctxsim.sweep, ctxsim.pool, ctxsim.environments.overflow, ctxsim.window
+        import ctxsim, ctxsim.lab.cli, ctxsim.lab.evaluate, ctxsim.lab.sweep, ctxsim.lab.pool, ctxsim.lab.environments.overflow, ctxsim.window
         import ctxsim.policies, ctxsim.relevance, ctxsim.strategies
         at_import = {MODULE!r} in sys.modules
         {LOOKUPS[lookup]}
@@ -224,7 +224,7 @@ def test_sweep_and_process_pool_workers_load_the_plugins(site, tmp_path):
         """))
     got = run_json(site, f"""
         import json, os, sys
-        from ctxsim.parallel import process_map
+        from ctxsim.lab.parallel import process_map
         from probe import registry
         if __name__ == "__main__":
             out = process_map(registry, [0, 1, 2, 3], 2)
@@ -314,7 +314,7 @@ def test_the_pool_digest_covers_the_plugins_code_and_version(tmp_path):
     install(site, package, entry_value="ctxsim_test_pkg.plugin")
 
     def digest() -> str:
-        return run_json(site, "import json\nfrom ctxsim.pool import source_digest\nprint(json.dumps(source_digest()))",
+        return run_json(site, "import json\nfrom ctxsim.lab.pool import source_digest\nprint(json.dumps(source_digest()))",
                         tmp_path)
 
     original = digest()
@@ -328,7 +328,7 @@ def test_the_pool_digest_covers_the_plugins_code_and_version(tmp_path):
             version="0.2")
     upgraded = digest()
     assert upgraded not in (original, edited)
-    without = run_json(None, "import json\nfrom ctxsim.pool import source_digest\nprint(json.dumps(source_digest()))",
+    without = run_json(None, "import json\nfrom ctxsim.lab.pool import source_digest\nprint(json.dumps(source_digest()))",
                        tmp_path)
     assert without not in (original, edited)
 

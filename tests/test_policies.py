@@ -8,12 +8,12 @@ import textwrap
 
 import pytest
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.episode import SEED_CHAIN, EpisodeSettings, OverflowEpisode
 from ctxsim.errors import PolicyError
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.policies import Policy, fallback_action, get_policy, list_policies, run_episode
 from ctxsim.policies.baselines import NOT_ACTIONS, SeedChainPolicy
-from ctxsim.scenarios import build_context
 from ctxsim.strategies import list_strategies
 from ctxsim.strategies.peers import PEERS
 
@@ -178,9 +178,10 @@ def test_policies_import_with_numpy_alone():
         import sys
         for name in ("torch", "stable_baselines3", "sb3_contrib", "gymnasium", "pandas", "matplotlib"):
             sys.modules[name] = None  # any import of them raises ImportError
+        from ctxsim.lab.contexts import build_context
         from ctxsim.episode import EpisodeSettings
         from ctxsim.policies import get_policy, run_episode
-        from ctxsim.scenarios import build_context, find_scenario
+        from ctxsim.lab.scenarios import find_scenario
         state = build_context(find_scenario("mild-overflow"), 0)
         settings = EpisodeSettings(max_steps=2)
         for name in ("random", "seed-chain", "oracle"):
@@ -197,12 +198,12 @@ def test_policies_import_with_numpy_alone():
 
 @pytest.fixture(scope="module")
 def trained_runs(tmp_path_factory):
-    """Run directories as ctxsim.train writes them (untrained models: the adapter is under test)."""
+    """Run directories as ctxsim.lab.train writes them (untrained models: the adapter is under test)."""
     import yaml
     from sb3_contrib import MaskablePPO
     from stable_baselines3 import DQN
 
-    from ctxsim.environments.overflow import ContextOverflowEnv
+    from ctxsim.lab.environments.overflow import ContextOverflowEnv
 
     env = ContextOverflowEnv({"actions": list(CHEAP), "max_steps": 2})
     runs = {}
@@ -262,7 +263,7 @@ def damaged_copy(run, out, members: dict[str, bytes]):
 @pytest.mark.parametrize("members, reason", [({"policy.pth": b"garbage bytes"}, "policy.pth"),
                                               ({"data": b"[1, 2]"}, "AttributeError")])
 def test_a_damaged_model_zip_is_a_policy_error(trained_runs, tmp_path, capsys, members, reason):
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     run = damaged_copy(trained_runs["MaskablePPO"][0], tmp_path / "run", members)
     with pytest.raises(PolicyError, match=f"cannot load the MaskablePPO model: .*{reason}") as err:

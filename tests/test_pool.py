@@ -7,8 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
-from ctxsim.environments.overflow import ContextOverflowEnv
-from ctxsim.pool import Pool, ensure_pool, forget_loaded, pool_dir, pool_key, pool_path
+from ctxsim.lab.environments.overflow import ContextOverflowEnv
+from ctxsim.lab.pool import Pool, ensure_pool, forget_loaded, pool_dir, pool_key, pool_path
 
 SMALL = {"scenario_names": ["mild-overflow", "tool-dupes"], "contexts_per_scenario": 2}
 
@@ -157,7 +157,7 @@ def test_pool_must_be_a_boolean():
 def test_training_with_a_pool_builds_it_once_for_its_workers(pools):
     """The trainer builds the pools of the train and eval splits before its subprocess
     workers start; the workers read them from the trainer's pool folder."""
-    from ctxsim.train import ExperimentConfig, train
+    from ctxsim.lab.train import ExperimentConfig, train
 
     exp = ExperimentConfig(
         name="pooled", algo="MaskablePPO", env="envs/default.yaml",
@@ -173,7 +173,7 @@ def test_training_with_a_pool_builds_it_once_for_its_workers(pools):
 
 
 def test_the_pool_command_builds_then_finds_the_pool(pools, write_file, capsys):
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     spec = write_file("small.yaml", "id: ctxsim/ContextOverflow-v0\nconfig:\n"
                       "  scenario_names: [mild-overflow, tool-dupes]\n  contexts_per_scenario: 2\n")
@@ -187,7 +187,7 @@ def test_the_pool_command_builds_then_finds_the_pool(pools, write_file, capsys):
 
 
 def test_the_pool_command_rejects_an_env_without_pools(pools, capsys):
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     assert main(["pool", "--env", "envs/stream.yaml"]) == 2
     err = capsys.readouterr().err.strip()
@@ -197,8 +197,8 @@ def test_the_pool_command_rejects_an_env_without_pools(pools, capsys):
 
 def test_the_key_follows_the_data_a_scenario_reads(tmp_path, monkeypatch, repo_root):
     import ctxsim.config as config
-    from ctxsim.pool import scenario_digest
-    from ctxsim.scenarios import find_scenario, load_scenarios
+    from ctxsim.lab.pool import scenario_digest
+    from ctxsim.lab.scenarios import find_scenario, load_scenarios
 
     lines = (repo_root / "data" / "transcripts" / "ctf-crypto-katy.jsonl").read_text().splitlines(keepends=True)
     (tmp_path / "t.jsonl").write_text("".join(lines))
@@ -223,7 +223,7 @@ def test_the_key_follows_the_data_a_scenario_reads(tmp_path, monkeypatch, repo_r
 
 @pytest.mark.parametrize("value", ["4GB", "-1", "nan"])
 def test_a_bad_pool_size_limit_is_one_line_before_any_build(pools, monkeypatch, capsys, write_file, value):
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     spec = write_file("small.yaml", "id: ctxsim/ContextOverflow-v0\nconfig:\n  scenario_names: [mild-overflow]\n"
                       "  contexts_per_scenario: 1\n")
@@ -237,7 +237,7 @@ def test_a_bad_pool_size_limit_is_one_line_before_any_build(pools, monkeypatch, 
 def test_least_recently_used_pools_go_beyond_the_size_limit(pools, monkeypatch):
     import os
 
-    from ctxsim.pool import prune
+    from ctxsim.lab.pool import prune
 
     pools.mkdir()
     old, mid, new = (pools / f"pool-{name}.pkl" for name in ("old", "mid", "new"))
@@ -261,13 +261,15 @@ def test_a_live_env_never_answers_from_a_pool(pools):
 
 
 def test_the_digest_reads_the_code_that_computes_pooled_values():
-    from ctxsim.pool import PACKAGE_DIR, source_files
+    from ctxsim.lab.pool import PACKAGE_DIR, source_files
 
     names = {p.relative_to(PACKAGE_DIR).as_posix() for p in source_files()}
-    for shaping in ("generator.py", "strategies/seed001.py", "relevance/hashed.py", "summarize/extractive.py",
-                    "episode.py", "observe.py", "metrics.py", "reward.py", "environments/overflow.py", "pool.py"):
+    for shaping in ("lab/generator.py", "lab/contexts.py", "strategies/seed001.py", "relevance/hashed.py",
+                    "summarize/extractive.py", "episode.py", "observe.py", "metrics.py", "reward.py",
+                    "lab/environments/overflow.py", "lab/pool.py"):
         assert shaping in names, shaping
-    for tool in ("bench.py", "cli.py", "train.py", "policies/exported.py", "window/window.py", "stream/session.py"):
+    for tool in ("lab/cli.py", "lab/train.py", "policies/exported.py", "lab/policies/sb3.py", "window/window.py",
+                 "lab/stream/session.py"):
         assert tool not in names, tool
 
 
@@ -282,7 +284,7 @@ def test_a_pool_expands_the_contexts_over_the_settings_target(pools, write_file)
 
 
 def test_the_code_digest_ignores_docs_and_layout_but_not_code(tmp_path):
-    from ctxsim.pool import code_of
+    from ctxsim.lab.pool import code_of
 
     def digest(text: str) -> bytes:
         path = tmp_path / "module.py"

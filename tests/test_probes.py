@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from ctxsim.generator import generate
+from ctxsim.lab.generator import generate
 from ctxsim.metrics import outcome
 from ctxsim.model import ContextState, ContextUnit, Fact
 from ctxsim.probes import PROBE_KINDS, SCORE_COLUMNS, answered, probe_kind, probe_score, probe_scores
 from ctxsim.reward import RewardWeights, compute_reward, reward_terms
-from ctxsim.scenarios import find_scenario, load_scenarios
+from ctxsim.lab.scenarios import find_scenario, load_scenarios
 from ctxsim.strategies import StrategyContext
 from ctxsim.strategies.ladder import externalize_span
-from ctxsim.stream.rehydration import RehydrationConfig, Rehydrator
+from ctxsim.lab.stream.rehydration import RehydrationConfig, Rehydrator
 
 CHAT_SUITE = Path(__file__).parent / "chat_scenarios"
 GENERATED = load_scenarios(CHAT_SUITE)
@@ -189,8 +189,9 @@ def test_grounded_equals_seed001_when_every_probe_is_answered_and_weights_overri
 # ---- where probe scores show: results, logs, the long-horizon env, env specs ----------------
 
 def test_evaluate_shows_reward_and_probe_scores_side_by_side_under_either_profile(repo_root, tmp_path):
-    from ctxsim.evaluate import COLUMNS, evaluate, settings_from_env_spec, summarize
-    from ctxsim.sweep import Tolerances, compare, read_results
+    from ctxsim.lab.evaluate import evaluate, settings_from_env_spec, summarize
+    from ctxsim.lab.results import COLUMNS, read_results
+    from ctxsim.lab.sweep import Tolerances, compare
 
     scenarios = [find_scenario("mild-overflow", CHAT_SUITE), find_scenario("fact-dense", CHAT_SUITE)]
     frames = {}
@@ -222,7 +223,7 @@ def test_evaluate_shows_reward_and_probe_scores_side_by_side_under_either_profil
 
 
 def test_logged_outcomes_carry_probe_scores_and_log_summaries_read_them(tmp_path):
-    from ctxsim.export import summarize_log
+    from ctxsim.lab.export import summarize_log
     from ctxsim.transitions import TransitionWriter, state_summary
 
     state = generate(find_scenario("mild-overflow", CHAT_SUITE), 0)
@@ -244,9 +245,9 @@ def test_logged_outcomes_carry_probe_scores_and_log_summaries_read_them(tmp_path
 
 
 def test_stream_probes_take_the_four_kinds_in_turn_and_report_each():
-    from ctxsim.stream.conversation import conversation_for
-    from ctxsim.stream.evaluate import COLUMNS, evaluate_stream
-    from ctxsim.stream.probes import MASK, ProbeConfig
+    from ctxsim.lab.stream.conversation import conversation_for
+    from ctxsim.lab.stream.evaluate_stream import COLUMNS, evaluate_stream
+    from ctxsim.lab.stream.probes import MASK, ProbeConfig
 
     conv = conversation_for(find_scenario("gpt4-6000", CHAT_SUITE), 0, 60, ProbeConfig(turns=(15, 25, 35, 45, 55)))
     kinds = [probe_kind(conv.fact(p.fact_id)) for p in conv.probes]
@@ -264,8 +265,8 @@ def test_stream_probes_take_the_four_kinds_in_turn_and_report_each():
 
 
 def test_an_env_spec_names_its_profile_and_a_bad_one_is_one_line_exit_2(tmp_path, capsys):
-    from ctxsim.cli import main
-    from ctxsim.environments.overflow import ContextOverflowEnv
+    from ctxsim.lab.cli import main
+    from ctxsim.lab.environments.overflow import ContextOverflowEnv
 
     config = ContextOverflowEnv.checked_config({"reward": {"profile": "grounded", "p1": 0.4}}).model_dump(mode="json")
     assert config["reward"]["profile"] == "grounded" and config["reward"]["p1"] == 0.4 and config["reward"]["probes"] is None

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 
 
 SWEEP = """
@@ -112,8 +112,8 @@ def test_tune_selects_on_a_split_of_its_own(repo_root: Path, tmp_path: Path):
     """The shipped search scores its trials on validation scenarios taken out of
     training, never on the held-out split; a tune file that leaves them out is told
     its best score is chosen on the test split."""
-    from ctxsim.train import env_configs
-    from ctxsim.tune import load_tune
+    from ctxsim.lab.train import env_configs
+    from ctxsim.lab.tune import load_tune
 
     shipped = load_tune(repo_root / "experiments" / "tune_maskable_ppo.yaml")
     split, names = shipped.selection
@@ -131,8 +131,8 @@ def test_tune_selects_on_a_split_of_its_own(repo_root: Path, tmp_path: Path):
 
 
 def test_tune_names_the_training_split_when_an_experiment_holds_nothing_out(repo_root: Path, tmp_path: Path):
-    from ctxsim.train import env_configs
-    from ctxsim.tune import load_tune
+    from ctxsim.lab.train import env_configs
+    from ctxsim.lab.tune import load_tune
 
     (tmp_path / "t.yaml").write_text(
         f"name: t\nexperiment: {repo_root / 'experiments' / 'maskable_ppo_default.yaml'}\ntimesteps: 8000\n"

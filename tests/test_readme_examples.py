@@ -25,6 +25,7 @@ SECTION = "Extending ctxsim"
 RUNNER = textwrap.dedent(
     """
     import json, sys
+    import ctxsim.lab  # registers the lab's policies: only what the blocks add is counted
     from ctxsim.policies import list_policies
     from ctxsim.relevance import list_embedders
     from ctxsim.strategies import list_strategies

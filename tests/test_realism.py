@@ -8,11 +8,12 @@ import shutil
 
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.errors import ScenarioError, TranscriptError
-from ctxsim.corpus import DEFAULT_CORPUS, corpus_files, read_splits, session_repository
-from ctxsim.realism import compare, stats_frame
-from ctxsim.scenarios import build_context, find_scenario, load_scenarios
+from ctxsim.lab.corpus import DEFAULT_CORPUS, corpus_files, read_splits, session_repository
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.realism import compare, stats_frame
+from ctxsim.lab.scenarios import find_scenario, load_scenarios
 from ctxsim.transcripts import load_transcript
 
 
@@ -110,7 +111,7 @@ def test_cli_writes_the_report_and_figure(tmp_path, capsys):
 
 
 def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, repo_root):
-    from ctxsim.realism import CUT_OVERFLOW, rank_agreement, spearman, cut_scenarios
+    from ctxsim.lab.realism import CUT_OVERFLOW, rank_agreement, spearman, cut_scenarios
 
     cuts = cut_scenarios(corpus_files(split="held_out")[:2])
     assert len(cuts) == 2

@@ -284,7 +284,8 @@ _TRICKY = [
 
 
 def test_hashed_rows_equal_the_reference_definition_on_real_contexts():
-    from ctxsim.scenarios import build_context, find_scenario
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import find_scenario
 
     texts = list(_TRICKY)
     for name in ("chat-10k", "code-heavy", "transcript-marshmallow"):

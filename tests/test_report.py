@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ctxsim.cli import main
-from ctxsim.evaluate import summarize
-from ctxsim.report import (
+from ctxsim.lab.cli import main
+from ctxsim.lab.evaluate import summarize
+from ctxsim.lab.report import (
     FIGSIZE,
     _pareto_front,
     action_shares,
@@ -23,7 +23,8 @@ from ctxsim.report import (
     fig_strategy_usage,
     performance_profile,
 )
-from ctxsim.sweep import load_sweep, read_results, run_sweep
+from ctxsim.lab.results import read_results
+from ctxsim.lab.sweep import load_sweep, run_sweep
 
 PNG = b"\x89PNG\r\n\x1a\n"
 POLICIES = ["seed-chain", "only:discard_low_rel", "peer:letta"]
@@ -155,7 +156,7 @@ def test_a_label_relative_to_the_sweep_file_finds_its_run_through_sweep_yaml(
 
 
 def test_a_folder_of_runs_gives_each_runs_learning_curve(tmp_path: Path, run_dir: Path):
-    from ctxsim.report import find_runs
+    from ctxsim.lab.report import find_runs
 
     folder = tmp_path / "runs"
     for seed in (0, 1):
@@ -232,7 +233,7 @@ def test_bad_results_csv_is_one_line_and_writes_nothing(tmp_path: Path, sweep_di
 
 def test_tune_reads_a_runs_evaluations_through_the_checked_reader(tmp_path):
     from ctxsim.errors import ConfigError
-    from ctxsim.tune import eval_rewards
+    from ctxsim.lab.tune import eval_rewards
 
     np.savez(tmp_path / "evaluations.npz", timesteps=np.array([100, 200, 300]),
              results=np.array([[0.5, 0.7], [1.0, 1.2], [0.8, 0.8]]))

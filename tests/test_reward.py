@@ -3,7 +3,7 @@ import pytest
 
 from ctxsim.metrics import BreakingOutcome
 from ctxsim.reward import RewardWeights, compute_reward, reward_terms
-from ctxsim.stats import iqm, normalized_score, paired_difference_ci, stratified_bootstrap_ci
+from ctxsim.lab.stats import iqm, normalized_score, paired_difference_ci, stratified_bootstrap_ci
 
 
 def make(success=True, recovery=False, coherence=0.9, reduced=5000, original=10000, p1=1.0, ms=0.0):
@@ -41,7 +41,7 @@ NON_FINITE = [
 
 @pytest.mark.parametrize("env, config, key, value", NON_FINITE, ids=[case[2] for case in NON_FINITE])
 def test_env_spec_weights_must_be_finite(tmp_path, capsys, env, config, key, value):
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     spec, out = tmp_path / "spec.yaml", tmp_path / "x.csv"
     spec.write_text(f"id: ctxsim/{env}\nconfig: {{{config}}}\n")

@@ -6,9 +6,10 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.errors import ScenarioError
 from ctxsim.model import ContextState
-from ctxsim.scenarios import DEFAULT_SUITE, MIX_TYPES, Scenario, build_context, find_scenario, load_scenarios
+from ctxsim.lab.scenarios import DEFAULT_SUITE, MIX_TYPES, Scenario, find_scenario, load_scenarios
 
 REQUIRED = {
     "chat-10k", "code-heavy", "log-heavy", "plan-heavy", "tool-dupes", "superseded-writes", "error-heavy",
@@ -249,8 +250,8 @@ def test_mix_types_are_the_generator_types():
 
 
 def test_cli_scenarios_list_shows_every_shipped_scenario(capsys):
-    from ctxsim.cli import main
-    from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios
+    from ctxsim.lab.cli import main
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
 
     assert main(["scenarios", "list"]) == 0
     out = capsys.readouterr().out
@@ -260,7 +261,7 @@ def test_cli_scenarios_list_shows_every_shipped_scenario(capsys):
 
 @pytest.mark.parametrize("overflow, shown", [(".inf", "inf"), ("1.0e+300", "1e+300")])
 def test_cli_rejects_an_unbounded_overflow_in_one_line(tmp_path, write_file, capsys, overflow, shown):
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     path = write_file("big.yaml", f"name: big\nlimit: 5000\noverflow: {overflow}\np1_ratio: 0.3\nmix: {{message: 1.0}}\n")
     out = tmp_path / "out"

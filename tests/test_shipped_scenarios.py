@@ -15,10 +15,11 @@ import sys
 
 import pytest
 
-from ctxsim.agent_options import step_mix
+from ctxsim.lab.agent_options import step_mix
 from ctxsim.config import model_limit
 from ctxsim.probes import PROBE_KINDS, probe_kind
-from ctxsim.scenarios import DEFAULT_SUITE, build_context, load_scenarios
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
 from ctxsim.serialize import dumps_state
 from ctxsim.strategies.pruning import DedupeToolResults, PurgeErrors
 
@@ -182,7 +183,7 @@ def test_severe_overflow_has_a_worked_example_and_its_material(contexts):
 
 
 def test_same_seed_same_text_in_another_process(contexts):
-    code = ("import hashlib, sys; from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios, build_context; "
+    code = ("import hashlib, sys; from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios; from ctxsim.lab.contexts import build_context; "
             "from ctxsim.serialize import dumps_state; "
             "[print(s.name, hashlib.sha256(dumps_state(build_context(s, 1)).encode()).hexdigest()) "
             "for s in load_scenarios(DEFAULT_SUITE) if not s.is_transcript]")

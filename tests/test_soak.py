@@ -5,7 +5,7 @@ Resident memory must not grow: less than 50 MB over the second half of the run,
 and over everything after the first tenth. The pool is loaded (or built, the
 first time) before the first reading.
 Steps/s over time are printed (``pytest -s``). ``CTXSIM_SOAK_STEPS`` shortens the
-run; ``python -m ctxsim.bench --only soak --steps N`` measures the same thing.
+run; ``python -m benchmarks --only soak --steps N`` measures the same thing.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from ctxsim.bench import SOAK_RSS_MB, rate, run_soak
+from benchmarks.bench import SOAK_RSS_MB, rate, run_soak
 
 STEPS = int(os.environ.get("CTXSIM_SOAK_STEPS", "1000000"))
 

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from strategy_contract import apply_with_contract
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.serialize import dumps_state, state_from_dict
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.ladder import keywords

@@ -12,11 +12,12 @@ from hypothesis import strategies as st
 
 from strategy_contract import apply_with_contract
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import get_strategy
 from ctxsim.strategies.pruning import DCP_PROTECTED_TOOLS, call_target, error_text
-from ctxsim.strategies.window import MIN_SUMMARY_TOKENS, summary_overhead
+from ctxsim.strategies.window_compaction import MIN_SUMMARY_TOKENS, summary_overhead
 
 PRUNE_IDS = ("dedupe_tool_results", "supersede_writes", "purge_errors")
 #: strategy id -> the planted marker of the units it must touch

@@ -9,8 +9,9 @@ from hypothesis import strategies as st
 from ctxsim.errors import RecoveryError
 from strategy_contract import apply_with_contract
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.model import ContextState, ContextUnit
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import BREAKER_FAILED, RECOVERY_TRIGGERED, get_strategy
 from ctxsim.tokens import count_tokens
 

@@ -17,9 +17,10 @@ from hypothesis import strategies as st
 from ctxsim.errors import StrategyError
 from strategy_contract import apply_with_contract
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.minify import collapse_repeats, compress_log, minify_code
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.common import relevance_scores
 from ctxsim.strategies.seed001 import BRIEF_PLACEHOLDER

@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 from ctxsim.errors import StrategyError
 from strategy_contract import apply_with_contract
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.model import ContextState, ContextUnit
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.common import relevance_scores
-from ctxsim.strategies.window import MIN_SUMMARY_TOKENS, summary_overhead
+from ctxsim.strategies.window_compaction import MIN_SUMMARY_TOKENS, summary_overhead
 
 WINDOW_IDS = ("remove_oldest", "remove_low_priority", "summarize", "selective")
 #: strategies that only remove units, in the order they remove them

@@ -10,12 +10,12 @@ import gymnasium
 import numpy as np
 import pytest
 
-from ctxsim.environments.overflow import ContextOverflowEnv
-from ctxsim.environments.stream import ENV_ID, ConversationStreamEnv
+from ctxsim.lab.environments.overflow import ContextOverflowEnv
+from ctxsim.lab.environments.conversation_stream import ENV_ID, ConversationStreamEnv
 from ctxsim.errors import ConfigError, ScenarioError
 from ctxsim.model import ContextUnit
 from ctxsim.observe import ObservationConfig, observe
-from ctxsim.stream import Conversation
+from ctxsim.lab.stream import Conversation
 from ctxsim.validation import load_yaml
 
 #: small and fast: 30-turn conversations of two scenarios, two seeds each
@@ -24,8 +24,8 @@ SMALL = {"scenario_names": ["gpt4-6000", "tool-dupes"], "contexts_per_scenario":
 
 
 def registered() -> bool:
-    """True once ctxsim.environments registers ConversationStream-v0 (the lead's one line)."""
-    from ctxsim.environments import env_ids
+    """True once ctxsim.lab.environments registers ConversationStream-v0 (the lead's one line)."""
+    from ctxsim.lab.environments import env_ids
 
     return ENV_ID in env_ids()
 
@@ -141,13 +141,13 @@ def test_config_defaults_validation_and_spec_file(repo_root):
     assert spec["id"] == ENV_ID
     ConversationStreamEnv.resolve_config(spec["config"])
     if registered():  # once registered, the spec loads like every other
-        from ctxsim.environments.spec import load_env_spec
+        from ctxsim.lab.environments.spec import load_env_spec
 
         assert load_env_spec(repo_root / "envs" / "stream.yaml").id == ENV_ID
 
 
 def test_experiment_file_names_the_stream_spec(repo_root):
-    from ctxsim.train import load_experiment
+    from ctxsim.lab.train import load_experiment
 
     experiment = load_experiment(repo_root / "experiments" / "maskable_ppo_stream.yaml")
     assert experiment.algo == "MaskablePPO" and experiment.env == "envs/stream.yaml"
@@ -171,7 +171,7 @@ def test_reset_options_play_a_built_conversation_or_refuse():
 
 
 def test_evaluate_stream_compares_policies_deterministically():
-    from ctxsim.stream.evaluate import COLUMNS, evaluate_stream
+    from ctxsim.lab.stream.evaluate_stream import COLUMNS, evaluate_stream
 
     config = {**SMALL, "turns": 24, "probes": {"turns": [12, 20], "min_age_turns": 5}}
     policies = ["seed-chain", "only:remove_oldest", "peer:codex"]
@@ -196,8 +196,8 @@ def test_cli_stream_evaluation_takes_first_seed_by_scenario_and_compare(tmp_path
     import pandas as pd
     import yaml
 
-    from ctxsim.cli import main
-    from ctxsim.stream.evaluate import evaluate_stream
+    from ctxsim.lab.cli import main
+    from ctxsim.lab.stream.evaluate_stream import evaluate_stream
 
     config = {**SMALL, "turns": 24, "probes": {"turns": [12, 20], "min_age_turns": 5}}
     spec = tmp_path / "stream-short.yaml"

@@ -1,5 +1,5 @@
 """The long-horizon parts on built conversations: probes, rehydration, prompt cache,
-over-hit fresh starts, and the session that plays them (ctxsim.stream)."""
+over-hit fresh starts, and the session that plays them (ctxsim.lab.stream)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from ctxsim.errors import ScenarioError
 from ctxsim.model import Artifact, ContextState, ContextUnit, Fact, ToolEnvelope
 from ctxsim.policies import get_policy
-from ctxsim.stream import (
+from ctxsim.lab.stream import (
     Conversation,
     ProbeConfig,
     PromptCache,
@@ -25,7 +25,7 @@ from ctxsim.stream import (
     schedule_probes,
     stream_settings,
 )
-from ctxsim.stream.evaluate import play
+from ctxsim.lab.stream.play import play
 from ctxsim.tokens import count_tokens
 
 VOCAB = (

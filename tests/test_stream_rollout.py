@@ -1,16 +1,17 @@
-"""Rollout over a base policy on ConversationStream-v0 (ctxsim.stream.rollout) and the
+"""Rollout over a base policy on ConversationStream-v0 (ctxsim.lab.stream.rollout) and the
 session copy it plays on."""
 
 from __future__ import annotations
 
 import pytest
 
-from ctxsim.environments.stream import ConversationStreamEnv, build_conversation, make_session
+from ctxsim.lab.environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
 from ctxsim.errors import PolicyError
 from ctxsim.policies import get_policy
 from ctxsim.policies.oracle import chains
-from ctxsim.stream.evaluate import evaluate_stream, play
-from ctxsim.stream.rollout import Rollout
+from ctxsim.lab.stream.evaluate_stream import evaluate_stream
+from ctxsim.lab.stream.play import play
+from ctxsim.lab.stream.rollout import Rollout
 
 #: short conversations that still overflow several times
 CONFIG = {"turns": 40, "probes": {"turns": [15, 25, 35], "min_age_turns": 5}}
@@ -70,7 +71,7 @@ def test_bad_rollout_names(name, match):
 
 
 def test_cli_refuses_a_rollout_on_single_events_and_names_a_bad_base(tmp_path, capsys):
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
 
     out = tmp_path / "r.csv"
     assert main(["evaluate", "--policy", "rollout:seed-chain", "--names", "gpt4-6000", "--seeds", "1", "--out", str(out)]) == 2

@@ -543,7 +543,8 @@ def test_piecewise_counts_equal_the_rendering_count(scenario):
     counts; on real contexts the sum equals one count of the whole rendering."""
     import random
 
-    from ctxsim.scenarios import build_context, find_scenario
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import find_scenario
     from ctxsim.summarize.extractive import _text_pieces, text_rendering, text_rendering_tokens, unit_candidates
     from ctxsim.summarize.structured import Candidate, _assemble, summary_tokens
 

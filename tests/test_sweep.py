@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.errors import ConfigError
-from ctxsim.evaluate import COLUMNS
+from ctxsim.lab.results import COLUMNS, read_results
 from ctxsim.strategies.peers import PEERS
-from ctxsim.sweep import Tolerances, compare, load_sweep, read_results
+from ctxsim.lab.sweep import Tolerances, compare, load_sweep
 from ctxsim.transitions import read_transitions
 
 POLICIES = ["seed-chain", "only:summarize_old", "peer:letta"]
@@ -253,7 +253,7 @@ def test_failed_sweep_leaves_no_out_folder(repo_root: Path, tmp_path: Path, caps
 
 
 def test_coverage_counts_only_pairs_with_matching_rows():
-    from ctxsim.sweep import coverage
+    from ctxsim.lab.sweep import coverage
 
     def rows(policy, runs, seeds=(0, 1)):
         return [{"policy": policy, "run": run, "scenario": "chat-10k", "seed": s} for run in runs for s in seeds]

@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctxsim.cli import main
+from ctxsim.lab.cli import main
 from ctxsim.episode import EpisodeSettings
 from ctxsim.errors import ConfigError
-from ctxsim.train import ExperimentConfig, load_experiment, train
+from ctxsim.lab.train import ExperimentConfig, load_experiment, train
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = sorted((REPO / "experiments").glob("*.yaml"))
@@ -64,9 +64,10 @@ def test_training_runs_end_to_end(tmp_path, algo):
     curve = np.load(run / "evaluations.npz")
     assert list(curve["timesteps"]) == [256, 512] and curve["results"].shape == (2, 4)
 
+    from ctxsim.lab.contexts import build_context
     from ctxsim.episode import EpisodeSettings
     from ctxsim.policies import get_policy, run_episode
-    from ctxsim.scenarios import build_context, find_scenario
+    from ctxsim.lab.scenarios import find_scenario
 
     policy = get_policy(str(run))
     state = build_context(find_scenario("gpt4-6000"), 0)
@@ -77,7 +78,7 @@ def test_training_runs_end_to_end(tmp_path, algo):
 def test_a_validation_split_selects_the_model_and_the_held_out_split_stays_unseen(tmp_path):
     import yaml
 
-    from ctxsim.train import env_configs
+    from ctxsim.lab.train import env_configs
 
     fields = dict(name="val", algo="MaskablePPO", eval_scenarios=["gpt4-6000", "tool-dupes"], source=str(REPO / "experiments" / "val.yaml"))
     _, train_cfg, eval_cfg, selection_cfg = env_configs(ExperimentConfig(**fields, validation_scenarios=["fragmented"]))
@@ -106,11 +107,11 @@ def test_a_validation_split_selects_the_model_and_the_held_out_split_stays_unsee
 def test_several_seeds_train_a_folder_that_evaluates_as_one_policy(tmp_path, capsys):
     """`ctxsim train --seed 1 2` trains one run per seed; the folder of runs is one
     policy for evaluate, a row per run and context; loading it as one model is an error."""
-    from ctxsim.cli import main
+    from ctxsim.lab.cli import main
     from ctxsim.errors import PolicyError
-    from ctxsim.evaluate import evaluate, reward_differences, summarize
+    from ctxsim.lab.evaluate import evaluate, reward_differences, summarize
     from ctxsim.policies import get_policy
-    from ctxsim.scenarios import find_scenario
+    from ctxsim.lab.scenarios import find_scenario
 
     (tmp_path / "tiny_seeds.yaml").write_text(
         "name: tiny_seeds\nalgo: MaskablePPO\nenv: envs/default.yaml\nenv_config: {contexts_per_scenario: 2}\n"
@@ -147,7 +148,7 @@ def test_every_save_of_a_run_is_atomic(tmp_path, monkeypatch):
 
     from stable_baselines3 import PPO
 
-    from ctxsim.train import atomic_saves
+    from ctxsim.lab.train import atomic_saves
 
     model = atomic_saves(PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, device="cpu", seed=0))
     model.save(str(tmp_path / "best_model"))  # what SB3's callbacks call: no suffix
@@ -172,7 +173,7 @@ def test_the_learning_curve_file_is_replaced_whole(tmp_path, monkeypatch):
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import EvalCallback
 
-    from ctxsim.train import evaluation_callback
+    from ctxsim.lab.train import evaluation_callback
 
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, device="cpu", seed=0)
     from stable_baselines3.common.monitor import Monitor
@@ -197,9 +198,9 @@ def test_default_experiment_reaches_target(tmp_path):
     """Issue target: IQM normalized score >= 0.9 on the held-out split, and a mean
     reward above seed-chain's with the 95 % bootstrap CI of the difference above 0."""
     from ctxsim.episode import EpisodeSettings
-    from ctxsim.evaluate import evaluate
-    from ctxsim.scenarios import DEFAULT_SUITE, load_scenarios
-    from ctxsim.stats import iqm, paired_difference_ci
+    from ctxsim.lab.evaluate import evaluate
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
+    from ctxsim.lab.stats import iqm, paired_difference_ci
 
     exp = load_experiment(REPO / "experiments" / "maskable_ppo_default.yaml")
     run = train(exp, out=tmp_path, progress=False)
@@ -213,7 +214,7 @@ def test_default_experiment_reaches_target(tmp_path):
 
 
 def test_an_experiment_extends_another_and_merges_its_hyperparameters(tmp_path, capsys):
-    from ctxsim.train import load_experiment
+    from ctxsim.lab.train import load_experiment
 
     (tmp_path / "base.yaml").write_text(
         "name: base\nalgo: MaskablePPO\ntimesteps: 500\neval_scenarios: [gpt4-6000]\n"
@@ -236,7 +237,7 @@ def test_an_experiment_extends_another_and_merges_its_hyperparameters(tmp_path, 
 
 
 def test_shipped_experiments_share_the_default_hyperparameters(repo_root):
-    from ctxsim.train import load_experiment
+    from ctxsim.lab.train import load_experiment
 
     default = load_experiment(repo_root / "experiments" / "maskable_ppo_default.yaml").hyperparams
     for name in ("maskable_ppo_default_warm", "maskable_ppo_transcripts", "maskable_ppo_full_actions", "ppo_default"):

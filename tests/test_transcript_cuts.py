@@ -7,15 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from ctxsim.lab.contexts import build_context
 from ctxsim.cuts import cut_index, future_probes
 from ctxsim.errors import ScenarioError, TranscriptError
 from ctxsim.metrics import outcome
 from ctxsim.model import ContextUnit
 from ctxsim.probes import PROBE_KINDS, answered, probe_kind, probe_scores
-from ctxsim.scenarios import DEFAULT_SUITE, Scenario, build_context, load_scenarios
+from ctxsim.lab.scenarios import DEFAULT_SUITE, Scenario, load_scenarios
 from ctxsim.strategies import StrategyContext
 from ctxsim.strategies.ladder import externalize_span
-from ctxsim.stream.rehydration import RehydrationConfig, Rehydrator
+from ctxsim.lab.stream.rehydration import RehydrationConfig, Rehydrator
 from ctxsim.transcripts import _read_messages, _units, load_transcript
 
 TRANSCRIPTS = sorted((DEFAULT_SUITE.parent / "transcripts").glob("*.jsonl"))

@@ -9,9 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from ctxsim.evaluate import evaluate
-from ctxsim.scenarios import build_context, find_scenario
-from ctxsim.validity import (
+from ctxsim.lab.contexts import build_context
+from ctxsim.lab.evaluate import evaluate
+from ctxsim.lab.scenarios import find_scenario
+from ctxsim.lab.validity import (
     DROP_SHARES,
     Results,
     adaptivity_gap,
@@ -114,12 +115,12 @@ def test_correlations_cover_each_measure_over_all_and_successful_episodes(small_
 
 
 def test_the_report_has_every_section(small_results):
-    text = render(small_results, figure="metric_validity.png", command="python -m ctxsim.validity --out x.md",
+    text = render(small_results, figure="metric_validity.png", command="python -m ctxsim.lab.validity --out x.md",
                   info={"CPU": "test"}, seconds=61.0)
     sections = ["## Reading", "## 1. Drop curves", "## 2. Correlations", "## 3. Rankings", "## 4. Adaptivity gap"]
     positions = [text.index(s) for s in sections]
     assert positions == sorted(positions)
-    assert "![drop curves](metric_validity.png)" in text and "`python -m ctxsim.validity --out x.md`" in text
+    assert "![drop curves](metric_validity.png)" in text and "`python -m ctxsim.lab.validity --out x.md`" in text
     for measure in ("centroid", "recall"):
         assert f"### `{measure}` coherence, `seed001` reward" in text
         assert f"Adaptivity gap** under `{measure}` / `seed001`" in text
@@ -137,11 +138,11 @@ def test_a_bad_out_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys, out, ne
     (tmp_path / "a-file").write_text("")
     assert main(["--out", out]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("ctxsim.validity: error:") and needle in err, err
+    assert err.count("\n") == 1 and err.startswith("ctxsim.lab.validity: error:") and needle in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "folder.md"]
 
 
 def test_the_command_exits_2_in_a_real_process(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "ctxsim.validity", "--out", str(tmp_path)], capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "ctxsim.lab.validity", "--out", str(tmp_path)], capture_output=True,
                           text=True, cwd=tmp_path)
-    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "ctxsim.validity: error:" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "ctxsim.lab.validity: error:" in proc.stderr, proc.stderr

@@ -1,4 +1,4 @@
-"""Oracle warm start (ctxsim.warmstart): action values agree with the oracle, the fit lowers the regret, training writes its stats."""
+"""Oracle warm start (ctxsim.lab.warmstart): action values agree with the oracle, the fit lowers the regret, training writes its stats."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ import json
 import numpy as np
 import pytest
 
-from ctxsim.environments.overflow import ContextOverflowEnv
+from ctxsim.lab.environments.overflow import ContextOverflowEnv
 from ctxsim.errors import ConfigError
 from ctxsim.policies.oracle import search
 from ctxsim.paths import ROOT as REPO_ROOT
-from ctxsim.train import NORMALIZATION_MIN_VAR, ExperimentConfig, load_experiment, train
-from ctxsim.warmstart import WarmStart, action_values, fit, greedy_regret
+from ctxsim.lab.train import NORMALIZATION_MIN_VAR, ExperimentConfig, load_experiment, train
+from ctxsim.lab.warmstart import WarmStart, action_values, fit, greedy_regret
 
 CONFIG = {"scenario_names": ["mild-overflow", "chat-10k"], "contexts_per_scenario": 2}
 
@@ -86,10 +86,10 @@ def test_warm_start_rejects_dqn_and_the_stream_env(tmp_path):
 
 def test_frozen_normalization_is_saved_and_applied_by_every_consumer(tmp_path):
     from ctxsim.episode import EpisodeSettings
-    from ctxsim.export import export_run
+    from ctxsim.lab.export import export_run
     from ctxsim.policies import get_policy
-    from ctxsim.evaluate import evaluate
-    from ctxsim.scenarios import DEFAULT_SUITE, find_scenario
+    from ctxsim.lab.evaluate import evaluate
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, find_scenario
 
     run = train(_experiment(tmp_path, normalize_observations=True, timesteps=128), out=tmp_path, progress=False)
     vec = run / "vecnormalize.pkl"

@@ -1,5 +1,5 @@
 """No work repeats within a context: one pool expansion (every chain of valid
-actions on one context, as :func:`ctxsim.pool.expand` runs it) computes each
+actions on one context, as :func:`ctxsim.lab.pool.expand` runs it) computes each
 embedding row, each document vector, each minified or compressed text, each
 summarizer classification (of a unit, of a sentence) and each strategy
 application (direct, or a step of ``hybrid`` or a fallback) once per distinct input."""
@@ -11,13 +11,14 @@ from collections import Counter
 import pytest
 
 import ctxsim.relevance as relevance
-from ctxsim import minify
+from ctxsim import coherence, minify
+from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings
 from ctxsim.strategies import Strategy
-from ctxsim.summarize import extractive, rules
-from ctxsim.pool import expand
+from ctxsim.summarize import extractive, rules, structured
+from ctxsim.lab.pool import expand
 from ctxsim.relevance import get_embedder
-from ctxsim.scenarios import build_context, find_scenario
+from ctxsim.lab.scenarios import find_scenario
 
 
 @pytest.fixture
@@ -28,6 +29,8 @@ def counted(monkeypatch):
     embedder.clear_cache()
     for memo in MEMOS:
         memo.cache_clear()
+    for cache in (structured.SUMMARY_CACHE, coherence.ORIGINALS):  # results of earlier tests' summaries and scores
+        cache.clear()
     compute, document_vector, apply = type(embedder)._compute, relevance._document_vector, Strategy.apply
 
     def counting_compute(self, texts):

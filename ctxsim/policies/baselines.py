@@ -1,4 +1,4 @@
-"""Fixed baselines: random, seed 001's chain, one strategy only, one-step greedy.
+"""Fixed baselines: random, design 001's chain, one strategy only, one-step greedy.
 
 When a fixed policy has nothing left to try and the episode is not over, it calls
 :func:`fallback_action`: the recovery action named by the settings'
@@ -68,7 +68,7 @@ class FixedChainPolicy(Policy):
     when its turn comes is skipped for good. The episode stops as soon as the
     context fits; after ``max_steps`` steps it applies its forced recovery (the
     environment's rules). When the chain is used up before that,
-    :func:`fallback_action` (seed 001: "all strategies failed → recovery"). Raises
+    :func:`fallback_action` (design 001: "all strategies failed → recovery"). Raises
     PolicyError when the episode's actions lack one of the chain's ids.
     """
 
@@ -95,7 +95,7 @@ class FixedChainPolicy(Policy):
 
 @register_policy("seed-chain")
 class SeedChainPolicy(FixedChainPolicy):
-    """Seed 001's default breaking chain: ``summarize_old``, ``prioritize_recent``,
+    """Design 001's default breaking chain: ``summarize_old``, ``prioritize_recent``,
     ``content_type_chunking``, ``discard_low_rel`` (:class:`FixedChainPolicy`)."""
 
     CHAIN = SEED_CHAIN[:4]

@@ -1,6 +1,6 @@
 """A learned policy exported from Stable-Baselines3, run with numpy alone.
 
-:func:`ctxsim.export.export_run` writes an export directory; its ``policy/`` folder
+:func:`ctxsim.lab.export.export_run` writes an export directory; its ``policy/`` folder
 holds ``policy.json`` (the spec: format version, observation features and
 :data:`~ctxsim.observe.OBSERVATION_VERSION`, actions, the episode settings, the
 observation normalization, the network's layers) and ``weights.npz`` (one
@@ -168,7 +168,7 @@ class BreakResult:
 
     ``state``: the broken context (with the input's own limits); ``chain``: the
     strategy ids the policy chose, in order (a forced recovery is not in it; see
-    ``forced_recovery``); ``outcome`` and ``reward``: seed 001's metrics and reward
+    ``forced_recovery``); ``outcome`` and ``reward``: design 001's metrics and reward
     against ``target_tokens`` (tokens); ``latency_ms``: the modeled latency (ms).
     """
 

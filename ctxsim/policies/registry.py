@@ -124,6 +124,11 @@ def list_policies() -> list[str]:
     return names
 
 
+def is_learned(policy: str) -> bool:
+    """True for a policy given as a path (a trained model), not a registered name."""
+    return policy not in list_policies()
+
+
 def get_policy(name_or_path: str | Path, **kwargs: Any) -> Policy:
     """A fresh policy by name, or loaded from a policy directory / model file.
 

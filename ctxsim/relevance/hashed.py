@@ -34,7 +34,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..tokens import encode, encoding_available
-from . import CachedEmbedder, SparseRows
+from .embedder import CachedEmbedder, SparseRows
 
 DIM = 1 << 12
 RARE_RANK = 100_000

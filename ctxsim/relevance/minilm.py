@@ -18,7 +18,7 @@ import os
 import numpy as np
 
 from ..errors import ConfigError
-from . import CachedEmbedder, SparseRows
+from .embedder import CachedEmbedder, SparseRows
 
 INSTALL_HINT = "pip install 'ctxsim[minilm]'"
 

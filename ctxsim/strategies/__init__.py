@@ -1,8 +1,8 @@
 """Breaking strategies: the action space of the environments.
 
-Families, one module each: ``seed001`` (seed 001's five), ``window`` (seed 000's
-compaction strategies), ``ladder`` (seed 002's externalize / clear / drop),
-``pruning`` (seed 004 / OpenCode DCP pruning and keep-recent compaction) and
+Families, one module each: ``seed001`` (design 001's five), ``window_compaction`` (design 000's
+compaction strategies), ``ladder`` (design 002's externalize / clear / drop),
+``pruning`` (design 004 / OpenCode DCP pruning and keep-recent compaction) and
 ``recovery`` (fresh start, truncate, error). Each module registers its classes
 with :func:`~ctxsim.strategies.registry.register`.
 """
@@ -23,7 +23,7 @@ from .base import (
 )
 from .registry import describe_strategies, get_strategy, list_strategies, register, strategy_class, strategy_from_config
 
-FAMILIES = ("pruning", "ladder", "seed001", "window", "recovery")
+FAMILIES = ("pruning", "ladder", "seed001", "window_compaction", "recovery")
 for _family in FAMILIES:
     import_module(f"{__name__}.{_family}")
 

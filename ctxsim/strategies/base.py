@@ -1,8 +1,8 @@
-"""The strategy contract (seed 003's pattern, in Python).
+"""The strategy contract (design 003's pattern, in Python).
 
 A strategy is a pure function of a :class:`~ctxsim.model.ContextState`: it has an
-id, a display name, an aggressiveness ``rank`` (seed 002's ladder: lower ranks are
-applied first), a ``priority`` and a ``max_tokens`` (seed 003's contract), typed
+id, a display name, an aggressiveness ``rank`` (design 002's ladder: lower ranks are
+applied first), a ``priority`` and a ``max_tokens`` (design 003's contract), typed
 parameters with the seeds' defaults, and ``apply(state, ctx) -> StrategyResult``.
 The input state is never touched.
 
@@ -14,7 +14,7 @@ Contract enforced here for every strategy:
 * tokens never grow, except for recovery handovers: a non-recovery strategy whose
   output is larger than its input returns the input unchanged;
 * the result lists which units were removed, compressed in place, or folded into a
-  summary/pointer, the modeled latency (ms) and seed 001's progress events.
+  summary/pointer, the modeled latency (ms) and design 001's progress events.
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from ..errors import StrategyError, describe_value
 from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
+from ..relevance import get_embedder
+from ..summarize import get_summarizer
 from ..summarize.rules import holds_user_rule
 from ..tokens import count_tokens
 
@@ -36,12 +38,12 @@ TOKEN_LIMIT_EXCEEDED = "TOKEN_LIMIT_EXCEEDED"
 BREAKER_FAILED = "BREAKER_FAILED"
 RECOVERY_TRIGGERED = "RECOVERY_TRIGGERED"
 
-#: seed 002's ladder, least to most aggressive (the ``rank`` of a strategy)
+#: design 002's ladder, least to most aggressive (the ``rank`` of a strategy)
 RANK_PRUNE, RANK_EXTERNALIZE, RANK_COMPRESS, RANK_SUMMARIZE, RANK_CLEAR, RANK_SELECT, RANK_DROP, RANK_RECOVERY = range(8)
 
 
 class StrategyPriority(IntEnum):
-    """Seed 003's priority levels: higher is more important and is tried first."""
+    """Design 003's priority levels: higher is more important and is tried first."""
 
     CRITICAL = 100
     HIGH = 80
@@ -71,7 +73,7 @@ class Params(BaseModel):
 
 @dataclass(frozen=True)
 class ProgressEvent:
-    """One progress message in seed 001's phases (the sidebar's status line)."""
+    """One progress message in design 001's phases (the sidebar's status line)."""
 
     phase: str
     message: str
@@ -81,13 +83,13 @@ class ProgressEvent:
 
     @property
     def progress(self) -> int:
-        """Percent of the limit in use; -1 during recovery (seed 001)."""
+        """Percent of the limit in use; -1 during recovery (design 001)."""
         return -1 if self.phase == "recovery" else min(100, round(self.tokens / self.limit * 100))
 
 
 @dataclass(frozen=True)
 class ContextBudget:
-    """Seed 003's budget: the most tokens the context may hold (``max_tokens``: a
+    """Design 003's budget: the most tokens the context may hold (``max_tokens``: a
     strategy's target never exceeds it), strategies that must run, and strategies
     never to run (exclusion takes precedence)."""
 
@@ -121,7 +123,7 @@ class StrategyContext:
     ``target_tokens`` is the size to reach (default: the state's limit; never above
     the budget's ``max_tokens``); ``query`` is
     the text relevance is measured against (default: the state's task);
-    ``skip_aggressive`` is seed 002's turn flag after a rehydration (externalize and
+    ``skip_aggressive`` is design 002's turn flag after a rehydration (externalize and
     drop then do nothing). ``steps`` is what a composite strategy (``hybrid``, a
     fallback) applies its steps through: an episode passes its step memo, so a step
     reuses the result of the same action taken directly (and the other way round);
@@ -159,14 +161,10 @@ class StrategyContext:
 
     @property
     def embedder(self):
-        from ..relevance import get_embedder
-
         return get_embedder(self.embedder_id)
 
     @property
     def summarizer(self):
-        from ..summarize import get_summarizer
-
         return get_summarizer(self.summarizer_kind, **self.summarizer_options)
 
 
@@ -211,9 +209,9 @@ class Strategy:
     """Base class. Subclasses set the class attributes and implement :meth:`run`.
 
     Class attributes: ``id`` (public name), ``display_name``, ``rank`` (ladder
-    order), ``priority`` (seed 003's :class:`StrategyPriority` scale, 0-100: higher
+    order), ``priority`` (design 003's :class:`StrategyPriority` scale, 0-100: higher
     is tried first where strategies are ordered by importance; default from the
-    rank, :data:`RANK_PRIORITY`), ``phase`` (seed 001 progress phase), ``seed``
+    rank, :data:`RANK_PRIORITY`), ``phase`` (design 001 progress phase), ``seed``
     (design document it comes from), ``keeps_p1`` (promise: every P1 unit
     survives, possibly compressed in place), ``recovery`` (a recovery mode),
     ``Params`` (a :class:`Params` model). The property :attr:`max_tokens` is seed
@@ -372,5 +370,5 @@ def unchanged(state: ContextState, note: str = "nothing to do") -> Outcome:
 def is_protected(unit: ContextUnit, *, keep_p1: bool = False, keep_rules: bool = False) -> bool:
     """Pinned units are never touched; with ``keep_p1`` neither are P1 units, with
     ``keep_rules`` neither are units that state a user rule (removing one would lose
-    the rule: seed 004's compaction "preserves user rules")."""
+    the rule: design 004's compaction "preserves user rules")."""
     return unit.pinned or (keep_p1 and unit.priority == 1) or (keep_rules and holds_user_rule(unit))

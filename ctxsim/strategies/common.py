@@ -8,6 +8,7 @@ import numpy as np
 
 from ..latency import Cost
 from ..model import ContextState, ContextUnit, content_hash
+from ..relevance import cosine_to_query
 from ..tokens import count_tokens
 from .base import StrategyContext
 
@@ -19,13 +20,11 @@ def relevance_scores(
 ) -> tuple[np.ndarray, Cost]:
     """Relevance of each unit to the current task, in [0, 1] before the P1 boost.
 
-    Cosine similarity to the task (seed 001's ``computeRelevance``), divided by the
+    Cosine similarity to the task (design 001's ``computeRelevance``), divided by the
     largest score in the state so that the most relevant unit scores 1 (a fixed
     ``rel_threshold`` then means the same thing for every embedder), then P1 units
     multiplied by ``p1_boost``.
     """
-    from ..relevance import cosine_to_query
-
     if not units:
         return np.zeros(0), Cost()
     raw = cosine_to_query([u.content for u in units], ctx.query_for(state), ctx.embedder)
@@ -50,7 +49,7 @@ def synthetic_id(prefix: str, units: Sequence[ContextUnit]) -> str:
 
 
 def summary_unit(units: Sequence[ContextUnit], body: str, *, prefix: str = "summary") -> ContextUnit:
-    """A summary unit replacing ``units`` (seed 002: role assistant, stable header)."""
+    """A summary unit replacing ``units`` (design 002: role assistant, stable header)."""
     first, last = units[0], units[-1]
     header = SUMMARY_PREFIX.format(first=min(u.turn for u in units), last=max(u.turn for u in units))
     return ContextUnit(
@@ -92,7 +91,7 @@ def replace_span(units: Sequence[ContextUnit], span_ids: set[str], replacement: 
 
 
 def truncate_paragraphs(text: str, max_tokens: int, *, keep: str = "head") -> str:
-    """Seed 003's smart truncation: whole paragraphs up to ``max_tokens``.
+    """Design 003's smart truncation: whole paragraphs up to ``max_tokens``.
 
     ``keep="head"`` keeps the first paragraphs, ``"tail"`` the last ones. When not
     even one paragraph fits, its lines are used the same way, then its words.

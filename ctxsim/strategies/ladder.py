@@ -1,6 +1,6 @@
-"""Seed 002's compaction ladder: externalize, clear tool results, drop.
+"""Design 002's compaction ladder: externalize, clear tool results, drop.
 
-(Seed 002's summarize rung is ``summarize_old`` in :mod:`.seed001` and the generic
+(Design 002's summarize rung is ``summarize_old`` in :mod:`.seed001` and the generic
 summarizers of the other families.) The rungs, least to most aggressive:
 
 * ``externalize`` moves large spans to the state's artifact store and leaves a
@@ -13,7 +13,7 @@ summarizers of the other families.) The rungs, least to most aggressive:
 Every rung keeps the most recent units (for ``clear_tool_results``: the most
 recent tool results), never touches pinned or P1 units, and stops as soon as the
 state fits the target. ``externalize`` and ``drop`` are the
-aggressive rungs seed 002 skips on a turn that rehydrated (``ctx.skip_aggressive``).
+aggressive rungs design 002 skips on a turn that rehydrated (``ctx.skip_aggressive``).
 All sizes are cl100k tokens.
 """
 
@@ -26,6 +26,8 @@ from pydantic import Field
 
 from ..latency import Cost
 from ..model import SENSITIVITIES, Artifact, ContextState, ContextUnit, DroppedSpan, content_hash
+from ..relevance.hashed import tokenize
+from ..sentences import split_sentences
 from .base import (
     RANK_CLEAR,
     RANK_DROP,
@@ -57,7 +59,7 @@ def artifact_id(span: Sequence[ContextUnit]) -> str:
 
 
 def rehydrate_hint(span: Sequence[ContextUnit]) -> str:
-    """When the agent should read the artifact back (seed 002's rehydrate_hint)."""
+    """When the agent should read the artifact back (design 002's rehydrate_hint)."""
     calls = [f"{u.tool.tool_name}({u.tool.target})" if u.tool.target else u.tool.tool_name for u in span if u.tool]
     if calls:
         shown = ", ".join(dict.fromkeys(calls[:3]))
@@ -68,7 +70,7 @@ def rehydrate_hint(span: Sequence[ContextUnit]) -> str:
 
 
 def _pointer_text(art_id: str, summary: str, hint: str) -> str:
-    """Seed 002's externalization format, plus the rehydrate hint."""
+    """Design 002's externalization format, plus the rehydrate hint."""
     return (
         f"[Externalized Content - artifact:{art_id}]\n"
         f"Summary: {summary}\n"
@@ -150,17 +152,17 @@ class ExternalizeParams(Params):
 
 @register
 class Externalize(Strategy):
-    """Externalize (seed 002, first rung): large content to the artifact store.
+    """Externalize (design 002, first rung): large content to the artifact store.
 
     Candidate spans, outside the last ``preserve_recent`` (3) units and never
     pinned, P1 or placeholder units:
 
-    * one unit of at least ``threshold_tokens`` (1000; seed 002's
+    * one unit of at least ``threshold_tokens`` (1000; design 002's
       ``externalize_threshold_tokens``);
     * a contiguous run of two or more tool_result/code/log units holding together
       at least ``min_span_tokens`` (1000: a pointer costs ~150 tokens, so a span
       this size saves ~85%);
-    * any non-replayable tool result (seed 002: "must externalize or keep").
+    * any non-replayable tool result (design 002: "must externalize or keep").
 
     Non-replayable results go first, then the largest spans, until the state
     fits the target; a span whose pointer would not be smaller is skipped. Each
@@ -247,7 +249,7 @@ class ClearToolResultsParams(Params):
 
 
 def replay_still_valid(state: ContextState, unit: ContextUnit) -> bool:
-    """Seed 002's determinism check for a replayable result.
+    """Design 002's determinism check for a replayable result.
 
     Valid when the result has a target and a determinism hash and every later tool
     result on the same target (a write, or a read) carries the same hash. Without a
@@ -263,7 +265,7 @@ def replay_still_valid(state: ContextState, unit: ContextUnit) -> bool:
 
 @register
 class ClearToolResults(Strategy):
-    """Clear tool results (seed 002, third rung) by their durability class.
+    """Clear tool results (design 002, third rung) by their durability class.
 
     Old tool results (units with a tool envelope; the last ``keep_recent`` (3) tool
     results, pinned and P1 units are kept) are handled oldest first until the state
@@ -349,8 +351,6 @@ class DropParams(Params):
 
 def keywords(text: str, n: int) -> tuple[str, ...]:
     """The ``n`` most frequent non-stop-words of ``text`` (ties: first seen first)."""
-    from ..relevance.hashed import tokenize
-
     words = tokenize(text)
     counts = Counter(words)
     first = {w: i for i, w in reversed(list(enumerate(words)))}
@@ -359,14 +359,12 @@ def keywords(text: str, n: int) -> tuple[str, ...]:
 
 def first_sentence(text: str, max_tokens: int = 60) -> str:
     """The first sentence of ``text``, cut to ``max_tokens`` tokens at a word boundary."""
-    from ..sentences import split_sentences
-
     sentences = split_sentences(text)
     return truncate_paragraphs(sentences[0], max_tokens) if sentences else ""
 
 
 def dropped_span(run: Sequence[ContextUnit], n_keywords: int, strategy: str) -> DroppedSpan:
-    """Seed 002's dropped-span index entry for a run of dropped units."""
+    """Design 002's dropped-span index entry for a run of dropped units."""
     text = "\n\n".join(u.content for u in run)
     return DroppedSpan(
         source_ids=source_ids_of(run),
@@ -378,7 +376,7 @@ def dropped_span(run: Sequence[ContextUnit], n_keywords: int, strategy: str) -> 
 
 @register
 class Drop(Strategy):
-    """Drop (seed 002, last rung): remove units from the prompt entirely.
+    """Drop (design 002, last rung): remove units from the prompt entirely.
 
     Removes the oldest non-pinned units, every P3 unit before any P2 unit (and P1
     units only with ``drop_p1``, last), keeping the last ``preserve_recent`` (3)

@@ -1,12 +1,12 @@
-"""Seed 004's automatic pruning (OpenCode DCP) and keep-recent compaction.
+"""Design 004's automatic pruning (OpenCode DCP) and keep-recent compaction.
 
 Three zero-LLM-cost prunings of tool results: ``dedupe_tool_results`` (older copies
 of identical calls), ``supersede_writes`` (file writes read back later) and
 ``purge_errors`` (old failed calls keep only their error). They remove redundancy,
-not information, so they run to completion whatever the target (seed 004 runs them
+not information, so they run to completion whatever the target (design 004 runs them
 on every compaction); tools named in ``protected_tools`` are never pruned.
 
-``compact_keep_recent`` is seed 004's AI-driven compaction: everything but the last
+``compact_keep_recent`` is design 004's AI-driven compaction: everything but the last
 N units becomes one structured summary.
 """
 
@@ -22,9 +22,9 @@ from ..model import ContextState, ContextUnit, ToolEnvelope
 from .base import RANK_PRUNE, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, unchanged
 from .common import replace_span, summarize_units
 from .registry import register
-from .window import JOIN_SLACK_TOKENS, MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_header_tokens, summary_saves
+from .window_compaction import JOIN_SLACK_TOKENS, MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_header_tokens, summary_saves
 
-#: OpenCode DCP's tools that are never pruned (seed 004 §2.2)
+#: OpenCode DCP's tools that are never pruned (design 004 §2.2)
 DCP_PROTECTED_TOOLS = ("task", "todowrite", "todoread", "distill", "compress", "prune", "batch", "plan_enter", "plan_exit")
 #: argument names that hold the file a call touched, when the envelope has no target
 _PATH_ARGUMENTS = ("path", "file_path", "filePath", "filename")
@@ -78,7 +78,7 @@ class _Prune(Strategy):
 
 @register
 class DedupeToolResults(_Prune):
-    """Seed 004 / DCP deduplication: keep only the newest of identical tool calls.
+    """Design 004 / DCP deduplication: keep only the newest of identical tool calls.
 
     Tool results with the same tool name and canonical arguments
     (``ToolEnvelope.call_key``) are copies of one call; every non-pinned copy but
@@ -110,7 +110,7 @@ class SupersedeParams(PruneParams):
 
 @register
 class SupersedeWrites(_Prune):
-    """Seed 004 / DCP supersede-writes: a write read back later is redundant.
+    """Design 004 / DCP supersede-writes: a write read back later is redundant.
 
     A non-pinned result of a write tool whose target (``ToolEnvelope.target``, else
     a ``path``-like argument) is read later (a later read-tool result on the same
@@ -161,7 +161,7 @@ def error_text(unit: ContextUnit) -> str:
 
 @register
 class PurgeErrors(_Prune):
-    """Seed 004 / DCP purge-errors: old failed calls keep only their error message.
+    """Design 004 / DCP purge-errors: old failed calls keep only their error message.
 
     A non-pinned tool result with outcome ``failure`` whose turn is at least
     ``after_turns`` turns before the newest turn of the state has its content
@@ -207,8 +207,8 @@ class PurgeErrors(_Prune):
 
 
 class CompactParams(Params):
-    """``keep_recent``: units kept verbatim at the end (seed 004 default 6);
-    ``max_summary_tokens``: largest summary body (tokens, seed 004 default 2000)."""
+    """``keep_recent``: units kept verbatim at the end (design 004 default 6);
+    ``max_summary_tokens``: largest summary body (tokens, design 004 default 2000)."""
 
     keep_recent: int = Field(6, ge=1)
     max_summary_tokens: int = Field(2000, ge=1)
@@ -216,7 +216,7 @@ class CompactParams(Params):
 
 @register
 class CompactKeepRecent(Strategy):
-    """Seed 004's AI-driven compaction: keep the last N units, summarize the rest.
+    """Design 004's AI-driven compaction: keep the last N units, summarize the rest.
 
     The last ``keep_recent`` units stay verbatim; every older non-pinned unit
     (earlier summaries included) is folded into one structured summary (the
@@ -224,7 +224,7 @@ class CompactKeepRecent(Strategy):
     them was. The body is what brings the state to the target, at most
     ``max_summary_tokens``, and at least 50 tokens or what the task and the user
     rules need (:func:`~.window.summary_floor`; within ``max_summary_tokens``).
-    Not applicable with fewer than ``keep_recent + 2`` units (seed 004's "Not
+    Not applicable with fewer than ``keep_recent + 2`` units (design 004's "Not
     enough messages to compact"), when the state fits the target, or when the
     older units are smaller than a minimal summary. P1 units may be folded
     (no P1 promise by unit id).

@@ -1,8 +1,8 @@
-"""Recovery modes (seed 001's ``recovery_mode``): fresh start, truncate, error.
+"""Recovery modes (design 001's ``recovery_mode``): fresh start, truncate, error.
 
 A recovery mode is what happens when breaking failed: the result counts as "used
 recovery" in the reward. ``fresh_start`` replaces the whole context by a short
-handover summary, ``truncate`` keeps only the newest units that fit (seed 003's
+handover summary, ``truncate`` keeps only the newest units that fit (design 003's
 paragraph-boundary truncation for the one on the edge), ``error`` raises
 :class:`~ctxsim.errors.RecoveryError` (``BREAKER_FAILED``).
 """
@@ -24,14 +24,14 @@ HANDOVER_SUFFIX = "Continue task: {task}."
 
 
 class FreshStartParams(Params):
-    """``handover_tokens``: size of the whole handover unit (tokens, seed 001: 500)."""
+    """``handover_tokens``: size of the whole handover unit (tokens, design 001: 500)."""
 
     handover_tokens: int = Field(500, ge=64)
 
 
 @register
 class FreshStart(Strategy):
-    """Seed 001's fresh start: the context becomes one handover summary.
+    """Design 001's fresh start: the context becomes one handover summary.
 
     Every non-pinned unit is summarized, P1 units first and then the rest (each in
     their order), so the summary keeps the P1 rules first, into one handover unit
@@ -101,7 +101,7 @@ class Truncate(Strategy):
 
     Pinned units are kept. Walking from the newest non-pinned unit back, units are
     kept whole while they fit the target; the first one that does not fit whole is
-    cut at paragraph boundaries (seed 003's smart truncation, keeping its first
+    cut at paragraph boundaries (design 003's smart truncation, keeping its first
     paragraphs; then lines, then words) to the remaining budget, or dropped when
     nothing fits; every older unit is dropped. Order is kept. Applicable when the
     state is over the target and has a non-pinned unit. No P1 promise.

@@ -1,4 +1,4 @@
-"""One registry of strategies, keyed by id (seed 003's factory).
+"""One registry of strategies, keyed by id (design 003's factory).
 
 Adding a strategy is one class with ``@register`` in a module of this package plus
 that module's import in ``ctxsim/strategies/__init__.py``; outside ctxsim, in the

@@ -1,8 +1,8 @@
-"""Seed 001's five breaking strategies (Context Management System v3.6).
+"""Design 001's five breaking strategies (Context Management System v3.6).
 
 ``summarize_old``, ``prioritize_recent``, ``content_type_chunking``,
 ``discard_low_rel`` and ``hybrid`` (their chain). Parameter names and defaults are
-seed 001's ``context_config.breaking_strategy``; parameters the seed does not name
+design 001's ``context_config.breaking_strategy``; parameters the seed does not name
 (``p1_ratio``, ``min_similarity``, ``min_coherence``, ``min_tokens``, ...) are
 ctxsim's and documented on each class. All sizes are cl100k tokens.
 
@@ -50,7 +50,7 @@ from .common import (
     truncate_paragraphs,
 )
 from .registry import get_strategy, register, strategy_class
-from .window import summary_floor
+from .window_compaction import summary_floor
 
 #: a share in (0, 1]
 Share = Annotated[float, Field(gt=0, le=1)]
@@ -88,7 +88,7 @@ def _compress_text(
 
 
 def _kept_whole(unit: ContextUnit, drop_p1: bool = False) -> bool:
-    """Units a selecting strategy of seed 001 never drops: pinned, stating a user
+    """Units a selecting strategy of design 001 never drops: pinned, stating a user
     rule, or (unless ``drop_p1``) P1."""
     return is_protected(unit, keep_p1=not drop_p1, keep_rules=True)
 
@@ -104,12 +104,12 @@ def _truncated_body(fold: list[ContextUnit], tokens: int) -> str:
 
 
 def _allowed(strategy_id: str, ctx: StrategyContext) -> bool:
-    """False when the context's budget (seed 003) excludes the strategy."""
+    """False when the context's budget (design 003) excludes the strategy."""
     return ctx.budget is None or not ctx.budget.is_excluded(strategy_id)
 
 
 def _required(strategy_id: str, ctx: StrategyContext) -> bool:
-    """True when the context's budget (seed 003) requires the strategy to run."""
+    """True when the context's budget (design 003) requires the strategy to run."""
     return ctx.budget is not None and ctx.budget.is_required(strategy_id)
 
 
@@ -131,14 +131,14 @@ class SummarizeOldParams(Params):
 
 @register
 class SummarizeOld(Strategy):
-    """Summarize old context (seed 001, strategy 1): temporal compression.
+    """Summarize old context (design 001, strategy 1): temporal compression.
 
     The first ``old_threshold`` (0.6) of the units, by count, are "old". Their
     non-pinned P2/P3 units (pointers and placeholders excepted: they are already
     small and carry artifact ids) are folded into ONE structured summary unit of
     about ``summary_length`` (300) tokens, placed where the first of them was; the
     summary is larger when the user rules of the span and what earlier summaries in
-    it carried need more room (seed 002: a summary of summaries carries forward
+    it carried need more room (design 002: a summary of summaries carries forward
     what the previous one carried, so facts do not drift over cycles). Old
     P1 units are summarized less aggressively (seed: "summarizes non-P1 more
     aggressively"): each is compressed in place to ``p1_ratio`` (0.7) of its tokens,
@@ -150,12 +150,12 @@ class SummarizeOld(Strategy):
     (seed semantics: the whole old span is summarized, even when less would fit).
 
     Fallback (seed's weird case, "if summary incoherent (similarity < 0.7)"): when the
-    similarity of the context with the summary (seed 001's check, the centroid
+    similarity of the context with the summary (design 001's check, the centroid
     measure :func:`ctxsim.coherence.centroid`: embedding cosine of the result vs
     the input, units weighted by tokens)
     is below ``min_similarity`` (0.7), the old span is truncated instead — the rules
     and carried items the summary had to hold, then its most recent whole
-    paragraphs up to the summary's size (seed 003's paragraph-boundary
+    paragraphs up to the summary's size (design 003's paragraph-boundary
     truncation) — and ``fallback`` is ``"truncate"``. (Comparing the summary with
     the span alone does not work with the default hashed TF-IDF embedder: a summary
     ~10x shorter than its span scores 0.3-0.7 on every generated scenario, so the
@@ -244,7 +244,7 @@ class PrioritizeRecentParams(Params):
 
 @register
 class PrioritizeRecent(Strategy):
-    """Prioritize recent & key units (seed 001, strategy 2): relevance-focused pruning.
+    """Prioritize recent & key units (design 001, strategy 2): relevance-focused pruning.
 
     Every unit is scored by relevance to the current task (cosine to the task,
     max-normalized so the most relevant unit scores 1; P1 units multiplied by
@@ -252,7 +252,7 @@ class PrioritizeRecent(Strategy):
     (rounded up) and pinned units are always kept, and so is every unit scoring at
     least ``rel_threshold`` (0.5). The others are dropped, least relevant first,
     until the state fits the target: ctxsim stops as soon as it fits, where the seed
-    drops every unit under the threshold. P1 units are never dropped (seed 001: the
+    drops every unit under the threshold. P1 units are never dropped (design 001: the
     strategy "ensures P1 stays intact"); with ``drop_p1: true`` they are protected
     only by their boost, as in the seed's sketch (one that scores under the
     threshold even boosted can go). Units stating a user rule are never dropped.
@@ -323,7 +323,7 @@ class ContentTypeChunkingParams(Params):
 
 @register
 class ContentTypeChunking(Strategy):
-    """Content-type specific chunking (seed 001, strategy 3): compress by type, in place.
+    """Content-type specific chunking (design 001, strategy 3): compress by type, in place.
 
     Each non-pinned unit is compressed according to its type's ratio in
     ``compress_ratios`` (code 0.7, text 0.5, log 0.4, plan_ref 1.0, other 0.6; a
@@ -415,12 +415,12 @@ class DiscardLowRelParams(Params):
 
 @register
 class DiscardLowRel(Strategy):
-    """Discard low-relevance units (seed 001, strategy 4): aggressive pruning.
+    """Discard low-relevance units (design 001, strategy 4): aggressive pruning.
 
     The bottom ``discard_percent`` (0.3) of the droppable units by relevance to
     the task are removed: ``n - ceil(n × 0.7)`` of the n droppable units (with the
     default share none when n < 4: ``applicable`` is then False). Pinned units and
-    units stating a user rule are not droppable, nor are P1 units (seed 001: P1 is
+    units stating a user rule are not droppable, nor are P1 units (design 001: P1 is
     "must keep"; "breaking prioritizes P1 units") unless ``drop_p1: true``: then, as
     in the seed's sketch, P1 scores are multiplied by ``priority_boost`` (1.5, seed
     001's ``computeRelevance``) and P1 units can be discarded.
@@ -519,16 +519,16 @@ class HybridParams(Params):
 
 @register
 class Hybrid(Strategy):
-    """Hybrid (seed 001, strategy 5): the breaking chain as one composite action.
+    """Hybrid (design 001, strategy 5): the breaking chain as one composite action.
 
     Applies the strategies of ``chain`` (default: summarize_old, prioritize_recent,
     content_type_chunking, discard_low_rel, each with its default parameters) in
     order, each to the result of the previous one, skipping those not applicable,
     running at most ``max_iterations`` (3) of them and stopping as soon as the
     state fits the target (so nothing runs when it already fits). Steps the
-    context's budget excludes (seed 003) are skipped too; strategies it requires are
+    context's budget excludes (design 003) are skipped too; strategies it requires are
     never skipped: each runs when applicable, even once the state fits or
-    ``max_iterations`` steps have run (seed 003's ``RequiredStrategies``); required
+    ``max_iterations`` steps have run (design 003's ``RequiredStrategies``); required
     strategies the chain does not name run after it, highest ``priority`` first
     (recovery modes and hybrid itself excepted). The chain may name
     any registered strategy except recovery modes and hybrid itself. The cost is

@@ -9,7 +9,7 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    (:func:`~ctxsim.sentences.segments`; code and log units line by
    line; a leading bullet marker is dropped) and each sentence gets a section:
    *rules* (a sentence of a user or system message, or of a summary, that
-   speaks of a rule: :func:`~ctxsim.summarize.rules.mentions_rule`, seed 004),
+   speaks of a rule: :func:`~ctxsim.summarize.rules.mentions_rule`, design 004),
    *decisions* (decided/chose/will use/agreed/going with), *open items*
    (TODO/``[ ]``/next/pending/blocked, and every sentence of a ``plan_ref``
    unit), *facts* (prose holding a number, amount, date, path, file name, URL,
@@ -27,7 +27,7 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    P3 0.75).
 3. Order. Rules first (instructions, :func:`~ctxsim.summarize.rules.is_user_rule`,
    and every rule an earlier summary carried, before the others), then the
-   structured items an earlier summary carried (seed 002: a summary of summaries
+   structured items an earlier summary carried (design 002: a summary of summaries
    carries forward what the previous one carried), then every candidate holding a
    fact marker (facts, and decisions, open items, tool outcomes and artifacts
    with values), then the rest; within each tier by maximal marginal relevance
@@ -82,7 +82,7 @@ FILL_RATIO = 0.95
 PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
 #: rank tier of the structured items an earlier summary carried (after rules, before new facts)
 CARRIED_TIER = 0.75
-#: sections a summary of summaries carries forward whole (seed 002's core sections; not the task, not notes)
+#: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
 CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts")
 
 DECISION = re.compile(
@@ -327,7 +327,7 @@ def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, 
 def must_carry(units: Sequence[ContextUnit]) -> dict[str, tuple]:
     """What a summary of ``units`` must hold whole, by section, once each and in
     input order: every rule, and every item of :data:`CARRIED_SECTIONS` an earlier
-    summary among ``units`` carried (seed 002's drift invariant). Only a user or
+    summary among ``units`` carried (design 002's drift invariant). Only a user or
     system message or a summary can hold either: the other units are not read."""
     out: dict[str, dict] = {}
     for unit in units:

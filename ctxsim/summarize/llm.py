@@ -1,11 +1,11 @@
 """Optional LLM summarizer: any OpenAI-compatible ``POST {base_url}/chat/completions``.
 
 Off by default (``llm_summarizer.enabled: false`` in the config); stdlib only
-(urllib). The prompt asks for seed 004's structured sections under the titles of
+(urllib). The prompt asks for design 004's structured sections under the titles of
 :data:`~ctxsim.summarize.structured.SECTIONS`. The reply is read leniently
 (markdown headings and bold titles accepted) into a :class:`StructuredSummary`
 whose rules are the user rules detected in the input, kept verbatim whatever the
-model wrote (seed 004's "DO NOT lose user constraints"), and whose tool outcomes
+model wrote (design 004's "DO NOT lose user constraints"), and whose tool outcomes
 and artifacts come from the units' envelopes, not from the model. The result is
 fitted to ``target_tokens`` exactly as the extractive summarizer's is.
 
@@ -51,7 +51,7 @@ from .structured import (
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429})
 _MODEL_SECTIONS = ("rules", "facts", "decisions", "open_items", "notes")
-#: section titles a model may write (ours, and seed 004's prompt sections) -> section
+#: section titles a model may write (ours, and design 004's prompt sections) -> section
 _TITLES = {title.lower(): name for name, title in SECTIONS if name in _MODEL_SECTIONS} | {
     "rules": "rules",
     "constraints": "rules",
@@ -72,7 +72,7 @@ Open items:            pending tasks, TODOs, next steps, what is broken
 Context:               anything else needed to continue
 Copy file paths, function names, numbers and error messages exactly. Never lose a user
 rule or constraint. Stay under {budget} tokens."""
-#: part of the cache key (seed 002): changes whenever the prompt does
+#: part of the cache key (design 002): changes whenever the prompt does
 PROMPT_VERSION = "llm-" + hashlib.sha256(SYSTEM_PROMPT.encode()).hexdigest()[:12]
 
 

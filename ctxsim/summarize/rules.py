@@ -4,7 +4,7 @@ A deployed policy has no ground truth of planted rules, so every strategy that
 compresses, summarizes or drops text finds the rules the way a reader would:
 
 * :func:`mentions_rule` — the broad test that files a sentence of a user or system
-  message under a summary's "Rules & Constraints" (seed 004): it names a rule,
+  message under a summary's "Rules & Constraints" (design 004): it names a rule,
   a policy or a constraint, or uses never/always/must/should/prefer/do not;
 * :func:`is_user_rule` — the narrow test of an *instruction*: an imperative at the
   start of the sentence or of a clause ("Never push to main.", "Please remember:
@@ -13,7 +13,7 @@ compresses, summarizes or drops text finds the rules the way a reader would:
   circumstances", "is not allowed"). Questions are not rules. "The cache never
   expires" and "I always forget the flag" are statements, not rules.
 
-Sentences passing :func:`is_user_rule` are never cut by a summary (seed 004: the
+Sentences passing :func:`is_user_rule` are never cut by a summary (design 004: the
 summary "preserves user rules"). :func:`must_keep_sentences` lists the sentences of
 a unit no in-place compression may drop: its user rules, and for a P1 unit (seed
 001: "must keep") every sentence carrying a value (a number, path, name, ...).

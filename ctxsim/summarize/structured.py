@@ -1,4 +1,4 @@
-"""Structured summaries (seed 002) with seed 004's "Rules & Constraints" section.
+"""Structured summaries (design 002) with design 004's "Rules & Constraints" section.
 
 A :class:`StructuredSummary` renders deterministically and byte-stably: a versioned
 header, then fixed sections in a fixed order, empty sections omitted::

@@ -1,8 +1,8 @@
-"""The runtime context window (seed 000) that strategies and learned policies plug into.
+"""The runtime context window (design 000) that strategies and learned policies plug into.
 
 ``items`` holds the items and their mapping to context units, ``build`` the budgeted
 composition, ``compaction`` the strategy/chain/policy runs and their proposals,
-``events`` seed 000's events, ``window`` the :class:`ContextWindow`.
+``events`` design 000's events, ``window`` the :class:`ContextWindow`.
 """
 
 from .build import BuildOptions, BuiltContext

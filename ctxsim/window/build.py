@@ -1,9 +1,9 @@
-"""Building the context string of a window within a token budget (seed 000's Build).
+"""Building the context string of a window within a token budget (design 000's Build).
 
 The budget is ``max_tokens - reserve_for_response`` tokens and covers the whole
 request: the built string sent as one message in the window's chat format, with
 its framing and reply priming (:func:`ctxsim.tokens.count_messages`), so
-``count_tokens(content) <= total_tokens <= budget`` always holds (seed 002's budget
+``count_tokens(content) <= total_tokens <= budget`` always holds (design 002's budget
 test). Item types fall into build groups:
 
 ==================  ==================================  ======================
@@ -17,9 +17,9 @@ relevant memory     retrieved_document, working_memory  include_relevant_memory
 other               other                               always
 ==================  ==================================  ======================
 
-Collection: pinned items first, then the rest, each in seed 000's order, greedily
+Collection: pinned items first, then the rest, each in design 000's order, greedily
 (an item that does not fit is skipped, smaller later ones may still fit). The
-string lists the chosen items in seed 000's order, joined by ``section_separator``;
+string lists the chosen items in design 000's order, joined by ``section_separator``;
 an item with a role is rendered with ``message_format``, one without as its content.
 """
 
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from ..errors import ContextError, describe_value
+from ..relevance import DEFAULT_EMBEDDER, cosine_to_query, get_embedder
 from ..tokens import count_messages, count_tokens
 from .items import ContextItem, chronological
 
@@ -47,7 +48,7 @@ _GROUP_OPTION = {
 
 @dataclass(frozen=True)
 class BuildOptions:
-    """Options of :meth:`ContextWindow.build` (seed 000's ``BuildContextOptions``).
+    """Options of :meth:`ContextWindow.build` (design 000's ``BuildContextOptions``).
 
     ``max_history_items``: most recent non-pinned history items kept (count).
     ``message_format``: template with ``{role}`` and ``{content}``.
@@ -56,7 +57,7 @@ class BuildOptions:
     never included (pinned or not). ``query_for_memory_retrieval``: when given,
     relevant-memory items (retrieved documents, working memory) are chosen by
     relevance to this text — most relevant first, and one that shares nothing with
-    it (cosine 0 with the default embedder) is left out — instead of by seed 000's order.
+    it (cosine 0 with the default embedder) is left out — instead of by design 000's order.
     """
 
     include_system_prompt: bool = True
@@ -104,7 +105,7 @@ class BuildOptions:
 
 @dataclass(frozen=True)
 class BuiltContext:
-    """A built context (seed 000's ``BuiltContext``).
+    """A built context (design 000's ``BuiltContext``).
 
     ``total_tokens`` is the request size of ``content`` sent as one message (content,
     framing, reply priming; 0 when empty). ``excluded_ids`` are the items of the
@@ -136,7 +137,7 @@ def _history_cap(candidates: Sequence[ContextItem], keep: int) -> set[str]:
 def compose(
     items: Iterable[ContextItem], options: BuildOptions, budget: int, chat_format: str
 ) -> tuple[str, tuple[str, ...]]:
-    """The context string and the included ids, for ``items`` in seed 000's order.
+    """The context string and the included ids, for ``items`` in design 000's order.
 
     Greedy estimate from per-piece counts, then an exact count of the joined string;
     while that is over ``budget`` the last-collected item is dropped (BPE counts of
@@ -172,10 +173,8 @@ def compose(
 
 def _by_relevance(candidates: list[ContextItem], query: str) -> tuple[list[ContextItem], list[ContextItem]]:
     """(candidates without the unpinned memory items that share nothing with
-    ``query``, the order to collect them in: the other items in seed 000's order,
+    ``query``, the order to collect them in: the other items in design 000's order,
     then the memory items most relevant first)."""
-    from ..relevance import DEFAULT_EMBEDDER, cosine_to_query, get_embedder
-
     memory = [i for i in candidates if i.type in MEMORY_TYPES and not i.pinned]
     if not memory:
         return candidates, candidates

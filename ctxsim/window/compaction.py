@@ -2,7 +2,7 @@
 
 :func:`plan` is pure: it maps the items to a context state, runs what compacts it
 and maps the result back (:mod:`.items`), returning a :class:`CompactionProposal`
-stamped with the window version it was computed against (seed 002's
+stamped with the window version it was computed against (design 002's
 ``CompactionTransaction``: the window commits it only if that version still holds).
 """
 

@@ -1,4 +1,4 @@
-"""Seed 000's context-window events and the hub that delivers them.
+"""Design 000's context-window events and the hub that delivers them.
 
 Every event is a frozen dataclass with the seed's fields. ``timestamp`` is the
 window's sequence number (the same counter that stamps ``ContextItem.added_at``),
@@ -18,7 +18,7 @@ from typing import Callable, ClassVar, Iterable
 from ..errors import ContextError, describe_value
 from .telemetry import log_event
 
-#: why an item left the window (seed 000's "Manual", "Compaction", "Clear")
+#: why an item left the window (design 000's "Manual", "Compaction", "Clear")
 REMOVAL_REASONS = ("manual", "compaction", "clear")
 #: why a compaction ran: an explicit compact(), the add threshold, or a build over budget
 COMPACTION_REASONS = ("manual", "threshold", "build")
@@ -139,7 +139,7 @@ class EventHub:
         return False
 
     def emit(self, events: Iterable[Event]) -> None:
-        """Log each event (seed 000's templates) and call its callbacks."""
+        """Log each event (design 000's templates) and call its callbacks."""
         for event in events:
             log_event(event)
             with self._lock:

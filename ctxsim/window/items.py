@@ -1,7 +1,7 @@
-"""Context items of the runtime window (seed 000) and their mapping to context units.
+"""Context items of the runtime window (design 000) and their mapping to context units.
 
 A :class:`ContextItem` is what an agent puts into a :class:`~ctxsim.window.ContextWindow`:
-content with a seed 000 type, a 0–100 priority and a pinned flag. Strategies and
+content with a design 000 type, a 0–100 priority and a pinned flag. Strategies and
 learned policies work on :class:`~ctxsim.model.ContextState`, so the window maps its
 items to units and back with :func:`item_to_unit` and :func:`items_from_state`:
 
@@ -19,7 +19,7 @@ other                other           user
 ===================  ==============  =========
 
 An item's own ``role``, when set, replaces the type's role. Priorities map to seed
-001's tags by seed 000's bands: 71–100 → P1, 31–70 → P2, 0–30 → P3; the exact
+001's tags by design 000's bands: 71–100 → P1, 31–70 → P2, 0–30 → P3; the exact
 priority travels in the unit's ``meta`` as ``item_priority``. Units are in
 chronological order (``added_at``), so "oldest" means added first.
 """
@@ -32,10 +32,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import ContextError, describe_value
 from ..model import ROLES, UNIT_TYPES, ContextState, ContextUnit
-from ..strategies.window import ITEM_PRIORITY_META
+from ..strategies.window_compaction import ITEM_PRIORITY_META
 from ..tokens import count_tokens
 
-#: seed 000's ContextItemType, in ordering rank (lower ranks come first)
+#: design 000's ContextItemType, in ordering rank (lower ranks come first)
 TYPE_RANK: dict[str, int] = {
     "system_prompt": 0,
     "instruction": 1,
@@ -60,7 +60,7 @@ UNIT_MAPPING: dict[str, tuple[str, str]] = {
     "other": ("other", "user"),
 }
 
-#: lowest item priority of each unit priority tag (seed 000's bands)
+#: lowest item priority of each unit priority tag (design 000's bands)
 BAND_FLOOR = {1: 71, 2: 31, 3: 0}
 SYNTHETIC_TYPE = "working_memory"
 SYNTHETIC_ROLE = "assistant"
@@ -78,20 +78,20 @@ def check_priority(priority: Any, obj: str = "ContextItem") -> int:
 
 
 def check_type(item_type: Any, obj: str = "ContextItem") -> str:
-    """``item_type`` if it is a seed 000 item type, else a ContextError naming the field."""
+    """``item_type`` if it is a design 000 item type, else a ContextError naming the field."""
     if item_type not in TYPE_RANK:
         raise ContextError(f"{obj}.type must be one of {list(ITEM_TYPES)}, got {describe_value(item_type)}", key="type")
     return item_type
 
 
 def priority_band(priority: int) -> int:
-    """Seed 001 priority tag of a 0–100 priority: 71–100 → 1, 31–70 → 2, 0–30 → 3."""
+    """Design 001 priority tag of a 0–100 priority: 71–100 → 1, 31–70 → 2, 0–30 → 3."""
     return 1 if priority >= BAND_FLOOR[1] else 2 if priority >= BAND_FLOOR[2] else 3
 
 
 @dataclass(frozen=True)
 class ContextItem:
-    """One piece of context in a window (seed 000's ``ContextItem``).
+    """One piece of context in a window (design 000's ``ContextItem``).
 
     ``content`` must not be blank; ``type`` is one of :data:`ITEM_TYPES`;
     ``priority`` 0–100 (higher = more important; 50 normal); ``pinned`` items
@@ -131,7 +131,7 @@ class ContextItem:
 
     @property
     def rank(self) -> tuple[int, int, int, str]:
-        """Sort key of seed 000's ordering: type rank, priority descending, added_at, id."""
+        """Sort key of design 000's ordering: type rank, priority descending, added_at, id."""
         return (TYPE_RANK[self.type], -self.priority, self.added_at, self.id)
 
     @property
@@ -141,7 +141,7 @@ class ContextItem:
 
 
 def ordered(items: Iterable[ContextItem]) -> list[ContextItem]:
-    """Items in seed 000's order: type rank, then priority descending, then added first."""
+    """Items in design 000's order: type rank, then priority descending, then added first."""
     return sorted(items, key=lambda i: i.rank)
 
 

@@ -1,4 +1,4 @@
-"""Seed 000's observability: its log templates and its metrics.
+"""Design 000's observability: its log templates and its metrics.
 
 Logs go to the ``ctxsim.window`` logger with the seed's templates and levels
 (:data:`LOG_TEMPLATES`; placeholders filled with :meth:`str.format`). Metrics are kept
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 LOGGER = logging.getLogger("ctxsim.window")
 
-#: seed 000's log templates: name -> (level, template)
+#: design 000's log templates: name -> (level, template)
 LOG_TEMPLATES: dict[str, tuple[int, str]] = {
     "added": (logging.DEBUG, "Added context item {item_id} type={type} tokens={tokens} for agent {agent_id}"),
     "removed": (logging.DEBUG, "Removed context item {item_id} reason={reason} for agent {agent_id}"),
@@ -33,7 +33,7 @@ LATENCY_BUCKETS_MS: tuple[float, ...] = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 
 
 
 def log(event: str, **fields: object) -> None:
-    """Log ``event`` with its seed 000 template and level (formatted only when enabled)."""
+    """Log ``event`` with its design 000 template and level (formatted only when enabled)."""
     level, template = LOG_TEMPLATES[event]
     if LOGGER.isEnabledFor(level):
         LOGGER.log(level, template.format(**fields))
@@ -84,7 +84,7 @@ class Histogram:
 
 @dataclass
 class WindowMetrics:
-    """The two latency histograms of seed 000's metrics table (``add_latency_ms``,
+    """The two latency histograms of design 000's metrics table (``add_latency_ms``,
     ``build_latency_ms``); the gauges and counters are in :meth:`ContextWindow.metrics`."""
 
     add_latency_ms: Histogram = field(default_factory=Histogram)

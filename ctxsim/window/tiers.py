@@ -1,4 +1,4 @@
-"""Seed 004's tier-driven actions: what a window does at each usage tier.
+"""Design 004's tier-driven actions: what a window does at each usage tier.
 
 Before a turn, :meth:`ContextWindow.check_usage` reads the usage tier of the window
 (``data/models.yaml``: 75 / 90 / 95 % of ``max_tokens``) and acts on it:

@@ -1,4 +1,4 @@
-"""The runtime context window (seed 000's ``IContextWindow``) that strategies and
+"""The runtime context window (design 000's ``IContextWindow``) that strategies and
 learned policies plug into.
 
 Token accounting: ``current_tokens`` is the request size of the items as chat
@@ -12,7 +12,7 @@ when no strategy is named: ``policy`` > ``chain`` > ``default_strategy``.
 
 Concurrency: one re-entrant lock guards the state and every public method is
 atomic. Event callbacks run after the lock is released. Compaction is optimistic
-(seed 002's ``CompactionTransaction``): :meth:`ContextWindow.plan_compaction` runs
+(design 002's ``CompactionTransaction``): :meth:`ContextWindow.plan_compaction` runs
 the strategy on a snapshot without holding the lock and
 :meth:`ContextWindow.commit` installs it only if the window's ``version`` has not
 moved. ``add`` and ``build`` compact inside their own atomic section.
@@ -41,14 +41,14 @@ from .tiers import COMPACT_MARGIN_PERCENT, RECOVERY_ACTIONS, ContextWindowExceed
 
 #: optimistic attempts of compact() before it runs the strategy under the lock
 COMMIT_RETRIES = 3
-#: seed 000: auto-compaction reaches ``threshold - 15`` percent; builds compact to 70 %
+#: design 000: auto-compaction reaches ``threshold - 15`` percent; builds compact to 70 %
 THRESHOLD_MARGIN_PERCENT = 15.0
 BUILD_TARGET_PERCENT = 70.0
 
 
 @dataclass(frozen=True)
 class ContextSnapshot:
-    """The window's content and settings at ``version`` (items in seed 000's order);
+    """The window's content and settings at ``version`` (items in design 000's order);
     ``created_at``: wall-clock time of the snapshot (seconds since the epoch)."""
 
     version: int
@@ -62,7 +62,7 @@ class ContextSnapshot:
 
 @dataclass(frozen=True)
 class WindowStats:
-    """Seed 000's statistics. ``tokens_by_type`` counts content plus framing per
+    """Design 000's statistics. ``tokens_by_type`` counts content plus framing per
     item type (the reply priming is in ``current_tokens`` only)."""
 
     total_items: int
@@ -86,18 +86,18 @@ def _percent(value: Any, key: str, low: float = 0.0) -> float:
 
 
 class ContextWindow:
-    """A token-bounded, priority-ordered context window (seed 000).
+    """A token-bounded, priority-ordered context window (design 000).
 
     ``max_tokens``: window size (tokens). ``compaction_threshold``: percent of
     ``max_tokens`` above which ``add`` compacts first (to ``threshold - 15`` %).
     ``policy``: a :class:`BreakingPolicy`; ``chain``: strategy ids applied in order
     until the target is reached; ``default_strategy``: a strategy id.
     ``message_format``: the chat format whose framing is counted (``openai``,
-    ``anthropic``, ``plain``). ``max_items``: item limit (seed 000: 1,000).
+    ``anthropic``, ``plain``). ``max_items``: item limit (design 000: 1,000).
     ``task``: the text relevance-based strategies score against (``ContextState.task``).
     ``preserve_tool_results``: tool names whose results no compaction touches (seed
     004's ``preserveToolResults``; a ``tool_result`` item names its tool in
-    ``metadata["tool_name"]``). :meth:`check_usage` acts on seed 004's usage tiers
+    ``metadata["tool_name"]``). :meth:`check_usage` acts on design 004's usage tiers
     (:mod:`.tiers`).
     """
 
@@ -187,7 +187,7 @@ class ContextWindow:
 
     @property
     def usage_tier(self) -> str:
-        """Seed 004's tier of the current usage: safe, warning, critical, exceeded."""
+        """Design 004's tier of the current usage: safe, warning, critical, exceeded."""
         return usage_tier(self.current_tokens, self.max_tokens)
 
     def __len__(self) -> int:
@@ -200,7 +200,7 @@ class ContextWindow:
         return self._items.get(item_id)
 
     def items(self, type: str | None = None) -> list[ContextItem]:
-        """Items in seed 000's order (type rank, priority descending, added first)."""
+        """Items in design 000's order (type rank, priority descending, added first)."""
         if type is not None:
             check_type(type, "items()")
         with self._lock:
@@ -360,7 +360,7 @@ class ContextWindow:
     def build_structured(self, options: BuildOptions | None = None) -> BuiltContext:
         """Compose the context within ``max_tokens - reserve_for_response`` tokens.
 
-        When the window is over that budget it compacts first (to 70 %, seed 000, or
+        When the window is over that budget it compacts first (to 70 %, design 000, or
         to the budget when that is lower) with the policy/chain/default strategy. See
         :mod:`.build` for the rules.
         """
@@ -457,9 +457,9 @@ class ContextWindow:
         finally:
             self._events.emit(events)
 
-    # ---- seed 000's metrics -------------------------------------------------------------
+    # ---- design 000's metrics -------------------------------------------------------------
     def metrics(self) -> dict[str, object]:
-        """Seed 000's metrics by name: gauges (items, tokens, usage percent), the
+        """Design 000's metrics by name: gauges (items, tokens, usage percent), the
         latency histograms (ms; :class:`~.telemetry.Histogram`) and the counters."""
         stats = self.stats()
         return {
@@ -472,7 +472,7 @@ class ContextWindow:
             "agents.context.tokens_freed_total": stats.total_tokens_freed,
         }
 
-    # ---- seed 004's tiers -------------------------------------------------------------
+    # ---- design 004's tiers -------------------------------------------------------------
     def check_usage(self, strategy: StrategySpec | None = None) -> TierAction:
         """Act on the usage tier before a turn (see :mod:`.tiers`): safe → nothing;
         warning → compaction in a background thread; critical → compaction now;
@@ -493,7 +493,7 @@ class ContextWindow:
     def recover(self, action: str) -> int:
         """Run one of the recovery options of :class:`ContextWindowExceeded`; returns
         tokens freed. ``compact``: the window's compaction to the tier target;
-        ``fresh_start``: seed 001's handover; ``clear``: every unpinned item goes."""
+        ``fresh_start``: design 001's handover; ``clear``: every unpinned item goes."""
         if action not in RECOVERY_ACTIONS:
             raise ContextError(f"unknown recovery action {describe_value(action)}; known: {list(RECOVERY_ACTIONS)}", key="action")
         before = self.current_tokens
@@ -555,7 +555,7 @@ class ContextWindow:
         projected = (self.current_tokens + self._requested(cost)) / self.max_tokens * 100
         if projected > self._threshold:
             log("threshold", percent=round(projected, 1), agent_id=self.agent_id)
-            # seed 000's target, or lower when the item needs more room than that leaves
+            # design 000's target, or lower when the item needs more room than that leaves
             room = (self.max_tokens - self._requested(cost)) / self.max_tokens * 100
             self._compact_locked(None, min(self._threshold - THRESHOLD_MARGIN_PERCENT, room), "threshold", events)
         if self.current_tokens + self._requested(cost) > self.max_tokens:

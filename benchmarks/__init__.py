@@ -1,0 +1,1 @@
+"""ctxsim's benchmarks, outside the package: ``python -m benchmarks`` (``make bench``)."""

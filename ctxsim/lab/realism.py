@@ -1,0 +1,182 @@
+"""Generated contexts against real sessions: the statistics, the corpus split, cuts and rank agreement.
+
+``ctxsim realism`` writes ``reports/realism.md`` (and ``realism.png``): for each
+statistic of :data:`~ctxsim.lab.realism_stats.STATISTICS`, the median over a family's
+generated contexts beside the corpus's 10th, 50th and 90th percentiles (for a yes/no
+statistic: the share of contexts on each side), and whether the generated value falls
+inside the corpus range; with ``--rank``, the mean reward of every strategy alone
+(``only:<id>``, one settings object for all) on the family and on cuts of the corpus,
+and the Spearman rank correlation between the two.
+
+A *cut* of a session is its first messages up to a drawn share, ended after a tool
+result so that every call keeps its result (:func:`ctxsim.cuts.cut_index`, what every
+transcript ``cut`` uses); :func:`cut_scenarios` makes it a transcript scenario at a
+drawn overflow (its tokens over the limit), the range of the shipped transcript
+families. The corpus and its split are :mod:`ctxsim.lab.corpus`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from ..atomic import atomic_write_bytes, atomic_write_text
+from ..episode import EpisodeSettings
+from ..model import DEFAULT_MIN_LIMIT, ContextState
+from ..paths import DATA_DIR
+from ..strategies.registry import list_strategies
+from ..transcripts import load_transcript
+from .contexts import build_context
+from .corpus import DEFAULT_CORPUS, corpus_files
+from .evaluate import evaluate
+from .families import draw_rng
+from .realism_stats import STATISTICS, context_stats
+from .report import _png
+from .scenarios import Scenario, find_scenario
+
+DEFAULT_FAMILY = DATA_DIR / "families" / "agent_sessions.yaml"
+#: a cut keeps this share of a session's messages (drawn uniformly per cut)
+CUT_SHARE = (0.3, 1.0)
+#: ... below 1 (a cut leaves at least one message of future)
+MAX_CUT = 0.999
+#: a cut's tokens over its limit (drawn uniformly per cut), the shipped transcript families' range
+CUT_OVERFLOW = (1.1, 2.5)
+
+
+def cut_scenarios(files: Sequence[Path], seed: int = 0) -> list[Scenario]:
+    """One cut per session file, as a transcript scenario with ``cut`` (:func:`ctxsim.cuts.cut_index`:
+    ended after a tool result): a share of its messages from :data:`CUT_SHARE` and an
+    overflow from :data:`CUT_OVERFLOW`, both drawn from ``seed`` and the file's position
+    (the limit is the cut's tokens over the overflow; its floor is lowered to a smaller
+    limit). Sessions whose cut is only the system prompt and task are skipped."""
+    scenarios = []
+    for i, path in enumerate(files):
+        rng = draw_rng(seed * 100_003 + i)
+        share, overflow = float(rng.uniform(*CUT_SHARE)), float(rng.uniform(*CUT_OVERFLOW))
+        share = min(share, MAX_CUT)
+        state = load_transcript(path, cut=share)
+        if len(state.units) < 4:
+            continue
+        limit = max(1, round(state.total_tokens / overflow))
+        stem = path.name.split(".jsonl")[0]
+        scenarios.append(Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(path), "cut": share,
+                                                  "limit": limit, "min_limit": min(limit, DEFAULT_MIN_LIMIT)}))
+    return scenarios
+
+
+def stats_frame(states: Sequence[ContextState]) -> pd.DataFrame:
+    """One row of statistics per context."""
+    return pd.DataFrame([context_stats(s) for s in states])
+
+
+def compare(generated: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
+    """Per statistic: the generated median (share for a yes/no statistic), the corpus's
+    10th/50th/90th percentiles (its share), and ``inside``: within the corpus's 10-90 %
+    range (a share within 0.2 of the corpus's)."""
+    rows = []
+    for stat in STATISTICS:
+        g, c = generated[stat.key], corpus[stat.key]
+        if stat.flag:
+            value, lo, mid, hi = g.mean(), c.mean(), c.mean(), c.mean()
+            inside = abs(value - mid) <= 0.2
+        else:
+            value = g.median()
+            lo, mid, hi = np.percentile(c, [10, 50, 90])
+            inside = lo <= value <= hi
+        rows.append({"statistic": stat.label, "key": stat.key, "generated": float(value), "corpus_p10": float(lo),
+                     "corpus_p50": float(mid), "corpus_p90": float(hi), "inside": bool(inside)})
+    return pd.DataFrame(rows)
+
+
+def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seeds: int, strategies: Sequence[str]) -> pd.DataFrame:
+    """Mean reward of each ``only:<id>`` policy on ``generated`` (``seeds`` contexts each)
+    and on ``cuts`` (one context each), with every strategy in the action set."""
+    settings = EpisodeSettings(actions=tuple(strategies))
+    policies = [f"only:{s}" for s in strategies]
+    quiet = lambda message: None  # noqa: E731 - notes about seeds of one-context transcripts
+    gen = evaluate(policies, list(generated), seeds, settings, note=quiet).groupby("policy")["reward"].mean()
+    real = evaluate(policies, list(cuts), 1, settings, note=quiet).groupby("policy")["reward"].mean()
+    return pd.DataFrame({"generated": gen, "corpus_cuts": real}).loc[policies]
+
+
+def spearman(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rank correlation (average ranks for ties)."""
+    return float(pd.Series(list(a)).rank().corr(pd.Series(list(b)).rank()))
+
+
+def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, corpus: str, sessions: int,
+                 ranks: pd.DataFrame | None = None, rank_note: str = "") -> None:
+    """``out`` (markdown) and a figure beside it (``.png``): the statistics table, and the rank agreement when given."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    lines = ["# Realism: generated contexts against real sessions", "",
+             f"Generated: {contexts} contexts of `{family}`. Corpus: {sessions} sessions of `{corpus}`. "
+             "Generated is the median over contexts (a yes/no statistic: the share of contexts); the corpus columns are "
+             "its 10th, 50th and 90th percentiles over whole sessions (a yes/no statistic: its share). *Inside*: within "
+             "the corpus's 10-90 % range (a yes/no statistic: within 0.2 of the corpus's share). Statistics are defined in "
+             "`ctxsim/lab/realism_stats.py`. Command: `ctxsim realism --rank`.", "",
+             "| statistic | generated | corpus p10 | p50 | p90 | inside |", "| --- | ---: | ---: | ---: | ---: | --- |"]
+    for row in table.itertuples():
+        lines.append(f"| {row.statistic} | {row.generated:.3g} | {row.corpus_p10:.3g} | {row.corpus_p50:.3g} | "
+                     f"{row.corpus_p90:.3g} | {'yes' if row.inside else 'no'} |")
+    lines += ["", f"![statistics]({out.with_suffix('.png').name})", ""]
+    if ranks is not None:
+        rho = spearman(ranks["generated"], ranks["corpus_cuts"])
+        lines += ["## Strategy-rank agreement", "", rank_note, "",
+                  f"Spearman rank correlation of the mean rewards: **{rho:.2f}**.", "",
+                  "| policy | generated | corpus cuts |", "| --- | ---: | ---: |"]
+        lines += [f"| {p} | {r.generated:+.3f} | {r.corpus_cuts:+.3f} |" for p, r in ranks.iterrows()]
+        lines.append("")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, "\n".join(lines))
+    fig, ax = plt.subplots(figsize=(8, 0.38 * len(table) + 1))
+    scale = table[["corpus_p90", "generated"]].abs().max(axis=1).replace(0, 1)
+    y = np.arange(len(table))[::-1]
+    ax.hlines(y, table.corpus_p10 / scale, table.corpus_p90 / scale, color="tab:blue", lw=6, alpha=0.4, label="corpus 10-90 %")
+    ax.plot(table.corpus_p50 / scale, y, "|", color="tab:blue", ms=12, label="corpus median")
+    ax.plot(table.generated / scale, y, "o", color="tab:orange", label="generated")
+    ax.set_yticks(y, table.key)
+    ax.set_xlabel("value / max(corpus p90, generated)")
+    ax.legend(loc="lower left", fontsize=8)  # the yes/no statistics sit at the right
+    fig.tight_layout()
+    atomic_write_bytes(out.with_suffix(".png"), _png(fig))
+    plt.close(fig)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is under it (so reports do not name a machine's folders)."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAULT_CORPUS, split: str | None = None,
+        out: Path = Path("reports/realism.md"), rank: bool = False, rank_contexts: int = 12) -> pd.DataFrame:
+    """What ``ctxsim realism`` runs; returns the statistics table."""
+    scenario = find_scenario(family)
+    files = corpus_files(corpus, split)
+    generated = stats_frame([build_context(scenario, seed) for seed in range(contexts)])
+    real = stats_frame([load_transcript(p) for p in files])
+    table = compare(generated, real)
+    ranks, note = None, ""
+    if rank:
+        strategies = [s for s in list_strategies() if s != "error"]
+        picked = files[:: max(1, len(files) // rank_contexts)][:rank_contexts]
+        cuts = cut_scenarios(picked)
+        ranks = rank_agreement([scenario], cuts, rank_contexts, strategies)
+        note = (f"Each strategy alone (`only:<id>`, every strategy but `error` in the action set, default settings) on "
+                f"{rank_contexts} contexts of the family and on one cut of each of {len(cuts)} corpus sessions (every "
+                f"{max(1, len(files) // rank_contexts)}th file): a cut keeps the first {CUT_SHARE[0]:g}-{CUT_SHARE[1]:g} "
+                f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
+                f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
+                "`ctxsim/lab/realism.py` `cut_scenarios`).")
+    write_report(table, Path(out), family=_shown(family), contexts=contexts, corpus=_shown(corpus) + (f" ({split})" if split else ""),
+                 sessions=len(files), ranks=ranks, rank_note=note)
+    return table

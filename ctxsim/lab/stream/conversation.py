@@ -1,0 +1,153 @@
+"""A whole conversation as it arrives, turn by turn: the canonical log of design 002.
+
+A :class:`Conversation` holds the turns (each a tuple of units; turn 0 is the
+opening), the facts planted in them, the probes asked about them and the limits
+of the agent that receives them. Nothing mutates it: the long-horizon session
+compacts its own view of the context, never the log.
+
+Sources: :func:`generated_conversation` streams :class:`~ctxsim.lab.generator.SessionGenerator`
+turns, :func:`agent_conversation` groups an agent-loop session's units by turn,
+:func:`transcript_conversation` a chat transcript's, and tests build one by hand from
+unit lists.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import groupby
+
+from ...errors import ScenarioError
+from ...model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ContextUnit, Fact
+from ..contexts import build_context
+from ..generator import SessionGenerator
+from ..scenarios import Scenario
+from .probes import Probe, ProbeConfig, schedule_probes
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """Turns of units in arrival order, their planted facts and the probes about them.
+
+    ``limit`` and ``min_limit`` are tokens, ``warning_threshold`` a share of the
+    limit; unit timestamps are simulated seconds. Every unit id is unique, every
+    fact's ``unit_id`` is a unit of some turn, and every probe asks, after its
+    turn, about a fact planted in that turn or earlier.
+    """
+
+    turns: tuple[tuple[ContextUnit, ...], ...]
+    limit: int
+    facts: tuple[Fact, ...] = ()
+    probes: tuple[Probe, ...] = ()
+    min_limit: int = DEFAULT_MIN_LIMIT
+    warning_threshold: float = DEFAULT_WARNING_THRESHOLD
+    task: str = ""
+    scenario: str = ""
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        turns = tuple(tuple(t) for t in self.turns)
+        object.__setattr__(self, "turns", turns)
+        where = f"conversation {self.scenario or '(built)'}"
+        if not turns or any(not t for t in turns):
+            raise ScenarioError(f"{where}: needs at least one turn and no empty turn", key="turns")
+        turn_of: dict[str, int] = {}
+        for i, turn in enumerate(turns):
+            for unit in turn:
+                if unit.id in turn_of:
+                    raise ScenarioError(f"{where}: unit id {unit.id!r} occurs twice", key=f"turns[{i}]")
+                turn_of[unit.id] = i
+        planted = {}
+        for fact in self.facts:
+            if fact.unit_id not in turn_of:
+                raise ScenarioError(f"{where}: fact {fact.id!r} names unknown unit {fact.unit_id!r}", key="facts")
+            planted[fact.id] = turn_of[fact.unit_id]
+        for probe in self.probes:
+            if probe.fact_id not in planted:
+                raise ScenarioError(f"{where}: probe at turn {probe.turn} asks about unknown fact {probe.fact_id!r}", key="probes")
+            if not planted[probe.fact_id] <= probe.turn < len(turns):
+                raise ScenarioError(
+                    f"{where}: probe at turn {probe.turn} must come after the fact's turn "
+                    f"{planted[probe.fact_id]} and before the end ({len(turns)} turns)", key="probes",
+                )
+        if len({p.turn for p in self.probes}) != len(self.probes):
+            raise ScenarioError(f"{where}: at most one probe per turn", key="probes")
+        taken = [p.unit_id for p in self.probes if p.unit_id in turn_of]
+        if taken:
+            raise ScenarioError(f"{where}: unit id {taken[0]!r} is reserved for the probe of its turn", key="probes")
+        object.__setattr__(self, "_turn_of", turn_of)
+        object.__setattr__(self, "_planted", planted)
+
+    @property
+    def planted_turn(self) -> dict[str, int]:
+        """Fact id -> index of the turn that plants it."""
+        return dict(self._planted)
+
+    def probe_at(self, turn: int) -> Probe | None:
+        return next((p for p in self.probes if p.turn == turn), None)
+
+    def fact(self, fact_id: str) -> Fact:
+        return next(f for f in self.facts if f.id == fact_id)
+
+    def with_scheduled_probes(self, config: ProbeConfig) -> "Conversation":
+        """This conversation with probes at ``config.turns`` (see :func:`schedule_probes`)."""
+        key = f"{self.scenario}/{self.seed}"
+        return replace(self, probes=schedule_probes(self.facts, self._planted, len(self.turns), config, key))
+
+
+def generated_conversation(scenario: Scenario, seed: int, turns: int) -> Conversation:
+    """``turns`` turns of the scenario's :class:`~ctxsim.lab.generator.SessionGenerator` stream."""
+    session = SessionGenerator(scenario, seed)
+    units = [tuple(session.next_turn()) for _ in range(turns)]
+    state = session.state()
+    return Conversation(
+        turns=tuple(units), limit=state.limit, facts=state.fact_table, min_limit=state.min_limit,
+        warning_threshold=state.warning_threshold, task=state.task, scenario=scenario.name, seed=seed,
+    )
+
+
+def transcript_conversation(scenario: Scenario, turns: int, seed: int = 0) -> Conversation:
+    """A transcript's units grouped by their ``turn`` (at most ``turns`` turns; no facts);
+    ``seed`` draws a transcript family's limit. A transcript has no clock: its units'
+    timestamps are their line numbers, so its whole session falls within one hour of
+    simulated time and design 001's over-hit trigger forces every third overflow into a
+    fresh start."""
+    state = build_context(scenario, seed)
+    grouped = [tuple(group) for _, group in groupby(state.units, key=lambda u: u.turn)]
+    return Conversation(
+        turns=tuple(grouped[:turns]), limit=state.limit, facts=state.fact_table, min_limit=state.min_limit,
+        warning_threshold=state.warning_threshold, task=state.task, scenario=scenario.name, seed=state.seed,
+    )
+
+
+def agent_conversation(scenario: Scenario, seed: int, turns: int) -> Conversation:
+    """``turns`` turns of an ``agent_loop`` scenario's session (:mod:`ctxsim.lab.agent_session`),
+    grouped by turn as a transcript's are; a session with fewer turns is drawn again at a
+    larger target (same name and seed, so the same repository and task) until it has them."""
+    state = build_context(scenario, seed)
+    for _ in range(8):
+        grouped = [tuple(group) for _, group in groupby(state.units, key=lambda u: u.turn)]
+        if len(grouped) >= turns:
+            break
+        values = scenario.model_dump(exclude_unset=True, exclude={"overflow", "target_tokens"})
+        bigger = Scenario.model_validate({**values, "target_tokens": round(state.total_tokens * 1.2 * turns / len(grouped))})
+        state = build_context(bigger, seed)
+    units = {u.id for group in grouped[:turns] for u in group}
+    return Conversation(
+        turns=tuple(grouped[:turns]), limit=state.limit, facts=tuple(f for f in state.fact_table if f.unit_id in units),
+        min_limit=state.min_limit, warning_threshold=state.warning_threshold, task=state.task, scenario=scenario.name, seed=seed,
+    )
+
+
+def conversation_for(scenario: Scenario, seed: int, turns: int, probes: ProbeConfig, limit: int | None = None) -> Conversation:
+    """The conversation of (scenario, seed) with its probes; ``limit`` overrides the scenario's (tokens)."""
+    if scenario.is_transcript:
+        conv = transcript_conversation(scenario, turns, seed)
+    elif scenario.session == "agent_loop":
+        conv = agent_conversation(scenario.draw(seed), seed, turns)
+    else:
+        conv = generated_conversation(scenario.draw(seed), seed, turns)
+    if limit is not None:
+        if limit < conv.min_limit:
+            raise ScenarioError(f"limit {limit} is under the scenario's min_limit {conv.min_limit}", key="limit")
+        conv = replace(conv, limit=limit)
+    return conv.with_scheduled_probes(probes)

@@ -1,0 +1,544 @@
+"""Training from an experiment YAML, cleanrl-style: read it top to bottom.
+
+An experiment file (``experiments/<name>.yaml``) names the algorithm and its
+hyperparameters, the env spec and its overrides, the train/eval scenario split,
+the vectorization and the seed. A run writes, under
+``<out>/{env}__{exp}__{seed}__{time}/``:
+
+* ``config.yaml`` — the resolved experiment and the full env config;
+* ``checkpoints/`` — periodic model checkpoints;
+* ``best_model.zip`` — the best model of a (masked) evaluation callback on the
+  held-out split (on ``validation_scenarios`` instead when the experiment names
+  them), and ``evaluations.npz`` — its learning curve. Every evaluation scores the
+  same ``eval_episodes`` contexts (the split's scenarios in turn, context seeds in
+  order: :mod:`ctxsim.lab.environments.fixed_contexts`), so the curve and the choice of
+  the best model do not ride on which contexts a random draw picked;
+* ``final_model.zip``, ``tb/`` — TensorBoard logs;
+* ``warm_start.json`` — with a ``warm_start`` block (:mod:`ctxsim.lab.warmstart`): the
+  states it fitted, its final losses, the greedy regret and the seconds it took;
+* ``vecnormalize.pkl`` — with ``normalize_observations: true``: the frozen observation
+  statistics (SB3 VecNormalize) every consumer of the run applies.
+
+Every model file (checkpoints and the callback's best model included) and
+``evaluations.npz`` (rewritten at each evaluation) are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import pickle
+import shutil
+import time
+import warnings
+from dataclasses import replace
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..errors import ConfigError, describe_value
+from ..paths import ROOT
+from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class
+from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
+from .warmstart import ActionValues, WarmStart, action_values, fit
+
+#: standardized observations are clipped to ± this many standard deviations
+NORMALIZATION_CLIP = 10.0
+#: least variance a feature is standardized with (std 0.1): a feature (nearly) constant
+#: in training — a share that is always 0 there, an action never applied — is scaled
+#: up at most 10x, so an unseen value does not turn into a ±10-std input
+NORMALIZATION_MIN_VAR = 0.01
+
+ALGORITHMS = ("PPO", "A2C", "DQN", "MaskablePPO")
+
+
+class ExperimentConfig(BaseModel):
+    """One training experiment (``experiments/<name>.yaml``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="experiment name, used in the run directory name")
+    algo: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(description="SB3 / sb3-contrib algorithm")
+    env: str = Field("envs/default.yaml", description="env spec file (relative to the repo or the experiment file)")
+    env_config: Annotated[dict[str, Any], Bounded] = Field(default_factory=dict, description="overrides of the env spec's config")
+    train_scenarios: list[str] | None = Field(None, description="scenario names to train on (default: all but the held-out and validation ones)")
+    eval_scenarios: list[str] = Field(default_factory=list, description="held-out scenario names: the split results are reported on")
+    validation_scenarios: list[str] | None = Field(
+        None, description="scenario names the evaluation callback picks the best model on (default: the held-out "
+        "ones); with them, neither training nor model selection sees the held-out split",
+    )
+    timesteps: int = Field(20_000, gt=0, description="total environment steps")
+    n_envs: int = Field(2, ge=1, le=64, description="parallel environments")
+    vec_env: Literal["dummy", "subproc"] = Field("dummy", description="DummyVecEnv or SubprocVecEnv")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seeds the algorithm, the envs and torch")
+    policy: str = Field("MlpPolicy", description="SB3 policy class name")
+    hyperparams: Annotated[dict[str, Any], Bounded] = Field(default_factory=dict, description="keyword arguments of the algorithm")
+    eval_freq: int = Field(2_000, gt=0, description="evaluate every this many total steps")
+    eval_episodes: int = Field(
+        40, gt=0,
+        description="episodes per evaluation, on the same contexts each time: scenarios in turn, context seeds in order",
+    )
+    checkpoint_freq: int = Field(10_000, gt=0, description="checkpoint every this many total steps")
+    warm_start: WarmStart | None = Field(None, description="fit the policy to the oracle's action values before RL (ctxsim.lab.warmstart)")
+    normalize_observations: bool = Field(
+        False, description="standardize observations with the mean and variance of the training contexts' states "
+        "(the warm start's states when there is one), frozen (VecNormalize)",
+    )
+    source: str | None = Field(None, description="file the experiment came from (set by the loader)")
+
+    @model_validator(mode="after")
+    def _warm_start_needs_an_actor_critic(self) -> ExperimentConfig:
+        if self.warm_start is not None and self.algo == "DQN":
+            raise KeyedValueError("warm_start", self.warm_start.model_dump(), "needs an actor-critic algorithm (PPO, A2C, MaskablePPO), not DQN")
+        return self
+
+
+#: the loader's own key (not an ExperimentConfig field): experiments share hyperparameters through it
+EXTENDS_KEY = (
+    "extends", "another experiment file (relative to this one) whose keys this file starts from: its own keys "
+    "replace them, `hyperparams` are merged key by key",
+)
+
+
+def load_experiment(path: str | Path) -> ExperimentConfig:
+    """An experiment file, validated; ``extends`` (:data:`EXTENDS_KEY`) resolved first,
+    so experiments share one block of hyperparameters."""
+    path = Path(path)
+    return validate(ExperimentConfig, {**_experiment_data(path, ()), "source": str(path)}, path, ConfigError)
+
+
+def _experiment_data(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    """The keys of an experiment file with its ``extends`` chain resolved."""
+    data = load_yaml(path, ConfigError)
+    if not isinstance(data, dict):
+        raise ConfigError("an experiment file must be a mapping", source=path)
+    base_ref = data.pop("extends", None)
+    if base_ref is None:
+        return data
+    if not isinstance(base_ref, str) or not base_ref:
+        raise ConfigError(f"must name an experiment file, got {describe_value(base_ref)}", source=path, key="extends")
+    base_path = (path.parent / base_ref).resolve()
+    if base_path in seen or base_path == path.resolve():
+        raise ConfigError(f"extends itself through {base_ref}", source=path, key="extends")
+    if not base_path.is_file():
+        raise ConfigError(f"file not found: {base_ref}", source=path, key="extends")
+    base = _experiment_data(base_path, seen + (path.resolve(),))
+    hyperparams = data.get("hyperparams", {})
+    if isinstance(hyperparams, dict) and isinstance(base.get("hyperparams"), dict):
+        data["hyperparams"] = {**base["hyperparams"], **hyperparams}
+    return {**base, **data}
+
+
+def resolve_path(ref: str, experiment: ExperimentConfig) -> Path:
+    """A path named in an experiment: as given, next to the experiment, or in the repo."""
+    candidates = [Path(ref)]
+    if experiment.source:
+        candidates.append(Path(experiment.source).parent / ref)
+    candidates.append(ROOT / ref)
+    for c in candidates:
+        if c.exists():
+            return c
+    raise ConfigError(f"file not found: {ref}", source=experiment.source, key="env")
+
+
+def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """(env id, train, eval (held-out) and selection env configs) with the scenario
+    split applied: training gets every scenario not held out nor used for validation
+    (unless ``train_scenarios`` names them); the evaluation callback selects on the
+    validation scenarios, else on the held-out ones."""
+    from .environments.spec import env_class, load_env_spec
+
+    spec = load_env_spec(resolve_path(experiment.env, experiment))
+    # the spec's own config was checked when it loaded: what fails here is the experiment's env_config
+    checked = env_class(spec.id).checked_config({**spec.config, **experiment.env_config}, source=experiment.source,
+                                                key_prefix="env_config")
+    base = checked.model_dump(mode="json")
+    names = [s.name for s in checked.suite]
+    validation = experiment.validation_scenarios or []
+    for key, listed in (("train_scenarios", experiment.train_scenarios or []), ("eval_scenarios", experiment.eval_scenarios),
+                        ("validation_scenarios", validation)):
+        unknown = [n for n in listed if n not in names]
+        if unknown:
+            raise ConfigError(f"unknown scenario names {unknown}; known: {names}", source=experiment.source, key=key)
+    overlap = sorted(set(validation) & (set(experiment.eval_scenarios) | set(experiment.train_scenarios or [])))
+    if overlap:
+        raise ConfigError(f"{overlap} are validation scenarios and also held out or trained on", source=experiment.source,
+                          key="validation_scenarios")
+    train = experiment.train_scenarios or [n for n in names if n not in experiment.eval_scenarios and n not in validation]
+    evaluation = experiment.eval_scenarios or train
+    selection = validation or evaluation
+    return (spec.id, {**base, "scenario_names": train}, {**base, "scenario_names": evaluation},
+            {**base, "scenario_names": selection})
+
+
+def run_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:
+    env_short = env_id.split("/")[-1]
+    return f"{env_short}__{experiment.name}__{seed}__{int(time.time())}"
+
+
+def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked: bool, fixed: bool = False):
+    """A thunk making one monitored env (``fixed``: on the fixed evaluation set,
+    :class:`~ctxsim.lab.environments.fixed_contexts.FixedContexts`)."""
+    from .pool import pool_dir
+
+    pools = str(pool_dir())  # the trainer's pool folder, also in worker processes
+
+    def thunk():
+        import os
+
+        import gymnasium as gym
+        from stable_baselines3.common.monitor import Monitor
+
+        import ctxsim.lab.environments  # noqa: F401  (registers the env ids)
+
+        os.environ["CTXSIM_POOL_DIR"] = pools
+
+        env = gym.make(env_id, config=config)
+        if fixed:
+            from ctxsim.lab.environments.fixed_contexts import FixedContexts
+
+            env = FixedContexts(env)
+        env = Monitor(env)
+        env.reset(seed=seed + rank)
+        env.action_space.seed(seed + rank)
+        return env
+
+    return thunk
+
+
+def prepare_pools(
+    env_id: str, *configs: dict[str, Any], source: str | Path | None = None, workers: int | None = None,
+    rebuild: bool = False, progress: bool = False,
+) -> list[tuple[Any, Path, bool, int]]:
+    """Load or build here the context pools of the configs that ask for one (``pool:
+    true``), before worker processes start: they then read the files instead of each
+    building them. Returns (pool, its file, built now, scenarios) per pooled config.
+    ``progress``: a rich progress bar over the contexts while a pool is built."""
+    from rich.progress import Progress
+
+    from .environments.spec import env_class
+    from .pool import ensure_pool, pool_contexts
+
+    pools = []
+    for config in [c for i, c in enumerate(configs) if c not in configs[:i]]:  # each pool once
+        if config.get("pool"):
+            checked = env_class(env_id).checked_config(config, source, "config")
+            resolved = checked.model_dump(mode="json")
+            with Progress(transient=True, disable=not progress) as bar:
+                task = bar.add_task(f"context pool ({len(checked.suite)} scenarios; built once, then read from disk)",
+                                    total=pool_contexts(resolved, checked.suite))
+                pool, path, built = ensure_pool(resolved, checked.suite, workers=workers, rebuild=rebuild,
+                                                advance=lambda: bar.advance(task))
+            pools.append((pool, path, built, len(checked.suite)))
+    return pools
+
+
+def train(
+    experiment: ExperimentConfig,
+    *,
+    timesteps: int | None = None,
+    seed: int | None = None,
+    out: str | Path = "runs",
+    progress: bool = True,
+) -> Path:
+    """Train one experiment; returns the run directory."""
+    import numpy as np
+    import torch
+    from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
+    from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
+    from stable_baselines3.common.utils import set_random_seed
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    from ..atomic import atomic_write_bytes, atomic_write_text
+
+    seed = experiment.seed if seed is None else seed
+    timesteps = experiment.timesteps if timesteps is None else timesteps
+    env_id, train_cfg, eval_cfg, selection_cfg = env_configs(experiment)
+    needs_states = experiment.warm_start is not None or experiment.normalize_observations
+    if needs_states:
+        from .environments.overflow import ContextOverflowEnv
+        from .environments.spec import env_class
+
+        if not issubclass(env_class(env_id), ContextOverflowEnv):
+            key = "warm_start" if experiment.warm_start is not None else "normalize_observations"
+            raise ConfigError(f"{key} needs a ContextOverflow env, not {env_id}", source=experiment.source, key=key)
+    algo_cls = algorithm_class(experiment.algo)
+    check_hyperparams(algo_cls, experiment)
+    run_dir = Path(out) / run_name(env_id, experiment, seed)
+    resolved = yaml.safe_dump(  # before the algorithm sees (and SB3 may extend) the hyperparams
+        {
+            "experiment": experiment.model_dump(mode="json"),
+            "overrides": {"timesteps": timesteps, "seed": seed},
+            "env_id": env_id,
+            "env_config": train_cfg,
+            "eval_env_config": eval_cfg,
+            "selection_env_config": selection_cfg,
+        },
+        sort_keys=True,
+    )
+
+    set_random_seed(seed)
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+    torch.set_num_threads(1)
+    masked = experiment.algo == "MaskablePPO"
+    prepare_pools(env_id, train_cfg, eval_cfg, selection_cfg, progress=progress)
+    vec_cls = SubprocVecEnv if experiment.vec_env == "subproc" and experiment.n_envs > 1 else DummyVecEnv
+    train_env = vec_cls([_make_env(env_id, train_cfg, seed, i, masked) for i in range(experiment.n_envs)])
+    eval_env = DummyVecEnv([_make_env(env_id, selection_cfg, seed + 10_000, 0, masked, fixed=True)])
+    states, states_seconds = None, 0.0
+    if needs_states:
+        start = time.perf_counter()
+        states = training_states(env_id, train_cfg, experiment.warm_start.margin if experiment.warm_start else math.inf)
+        states_seconds = time.perf_counter() - start
+    if experiment.normalize_observations:
+        train_env, eval_env = (frozen_normalization(env, states.observations) for env in (train_env, eval_env))
+
+    try:
+        model = algo_cls(
+            experiment.policy, train_env, seed=seed, verbose=0, device="cpu",
+            tensorboard_log=str(run_dir / "tb"), **experiment.hyperparams,
+        )
+    except (TypeError, ValueError, AssertionError, RuntimeError, MemoryError) as exc:  # a bad hyperparameter or policy,
+        # or one the machine cannot hold (a replay buffer or network too large to allocate)
+        train_env.close()
+        eval_env.close()
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        raise ConfigError(f"{experiment.algo} rejects the hyperparams/policy: {message}", source=experiment.source, key="hyperparams") from None
+    atomic_saves(model)  # best model and checkpoints included
+    run_dir.mkdir(parents=True, exist_ok=False)  # only now: bad input leaves no run directory behind
+    atomic_write_text(run_dir / CONFIG_FILE, resolved)
+    try:
+        if experiment.normalize_observations:  # what VecNormalize.save writes (it pickles itself without the envs), atomically
+            atomic_write_bytes(run_dir / VECNORMALIZE_FILE, pickle.dumps(train_env))
+        if experiment.warm_start is not None:
+            if experiment.normalize_observations:
+                states = replace(states, observations=train_env.normalize_obs(states.observations))
+            start = time.perf_counter()
+            stats = fit(model.policy, states, experiment.warm_start, seed)
+            stats["seconds"] = round(time.perf_counter() - start + states_seconds, 1)
+            atomic_write_text(run_dir / "warm_start.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
+
+        per_env = max(1, experiment.n_envs)
+        eval_cls = evaluation_callback(MaskableEvalCallback if masked else EvalCallback)
+        callbacks = CallbackList(
+            [
+                eval_cls(
+                    eval_env, best_model_save_path=str(run_dir), log_path=str(run_dir),
+                    eval_freq=max(1, experiment.eval_freq // per_env), n_eval_episodes=experiment.eval_episodes,
+                    deterministic=True, verbose=0,
+                ),
+                CheckpointCallback(max(1, experiment.checkpoint_freq // per_env), str(run_dir / "checkpoints"), name_prefix="model"),
+            ]
+        )
+        with warnings.catch_warnings():
+            # SB3 warns when the eval env's VecEnv class differs from training's (DummyVecEnv
+            # for evaluation beside SubprocVecEnv for training): harmless, the spaces agree.
+            warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
+            model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
+            callbacks.callbacks[0].evaluate_if_never()
+        save_model(model, run_dir / "final_model.zip")
+        if not (run_dir / MODEL_FILE).exists():
+            save_model(model, run_dir / MODEL_FILE)
+    except (ValueError, RuntimeError, FloatingPointError) as exc:
+        if not diverged(model):
+            raise
+        train_env.close()
+        eval_env.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__  # not the tensor dump
+        raise ConfigError(
+            f"training diverged after {model.num_timesteps:,} steps: the network's weights are no longer finite "
+            f"({message}); the run folder was removed",
+            source=experiment.source, key="hyperparams",
+        ) from None
+    train_env.close()
+    eval_env.close()
+    return run_dir
+
+
+#: hyperparameters SB3 takes as counts but does not check (0 or less fails mid-training)
+POSITIVE_HYPERPARAMS = ("n_steps", "batch_size", "n_epochs", "buffer_size")
+#: numeric hyperparameters SB3 does not range-check: (lowest, highest) allowed, inclusive
+HYPERPARAM_RANGES: dict[str, tuple[float, float]] = {
+    "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "tau": (0.0, 1.0), "exploration_fraction": (0.0, 1.0),
+    "exploration_initial_eps": (0.0, 1.0), "exploration_final_eps": (0.0, 1.0),
+    "ent_coef": (0.0, math.inf), "vf_coef": (0.0, math.inf), "max_grad_norm": (0.0, math.inf), "clip_range": (0.0, math.inf),
+}
+#: widest hidden layer a policy network may ask for (a 2-layer net of this width holds ~270M weights)
+MAX_LAYER_WIDTH = 16_384
+
+
+def check_hyperparams(algo_cls, experiment: ExperimentConfig) -> None:
+    """Check ``policy`` and every ``hyperparams`` value against the algorithm's own
+    signature (its type annotations, strictly: ``"0.1"`` is not a float) before any
+    run directory exists: SB3 accepts some wrong values at construction and fails
+    only once training runs. Keys the signature does not annotate are left to it."""
+    import inspect
+
+    from pydantic import TypeAdapter, ValidationError
+
+    if experiment.policy not in algo_cls.policy_aliases:
+        raise ConfigError(f"{experiment.algo} has no policy {experiment.policy!r}; known: {sorted(algo_cls.policy_aliases)}",
+                          source=experiment.source, key="policy")
+    hints = {name: p.annotation for name, p in inspect.signature(algo_cls.__init__).parameters.items()
+             if p.annotation is not inspect.Parameter.empty and not isinstance(p.annotation, str)}
+    strict = ConfigDict(strict=True, arbitrary_types_allowed=True)
+    for path, value in _numbers(experiment.hyperparams, "hyperparams"):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"must be a finite number (got {value})", source=experiment.source, key=path)
+    layers = experiment.hyperparams.get("policy_kwargs", {})
+    layers = layers.get("net_arch") if isinstance(layers, dict) else None
+    for path, value in _numbers(layers if layers is not None else [], "hyperparams.policy_kwargs.net_arch"):
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LAYER_WIDTH:
+            raise ConfigError(f"a layer width must be an integer in 1..{MAX_LAYER_WIDTH:,} (got {describe_value(value)})",
+                              source=experiment.source, key=path)
+    for key, value in experiment.hyperparams.items():
+        problem = None
+        if key in POSITIVE_HYPERPARAMS and isinstance(value, int) and value < 1:
+            problem = "must be >= 1"
+        elif key in HYPERPARAM_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool) and not (
+            HYPERPARAM_RANGES[key][0] <= value <= HYPERPARAM_RANGES[key][1]
+        ):
+            low, high = HYPERPARAM_RANGES[key]
+            problem = f"must be in [{low:g}, {high:g}]" if math.isfinite(high) else f"must be >= {low:g}"
+        elif key in hints:
+            try:
+                TypeAdapter(hints[key], config=strict).validate_python(value)
+            except ValidationError as exc:
+                problem = f"{experiment.algo} expects {_type_name(hints[key])} ({exc.errors()[0]['msg']})"
+            except Exception:  # a type pydantic cannot check: the algorithm will
+                continue
+        if problem:
+            raise ConfigError(f"{problem} (got {describe_value(value)})", source=experiment.source, key=f"hyperparams.{key}")
+
+
+def diverged(model) -> bool:
+    """Whether a model's network weights hold NaN or infinity (training diverged)."""
+    import torch
+
+    return any(not torch.isfinite(p).all() for p in model.policy.parameters())
+
+
+def _numbers(value: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """(dotted key, value) of every leaf under ``value``: mappings by key, lists by index."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, f"{path}.{key}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _numbers(item, f"{path}[{i}]")
+    else:
+        yield path, value
+
+
+def _type_name(hint) -> str:
+    return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def training_states(env_id: str, config: dict[str, Any], margin: float) -> ActionValues:
+    """The states (and oracle action values) of the training contexts of ``config``
+    (:func:`ctxsim.lab.warmstart.action_values`; from the pool when the config has one)."""
+    from .environments.spec import env_class
+
+    env = env_class(env_id)(config)
+    try:
+        return action_values(env, margin)
+    finally:
+        env.close()
+
+
+def frozen_normalization(venv, observations):
+    """``venv`` wrapped in a VecNormalize that standardizes observations with the mean
+    and variance (at least NORMALIZATION_MIN_VAR) of ``observations`` and never
+    updates them (rewards untouched)."""
+    import numpy as np
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    wrapped = VecNormalize(venv, training=False, norm_obs=True, norm_reward=False, clip_obs=NORMALIZATION_CLIP)
+    wrapped.obs_rms.mean = observations.mean(axis=0).astype(np.float64)
+    wrapped.obs_rms.var = np.maximum(observations.var(axis=0).astype(np.float64), NORMALIZATION_MIN_VAR)
+    wrapped.obs_rms.count = float(len(observations))
+    return wrapped
+
+
+def _saved_bytes(model, exclude=None, include=None) -> bytes:
+    """What the algorithm's own ``save`` writes, built in memory (never the
+    ``save`` that :func:`atomic_saves` puts on the instance)."""
+    import io
+
+    buffer = io.BytesIO()
+    type(model).save(model, buffer, exclude=["save", *(exclude or ())], include=include)
+    return buffer.getvalue()
+
+
+def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
+    """``model.save(path)`` written atomically: the zip is built in memory, then
+    renamed into place, so a crash never leaves a torn model. Like SB3, a path
+    without a suffix gets ``.zip``."""
+    from ..atomic import atomic_write_bytes
+
+    path = Path(path)
+    if path.suffix == "":
+        path = path.with_name(path.name + ".zip")
+    return atomic_write_bytes(path, _saved_bytes(model, exclude, include))
+
+
+def evaluation_callback(callback_cls):
+    """``callback_cls`` (SB3's EvalCallback or sb3-contrib's masked one) as training
+    uses it, with three changes:
+
+    * before each evaluation it rewinds an eval env on the fixed evaluation set
+      (:class:`~ctxsim.lab.environments.fixed_contexts.FixedContexts`), so every
+      evaluation scores the same contexts;
+    * it writes ``evaluations.npz`` atomically: SB3 saves it in place at every
+      evaluation, so here it goes to a hidden sibling first, then is renamed over
+      the file;
+    * :meth:`evaluate_if_never` evaluates once after a run shorter than one
+      ``eval_freq``, so every run folder has its evaluations and best model."""
+    import os
+
+    class TrainingEvaluations(callback_cls):
+        def evaluate_if_never(self) -> None:
+            """Evaluate once at the end of a run shorter than ``eval_freq`` (which
+            would otherwise end with no evaluations.npz and no selected model)."""
+            if self.n_calls and not self.evaluations_timesteps:
+                every, self.eval_freq = self.eval_freq, self.n_calls
+                try:
+                    self._on_step()
+                finally:
+                    self.eval_freq = every
+
+        def _on_step(self) -> bool:
+            if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0 and self.eval_env.has_attr("rewind"):
+                self.eval_env.env_method("rewind")
+            final = self.log_path
+            if final is None:
+                return super()._on_step()
+            scratch = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp")
+            self.log_path = scratch
+            try:
+                return super()._on_step()
+            finally:
+                self.log_path = final
+                if os.path.exists(scratch + ".npz"):
+                    os.replace(scratch + ".npz", final + ".npz")
+
+    TrainingEvaluations.__name__ = TrainingEvaluations.__qualname__ = f"Training{callback_cls.__name__}"
+    return TrainingEvaluations
+
+
+def atomic_saves(model):
+    """``model`` with every ``save`` to a path atomic (:func:`save_model`) — the saves
+    of SB3's checkpoint and evaluation callbacks included; saves to a file object
+    are SB3's own."""
+
+    def save(path, exclude=None, include=None):
+        if isinstance(path, (str, Path)):
+            return save_model(model, path, exclude, include)
+        path.write(_saved_bytes(model, exclude, include))
+
+    model.save = save
+    return model

@@ -1,0 +1,175 @@
+"""The embedder interface and the cached base every built-in embedder extends.
+
+:class:`Embedder` is the protocol (texts to float32 rows of unit L2 norm);
+:class:`CachedEmbedder` caches rows per text content in a bounded LRU and remembers
+its last :func:`~ctxsim.relevance.cosine_to_query` and
+:func:`~ctxsim.relevance.document_embedding` results; :class:`SparseRows` and
+:class:`RowSimilarity` are the sparse forms they exchange. The registry and the
+similarity helpers built on them are in :mod:`ctxsim.relevance`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..cache import LRUCache
+
+#: cosine_to_query results a cached embedder remembers
+COSINE_MEMO = 8
+#: document_embedding results a cached embedder remembers (a context's original and
+#: the results of breaking it, compared one by one)
+DOCUMENT_MEMO = 64
+#: one non-zero entry of a cached row: its column and value
+_ENTRY = np.dtype([("col", "<i4"), ("value", "<f4")])
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Texts -> float32 array (n, dim) with unit-norm rows (zero rows for empty texts)."""
+
+    id: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class SparseRows(NamedTuple):
+    """An (n, dim) batch of rows as its non-zero entries, sorted by row.
+
+    ``rows`` are int64, ``cols`` int32, ``values`` float32. Long inputs give thousands
+    of sentence rows; kept sparse, a hashed batch stays small and its products stay
+    cheap (see :class:`RowSimilarity`).
+    """
+
+    shape: tuple[int, int]
+    rows: np.ndarray
+    cols: np.ndarray
+    values: np.ndarray
+
+    @classmethod
+    def from_dense(cls, matrix: np.ndarray) -> SparseRows:
+        rows, cols = np.nonzero(matrix)
+        return cls(matrix.shape, rows.astype(np.int64), cols.astype(np.int32), matrix[rows, cols].astype(np.float32))
+
+    def dense(self) -> np.ndarray:
+        out = np.zeros(self.shape, dtype=np.float32)
+        out[self.rows, self.cols] = self.values
+        return out
+
+    def dot(self, vector: np.ndarray) -> np.ndarray:
+        """Each row's dot product with a dense (dim,) vector, float64 (n,)."""
+        weights = self.values.astype(np.float64) * vector[self.cols]
+        return np.bincount(self.rows, weights=weights, minlength=self.shape[0])
+
+    def weighted_sum(self, weights: np.ndarray) -> np.ndarray:
+        """Σ weights[i] · row i, float64 (dim,)."""
+        products = self.values.astype(np.float64) * weights[self.rows]
+        return np.bincount(self.cols, weights=products, minlength=self.shape[1])
+
+
+class RowSimilarity:
+    """Dot products of one row of a :class:`SparseRows` batch with every row.
+
+    Builds a column index once; each query then touches only the entries that
+    share a column with the row (a few hundred for a hashed sentence).
+    """
+
+    def __init__(self, batch: SparseRows):
+        self.batch = batch
+        n, dim = batch.shape
+        self._row_ptr = np.searchsorted(batch.rows, np.arange(n + 1))
+        order = np.argsort(batch.cols, kind="stable")
+        self._col_rows = batch.rows[order]
+        self._col_values = batch.values[order].astype(np.float64)
+        self._col_ptr = np.searchsorted(batch.cols[order], np.arange(dim + 1))
+
+    def to_row(self, k: int) -> np.ndarray:
+        """float64 (n,): the dot product of row ``k`` with each row."""
+        a, b = self._row_ptr[k], self._row_ptr[k + 1]
+        cols, values = self.batch.cols[a:b], self.batch.values[a:b].astype(np.float64)
+        starts = self._col_ptr[cols]
+        lengths = self._col_ptr[cols + 1] - starts
+        total = int(lengths.sum())
+        # indices of the concatenated column slices, without a Python loop
+        index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+        weights = self._col_values[index] * np.repeat(values, lengths)
+        return np.bincount(self._col_rows[index], weights=weights, minlength=self.batch.shape[0])
+
+
+class CachedEmbedder:
+    """Base of the shipped embedders: per-text LRU cache around a batch ``_compute``.
+
+    Subclasses set ``id`` and ``dim`` and implement ``_compute(texts)`` returning
+    the unit-norm (or zero) rows of the texts as :class:`SparseRows`. The cache
+    stores only the non-zero entries of each row, packed as ``_ENTRY`` bytes, so
+    sparse hashed rows stay small and a batch of cached rows is one join.
+    """
+
+    id: str = ""
+    dim: int = 0
+
+    def __init__(self, cache_size: int = 20_000):
+        self._cache: LRUCache[str, bytes] = LRUCache(cache_size)
+        # the last few cosine_to_query results: the action mask and the observation
+        # of one state both score the same units against the same task
+        self._recent_cosines: LRUCache[tuple[str, tuple[str, ...]], np.ndarray] = LRUCache(COSINE_MEMO)
+        # the last few document vectors: every outcome of a context compares the same original
+        self._recent_documents: LRUCache[tuple[tuple[str, ...], tuple[float, ...]], np.ndarray] = LRUCache(DOCUMENT_MEMO)
+
+    def _compute(self, texts: list[str]) -> SparseRows:
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embeddings of ``texts`` (n, dim) float32; cached rows are reused."""
+        return self.embed_sparse(texts).dense()
+
+    def embed_sparse(self, texts: Sequence[str]) -> SparseRows:
+        """The same embeddings as :meth:`embed`, as :class:`SparseRows`.
+
+        The cache is keyed by the texts themselves: a string's hash is computed
+        once and kept by the string, so the units a context shares with its
+        successors are looked up without reading their text again. Each distinct
+        text of the batch is looked up once (one ``hits``/``misses`` count) and the
+        missing ones are computed together in one ``_compute`` call."""
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of texts, not one string")
+        distinct: dict[str, bytes | None] = dict.fromkeys(texts)
+        distinct.update(zip(distinct, self._cache.get_many(distinct)))
+        missing = [text for text, row in distinct.items() if row is None]
+        if missing:
+            computed = self._compute(missing)
+            entries = np.empty(len(computed.cols), _ENTRY)
+            entries["col"], entries["value"] = computed.cols, computed.values
+            packed = entries.tobytes()
+            bounds = np.searchsorted(computed.rows, np.arange(len(missing) + 1)) * _ENTRY.itemsize
+            for j, text in enumerate(missing):
+                row = distinct[text] = packed[bounds[j]:bounds[j + 1]]
+                self._cache.put(text, row)
+            if len(missing) == len(texts):  # all new and distinct: the batch as computed
+                return SparseRows(
+                    (len(texts), self.dim), computed.rows.astype(np.int64, copy=False),
+                    computed.cols.astype(np.int32, copy=False), computed.values.astype(np.float32, copy=False),
+                )
+        found = [distinct[text] for text in texts]
+        entries = np.frombuffer(b"".join(found), _ENTRY)
+        return SparseRows(
+            (len(texts), self.dim),
+            np.repeat(np.arange(len(texts), dtype=np.int64), [len(row) // _ENTRY.itemsize for row in found]),
+            np.ascontiguousarray(entries["col"]),
+            np.ascontiguousarray(entries["value"]),
+        )
+
+    def cache_info(self) -> dict[str, int]:
+        """Cache statistics: hits, misses (texts looked up) and current size."""
+        return {"hits": self._cache.hits, "misses": self._cache.misses, "size": len(self._cache)}
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+        self._recent_cosines.clear()
+        self._recent_documents.clear()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(id={self.id!r}, dim={self.dim})"
