@@ -164,8 +164,14 @@ class EpisodeSettings:
         """``strategy.applicable(state, ctx)`` for a step of a composite strategy: from the
         memo of :meth:`valid` when it is that computation."""
         if self._same_step(strategy, state, ctx):
-            return self._memo(("valid", state.fingerprint, strategy.id), lambda: strategy.applicable(state, ctx))
+            return self._applicable(strategy, state, ctx)
         return strategy.applicable(state, ctx)
+
+    def _applicable(self, strategy: Strategy, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        """``strategy.applicable(state, ctx)`` through the memo; ``ctx`` is this episode's
+        context for ``state`` (built only on a miss when not given)."""
+        return self._memo(("valid", state.fingerprint, strategy.id),
+                          lambda: strategy.applicable(state, self.context(state) if ctx is None else ctx))
 
     def _same_step(self, strategy: Strategy, state: ContextState, ctx: StrategyContext) -> bool:
         """Whether ``strategy`` on ``state`` with ``ctx`` is what this episode's action of
@@ -203,7 +209,7 @@ class EpisodeSettings:
         strategy = self.strategy(strategy_id)
         if strategy.recovery:
             return True
-        return self._memo(("valid", state.fingerprint, strategy_id), lambda: strategy.applicable(state, self.context(state)))
+        return self._applicable(strategy, state)
 
     def mask(self, state: ContextState) -> np.ndarray:
         mask = np.array([self.valid(sid, state) for sid in self.actions], dtype=bool)

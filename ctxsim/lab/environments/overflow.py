@@ -114,10 +114,9 @@ class OverflowConfig(BaseModel):
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
             raise KeyedValueError("scenarios", self.scenarios, f"scenario names defined twice: {twice}")
-        by_name = {s.name: s for s in suite}
         for name, count in self.scenario_contexts.items():
-            if name not in by_name:
-                raise KeyedValueError(f"scenario_contexts.{name}", count, f"unknown scenario; known: {sorted(by_name)}")
+            if name not in names:
+                raise KeyedValueError(f"scenario_contexts.{name}", count, f"unknown scenario; known: {sorted(names)}")
         suite = [s.model_copy(update={"contexts": self.scenario_contexts[s.name]}) if s.name in self.scenario_contexts
                  else s for s in suite]
         if self.scenario_names is None:
