@@ -135,6 +135,8 @@ BAD_INPUT = [
     ("evaluate: no out", ["evaluate", "--policy", "random"], "--out"),
     ("evaluate: split without experiment", ["evaluate", "--policy", "random", "--split", "train", "--out", "out/r.csv"],
      "--split needs --experiment"),
+    ("evaluate: unknown reward profile", ["evaluate", "--policy", "random", "--reward", "nope", "--out", "out/r.csv"],
+     "nope"),
     ("evaluate: experiment and names", ["evaluate", "--policy", "random", "--experiment", "unknown_scenario.yaml",
                                         "--names", "chat-10k", "--out", "out/r.csv"], "drop --names"),
     ("evaluate: experiment's unknown scenario", ["evaluate", "--policy", "random", "--experiment", "unknown_scenario.yaml",
@@ -232,6 +234,24 @@ def test_evaluate_runs_the_scenarios_of_an_experiments_split(work, capsys):
         argv = ["evaluate", "--policy", "seed-chain", "--experiment", "split.yaml", "--seeds", "1", "--out", "r.csv", "--quiet"]
         assert main(argv + (["--split", split] if split else [])) == 0
         assert list(pd.read_csv(work / "r.csv").scenario) == expected, split
+    capsys.readouterr()
+
+
+def test_evaluate_scores_under_the_reward_profile_it_is_given(work, capsys):
+    """``--reward`` replaces the env's reward (with or without ``--experiment``): the
+    same policy on the same contexts, another profile and, probes weighted, another reward."""
+    (work / "split.yaml").write_text(EXPERIMENT.format(name="split", env=REPO / "envs" / "default.yaml", hyperparams="{}"))
+    frames = {}
+    for profile in (None, "grounded"):
+        for how in (["--experiment", "split.yaml"], ["--scenarios", str(SCENARIO)]):
+            argv = ["evaluate", "--policy", "seed-chain", *how, "--seeds", "2", "--out", "r.csv", "--quiet"]
+            assert main(argv + (["--reward", profile] if profile else [])) == 0
+            frames[profile, how[0]] = pd.read_csv(work / "r.csv")
+    for how in ("--experiment", "--scenarios"):
+        default, grounded = frames[None, how], frames["grounded", how]
+        assert set(default.reward_profile) == {"seed001"} and set(grounded.reward_profile) == {"grounded"}
+        assert list(default.tokens_after) == list(grounded.tokens_after)  # the same breaks
+        assert list(default.reward) != list(grounded.reward)
     capsys.readouterr()
 
 

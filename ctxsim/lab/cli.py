@@ -246,7 +246,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.experiment:
         settings, env_config, scenarios = _experiment_split(args)
     else:
-        settings, env_config = settings_from_env_spec(args.env)
+        settings, env_config = settings_from_env_spec(args.env, _reward_override(args))
         scenarios = load_scenarios(args.scenarios or DEFAULT_SUITE)
     if args.names:
         known = {s.name for s in scenarios}
@@ -320,6 +320,12 @@ def _comparisons(args: argparse.Namespace, df, sections: list[str], console) -> 
     return 0
 
 
+def _reward_override(args: argparse.Namespace) -> dict:
+    """``--reward PROFILE``: the env config's ``reward`` replaced by that profile (its
+    weights with it), so one trained policy is scored under another reward."""
+    return {"reward": {"profile": args.reward}} if args.reward else {}
+
+
 def _experiment_split(args: argparse.Namespace):
     """(settings, env config, scenarios) of one split of an experiment: its env spec
     with its ``env_config``, and the scenarios training (``train``), the held-out
@@ -335,6 +341,7 @@ def _experiment_split(args: argparse.Namespace):
     experiment = load_experiment(args.experiment)
     env_id, train, held_out, selection = env_configs(experiment)
     config = {"train": train, "eval": held_out, "validation": selection}[args.split or "eval"]  # resolved already
+    config = {**config, **_reward_override(args)}
     checked = env_class(env_id).checked_config(config, args.experiment)  # once more only for the split's scenarios
     return EpisodeSettings.from_env_config(config), config, list(checked.suite)
 
@@ -540,6 +547,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "not with a ConversationStream-v0 --env")
     ev.add_argument("--overwrite", action="store_true", help="truncate an existing --log instead of appending to it")
     ev.add_argument("--env", help="env spec YAML whose episode settings to use (default: the default settings)")
+    ev.add_argument("--reward", metavar="PROFILE",
+                    help="score under this reward profile instead of the env's (e.g. seed001, grounded); "
+                         "best-fixed fits its chain under it")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.add_argument("--markdown", metavar="FILE.md", help="also write the printed tables as markdown to FILE.md")
     ev.add_argument("--by-scenario", action="store_true", help="also the mean reward of every policy (and the oracle, on overflow events) per scenario")
