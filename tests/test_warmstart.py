@@ -69,6 +69,13 @@ def test_training_with_a_warm_start_writes_its_stats(tmp_path):
     stats = json.loads((run / "warm_start.json").read_text())
     assert stats["states"] > 0 and stats["greedy_regret"] >= 0 and set(stats) >= {"actor_loss", "critic_loss", "seconds"}
     assert (run / "final_model.zip").exists()
+    # the warm-started policy is evaluated before any RL step, then at eval_freq
+    assert list(np.load(run / "evaluations.npz")["timesteps"]) == [0, 64]
+
+
+def test_a_run_without_a_warm_start_is_not_evaluated_before_it_steps(tmp_path):
+    run = train(_experiment(tmp_path, warm_start=None), out=tmp_path, progress=False)
+    assert list(np.load(run / "evaluations.npz")["timesteps"]) == [64]
 
 
 def test_warm_start_rejects_dqn_and_the_stream_env(tmp_path):

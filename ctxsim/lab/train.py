@@ -322,23 +322,21 @@ def train(
             atomic_write_text(run_dir / "warm_start.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
 
         per_env = max(1, experiment.n_envs)
-        eval_cls = evaluation_callback(MaskableEvalCallback if masked else EvalCallback)
+        evaluations = evaluation_callback(MaskableEvalCallback if masked else EvalCallback)(
+            eval_env, best_model_save_path=str(run_dir), log_path=str(run_dir),
+            eval_freq=max(1, experiment.eval_freq // per_env), n_eval_episodes=experiment.eval_episodes,
+            deterministic=True, verbose=0,
+        )
+        evaluations.at_start = experiment.warm_start is not None  # the warm-started policy is a candidate
         callbacks = CallbackList(
-            [
-                eval_cls(
-                    eval_env, best_model_save_path=str(run_dir), log_path=str(run_dir),
-                    eval_freq=max(1, experiment.eval_freq // per_env), n_eval_episodes=experiment.eval_episodes,
-                    deterministic=True, verbose=0,
-                ),
-                CheckpointCallback(max(1, experiment.checkpoint_freq // per_env), str(run_dir / "checkpoints"), name_prefix="model"),
-            ]
+            [evaluations, CheckpointCallback(max(1, experiment.checkpoint_freq // per_env), str(run_dir / "checkpoints"), name_prefix="model")]
         )
         with warnings.catch_warnings():
             # SB3 warns when the eval env's VecEnv class differs from training's (DummyVecEnv
             # for evaluation beside SubprocVecEnv for training): harmless, the spaces agree.
             warnings.filterwarnings("ignore", message="Training and eval env are not of the same type")
             model.learn(total_timesteps=timesteps, callback=callbacks, progress_bar=progress, tb_log_name="run")
-            callbacks.callbacks[0].evaluate_if_never()
+            evaluations.evaluate_if_never()
         save_model(model, run_dir / "final_model.zip")
         if not (run_dir / MODEL_FILE).exists():
             save_model(model, run_dir / MODEL_FILE)
@@ -496,15 +494,26 @@ def evaluation_callback(callback_cls):
     * it writes ``evaluations.npz`` atomically: SB3 saves it in place at every
       evaluation, so here it goes to a hidden sibling first, then is renamed over
       the file;
+    * with ``at_start`` (set after construction) it also evaluates before the first
+      step, at timestep 0: after a warm start the fitted policy itself is a candidate
+      for the best model, so RL steps that make it worse are never chosen;
     * :meth:`evaluate_if_never` evaluates once after a run shorter than one
       ``eval_freq``, so every run folder has its evaluations and best model."""
     import os
 
     class TrainingEvaluations(callback_cls):
+        at_start = False
+
+        def _on_training_start(self) -> None:
+            super()._on_training_start()
+            if self.at_start:
+                self._on_step()  # n_calls is 0: a multiple of every eval_freq
+
         def evaluate_if_never(self) -> None:
             """Evaluate once at the end of a run shorter than ``eval_freq`` (which
-            would otherwise end with no evaluations.npz and no selected model)."""
-            if self.n_calls and not self.evaluations_timesteps:
+            would otherwise end with no evaluations.npz, or none after its start, and
+            no model selected from its steps)."""
+            if self.n_calls and not any(self.evaluations_timesteps):
                 every, self.eval_freq = self.eval_freq, self.n_calls
                 try:
                     self._on_step()
