@@ -176,7 +176,7 @@ def test_bad_input_is_one_line_exit_2_and_no_output(work, capsys, argv, needle):
 
 
 def test_train_refuses_a_negative_seed_before_training_any(tmp_path, capsys):
-    code = main(["train", str(REPO / "experiments" / "maskable_ppo_default.yaml"), "--seed", "3", "-1", "--out", str(tmp_path / "runs")])
+    code = main(["train", str(REPO / "experiments" / "maskable_ppo_seed001.yaml"), "--seed", "3", "-1", "--out", str(tmp_path / "runs")])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and f"--seed must be in 0..{2**32 - 1}, got -1" in err
     assert not (tmp_path / "runs").exists()
@@ -252,6 +252,18 @@ def test_evaluate_scores_under_the_reward_profile_it_is_given(work, capsys):
         assert set(default.reward_profile) == {"seed001"} and set(grounded.reward_profile) == {"grounded"}
         assert list(default.tokens_after) == list(grounded.tokens_after)  # the same breaks
         assert list(default.reward) != list(grounded.reward)
+    capsys.readouterr()
+
+
+def test_evaluate_compare_pairs_reward_probes_and_tokens_cut(work, capsys):
+    argv = ["evaluate", "--policy", "seed-chain", "--policy", "only:drop", "--scenarios", str(SCENARIO), "--seeds", "3",
+            "--out", "r.csv", "--quiet", "--compare", "seed-chain", "--markdown", "r.md"]
+    assert main(argv) == 0
+    df = pd.read_csv(work / "r.csv").groupby("policy")[["reward", "probe_score", "reduction_pct"]].mean()
+    row = next(line for line in (work / "r.md").read_text().splitlines() if line.startswith("| only:drop |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    for cell, column, digits in zip((cells[1], cells[3], cells[4]), ("reward", "probe_score", "reduction_pct"), (4, 3, 1)):
+        assert cell.startswith(f"{df.loc['seed-chain', column] - df.loc['only:drop', column]:+.{digits}f} [")
     capsys.readouterr()
 
 

@@ -172,10 +172,10 @@ def test_cli_unknown_policy_is_one_line(tmp_path, capsys):
     assert err.count("\n") == 1 and "unknown policy 'nope'" in err and "seed-chain" in err
 
 
-def test_reward_differences_are_paired_and_signed():
+def test_paired_differences_are_paired_and_signed():
     import pandas as pd
 
-    from ctxsim.lab.evaluate import reward_differences
+    from ctxsim.lab.evaluate import paired_differences
 
     rows = []
     for seed in range(4):
@@ -186,9 +186,43 @@ def test_reward_differences_are_paired_and_signed():
                 {"policy": "bad", "scenario": sc, "seed": seed, "reward": base},
                 {"policy": "better", "scenario": sc, "seed": seed, "reward": base + 0.5},
             ]
-    diffs = reward_differences(pd.DataFrame(rows), "good", reps=200).set_index("policy")
+    diffs = paired_differences(pd.DataFrame(rows), "good", reps=200).set_index("policy")
     assert diffs.loc["bad", "mean_difference"] == pytest.approx(0.2) and bool(diffs.loc["bad", "beats"])
     assert diffs.loc["better", "mean_difference"] == pytest.approx(-0.3) and not bool(diffs.loc["better", "beats"])
+
+
+def test_paired_differences_of_another_column():
+    import pandas as pd
+
+    from ctxsim.lab.evaluate import paired_differences
+
+    rows = [{"policy": p, "scenario": "a", "seed": seed, "reward": 1.0, "probe_score": score + 0.01 * seed}
+            for seed in range(6) for p, score in (("ref", 0.9), ("peer", 0.6))]
+    diffs = paired_differences(pd.DataFrame(rows), "ref", "probe_score", reps=200).set_index("policy")
+    assert diffs.loc["peer", "mean_difference"] == pytest.approx(0.3) and bool(diffs.loc["peer", "beats"])
+    assert diffs.loc["peer", "ci_low"] == pytest.approx(0.3)  # the same difference on every context
+
+
+def test_gap_captured_is_the_share_between_best_fixed_and_the_oracle():
+    import pandas as pd
+
+    from ctxsim.lab.evaluate import gap_captured
+
+    rows = []
+    for seed in range(8):
+        gap = 0.0 if seed == 7 else 0.1 * (seed + 1)  # the last context: oracle and best-fixed tie
+        share = 1.0 if seed % 2 else 0.5  # the policy takes all of the gap on odd seeds, half on even ones
+        for run in ("r0", "r1"):
+            rows.append({"policy": "learned", "run": run, "scenario": "a", "seed": seed, "reward": 1.0 + share * gap})
+        rows += [{"policy": "oracle", "run": "", "scenario": "a", "seed": seed, "reward": 1.0 + gap},
+                 {"policy": "best-fixed:x", "run": "", "scenario": "a", "seed": seed, "reward": 1.0}]
+    g = gap_captured(pd.DataFrame(rows), "learned", "best-fixed:x", reps=200)
+    assert (g.episodes, g.ties) == (14, 2)  # two runs on each of 7 open contexts; the tie left out
+    # 8 halves and 6 wholes: the middle eight are 5 halves and 3 wholes
+    assert g.median == pytest.approx(0.5) and g.iqm == pytest.approx(5.5 / 8)
+    assert 0.5 - 1e-9 <= g.ci_low <= g.iqm <= g.ci_high <= 1.0
+    with pytest.raises(ValueError, match="no-such"):
+        gap_captured(pd.DataFrame(rows), "no-such", "best-fixed:x")
 
 
 def test_a_transcript_with_several_seeds_gets_a_note_and_identical_contexts(scenarios):

@@ -109,7 +109,7 @@ def test_several_seeds_train_a_folder_that_evaluates_as_one_policy(tmp_path, cap
     policy for evaluate, a row per run and context; loading it as one model is an error."""
     from ctxsim.lab.cli import main
     from ctxsim.errors import PolicyError
-    from ctxsim.lab.evaluate import evaluate, reward_differences, summarize
+    from ctxsim.lab.evaluate import evaluate, paired_differences, summarize
     from ctxsim.policies import get_policy
     from ctxsim.lab.scenarios import find_scenario
 
@@ -137,7 +137,7 @@ def test_several_seeds_train_a_folder_that_evaluates_as_one_policy(tmp_path, cap
     summary = summarize(df).set_index("policy")
     assert summary.loc[str(tmp_path / "runs"), "episodes"] == 8
     assert summary.loc[str(tmp_path / "runs"), "mean_reward"] == pytest.approx(group.reward.mean())
-    diff = reward_differences(df, str(tmp_path / "runs")).set_index("policy").loc["seed-chain"]
+    diff = paired_differences(df, str(tmp_path / "runs")).set_index("policy").loc["seed-chain"]
     chain = df[df.policy == "seed-chain"].set_index(["scenario", "seed"]).reward
     expected = np.mean([r.reward - chain[(r.scenario, r.seed)] for r in group.itertuples()])
     assert diff.mean_difference == pytest.approx(expected) and diff.ci_low <= expected <= diff.ci_high
@@ -202,7 +202,7 @@ def test_default_experiment_reaches_target(tmp_path):
     from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
     from ctxsim.lab.stats import iqm, paired_difference_ci
 
-    exp = load_experiment(REPO / "experiments" / "maskable_ppo_default.yaml")
+    exp = load_experiment(REPO / "experiments" / "maskable_ppo_seed001.yaml")
     run = train(exp, out=tmp_path, progress=False)
     held_out = [s for s in load_scenarios(DEFAULT_SUITE) if s.name in exp.eval_scenarios]
     df = evaluate([str(run), "seed-chain"], held_out, 10, EpisodeSettings())
@@ -239,8 +239,8 @@ def test_an_experiment_extends_another_and_merges_its_hyperparameters(tmp_path, 
 def test_shipped_experiments_share_the_default_hyperparameters(repo_root):
     from ctxsim.lab.train import load_experiment
 
-    default = load_experiment(repo_root / "experiments" / "maskable_ppo_default.yaml").hyperparams
-    for name in ("maskable_ppo_default_warm", "maskable_ppo_transcripts", "maskable_ppo_full_actions", "ppo_default"):
+    default = load_experiment(repo_root / "experiments" / "maskable_ppo_seed001.yaml").hyperparams
+    for name in ("maskable_ppo_seed001_warm", "maskable_ppo_transcripts", "maskable_ppo_full_actions", "ppo_default"):
         assert load_experiment(repo_root / "experiments" / f"{name}.yaml").hyperparams == default, name
     text = (repo_root / "experiments" / "maskable_ppo_family.yaml").read_text()
-    assert "extends: maskable_ppo_default.yaml" in text and "n_epochs" not in text  # only what differs is written
+    assert "extends: maskable_ppo_seed001.yaml" in text and "n_epochs" not in text  # only what differs is written

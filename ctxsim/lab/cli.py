@@ -296,7 +296,7 @@ def _comparisons(args: argparse.Namespace, df, sections: list[str], console) -> 
     ``--compare`` printed, and with ``--markdown`` written after ``sections``."""
     from ..atomic import atomic_write_text
     from ..errors import ConfigError
-    from .evaluate import reward_by_scenario, reward_differences
+    from .evaluate import reward_by_scenario
     from .report import markdown_table
 
     if args.by_scenario:
@@ -308,16 +308,58 @@ def _comparisons(args: argparse.Namespace, df, sections: list[str], console) -> 
     if args.compare:
         if args.compare not in set(df.policy):
             raise ConfigError(f"--compare {args.compare!r} is not one of the evaluated policies", key="compare")
-        diffs = reward_differences(df, args.compare)
-        rows = [[r.policy, f"{r.mean_difference:+.4f}", f"{r.ci_low:+.4f}..{r.ci_high:+.4f}", "yes" if r.beats else "no"]
-                for r in diffs.itertuples()]
-        console.print(_table(f"reward({args.compare}) − reward(policy), paired, 95 % stratified bootstrap CI",
-                             ["policy", "mean difference", "95% CI", "above zero"], rows))
-        sections.append(markdown_table(
-            ["policy", f"reward({args.compare}) − reward(policy)", "95% CI", "above zero"], rows))
+        columns, rows = _comparison_rows(df, args.compare)
+        console.print(_table(f"{args.compare} − policy, paired over the same contexts, 95 % stratified bootstrap CI",
+                             columns, rows))
+        sections.append(markdown_table(columns, rows))
+        gap = _gap_line(df, args.compare)
+        if gap:
+            console.print(gap, soft_wrap=True)
+            sections.append(gap)
     if args.markdown:
         atomic_write_text(args.markdown, "\n\n".join(sections) + "\n")
     return 0
+
+
+#: ``--compare``'s columns beside the reward: (results column, heading, format)
+COMPARED = (("probe_score", "probes answered", "+.3f"), ("reduction_pct", "tokens cut, points", "+.1f"))
+
+
+def _comparison_rows(df, reference: str) -> tuple[list[str], list[list[str]]]:
+    """``--compare``: per other policy, the reference's paired difference in reward
+    (and whether its interval is above zero), probes answered and tokens cut."""
+    from .evaluate import paired_differences
+
+    compared = [(column, heading, fmt) for column, heading, fmt in COMPARED
+                if column in df.columns and df[column].notna().all()]
+    tables = [paired_differences(df, reference, column).set_index("policy") for column, _, _ in compared]
+    columns = ["policy", f"reward({reference}) − reward(policy) [95% CI]", "above zero",
+               *(f"{heading} (difference) [95% CI]" for _, heading, _ in compared)]
+    rows = []
+    for r in paired_differences(df, reference).itertuples():
+        row = [r.policy, f"{r.mean_difference:+.4f} [{r.ci_low:+.4f}, {r.ci_high:+.4f}]", "yes" if r.beats else "no"]
+        for table, (_, _, fmt) in zip(tables, compared):
+            d = table.loc[r.policy]
+            row.append(f"{d.mean_difference:{fmt}} [{d.ci_low:{fmt}}, {d.ci_high:{fmt}}]")
+        rows.append(row)
+    return columns, rows
+
+
+def _gap_line(df, reference: str) -> str:
+    """With ``oracle`` and one ``best-fixed:`` policy evaluated: the share of the
+    adaptivity gap the reference captures (:func:`ctxsim.lab.evaluate.gap_captured`)."""
+    from .evaluate import gap_captured
+
+    fixed = sorted(p for p in set(df.policy) if p.startswith("best-fixed:"))
+    if "oracle" not in set(df.policy) or len(fixed) != 1 or reference in ("oracle", fixed[0]):
+        return ""
+    try:
+        g = gap_captured(df, reference, fixed[0])
+    except ValueError as exc:
+        return f"Adaptivity gap: {exc}."
+    return (f"Share of the adaptivity gap {reference} captures, (R − R_best-fixed) / (R_oracle − R_best-fixed) per "
+            f"episode: IQM {g.iqm:.3f} [{g.ci_low:.3f}, {g.ci_high:.3f}], median {g.median:.3f}, over {g.episodes} "
+            f"episodes ({g.ties} left out: the oracle and {fixed[0]} tie there).")
 
 
 def _reward_override(args: argparse.Namespace) -> dict:

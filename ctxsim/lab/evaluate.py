@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 import sys
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -340,12 +341,15 @@ def _mean(group: pd.DataFrame, column: str) -> float:
     return float(group[column].mean()) if column in group.columns else float("nan")
 
 
-def reward_differences(df: pd.DataFrame, reference: str, *, reps: int = 2000, seed: int = 0) -> pd.DataFrame:
-    """Per other policy: mean of ``reward(reference) − reward(other)`` over the same
-    (scenario, seed) contexts, with its 95 % stratified bootstrap CI; ``beats`` is
-    True when the whole interval is above zero. With several runs on a side (a
-    folder of trained policies), each side's mean is over its runs, and the bootstrap
-    resamples each side's runs on its own (:func:`ctxsim.lab.stats.paired_difference_ci`)."""
+def paired_differences(
+    df: pd.DataFrame, reference: str, column: str = "reward", *, reps: int = 2000, seed: int = 0
+) -> pd.DataFrame:
+    """Per other policy: mean of ``column(reference) − column(other)`` (the reward by
+    default; the probe score, the reduction, ...) over the same (scenario, seed)
+    contexts, with its 95 % stratified bootstrap CI; ``beats`` is True when the whole
+    interval is above zero. With several runs on a side (a folder of trained
+    policies), each side's mean is over its runs, and the bootstrap resamples each
+    side's runs on its own (:func:`ctxsim.lab.stats.paired_difference_ci`)."""
     from .stats import paired_difference_ci
 
     df = with_runs(df)
@@ -357,9 +361,47 @@ def reward_differences(df: pd.DataFrame, reference: str, *, reps: int = 2000, se
             continue
         common = ref[keys].drop_duplicates().merge(group[keys].drop_duplicates(), on=keys)
         sides = [side.merge(common, on=keys) for side in (ref, group)]
-        mean, lo, hi = paired_difference_ci(*(score_tensor(side, "reward") for side in sides), reps=reps, seed=seed)
+        mean, lo, hi = paired_difference_ci(*(score_tensor(side, column) for side in sides), reps=reps, seed=seed)
         rows.append({"policy": policy, "mean_difference": mean, "ci_low": lo, "ci_high": hi, "beats": lo > 0})
     return pd.DataFrame(rows, columns=["policy", "mean_difference", "ci_low", "ci_high", "beats"])
+
+
+@dataclass(frozen=True)
+class GapCaptured:
+    """How much of the adaptivity gap a policy captures (:func:`gap_captured`)."""
+
+    iqm: float
+    ci_low: float
+    ci_high: float
+    median: float
+    episodes: int  # the episodes where the oracle beats best-fixed (the ratio's denominator is not 0)
+    ties: int  # the episodes left out: the oracle and best-fixed earn the same reward
+
+
+def gap_captured(
+    df: pd.DataFrame, policy: str, best_fixed: str, oracle: str = "oracle", *, reps: int = 2000, seed: int = 0
+) -> GapCaptured:
+    """Share of the adaptivity gap ``policy`` captures: per episode (scenario, seed and,
+    for a folder of trained policies, run), ``(R − R_best-fixed) / (R_oracle −
+    R_best-fixed)`` on the same context, over the episodes where the oracle earns more
+    than best-fixed (1: the oracle's reward, 0: best-fixed's); its IQM (robust to the
+    contexts with a tiny gap, where the ratio is large either way) with a 95 %
+    bootstrap CI over those episodes, and the median."""
+    keys = ["scenario", "seed"]
+    others = {name: df[df.policy == name].groupby(keys)["reward"].mean() for name in (best_fixed, oracle)}
+    mine = with_runs(df[df.policy == policy])
+    if mine.empty or any(v.empty for v in others.values()):
+        raise ValueError(f"gap_captured needs {policy!r}, {best_fixed!r} and {oracle!r} in the results")
+    joined = mine.join(others[best_fixed].rename("fixed"), on=keys).join(others[oracle].rename("best"), on=keys)
+    joined = joined.dropna(subset=["fixed", "best"])
+    gap = joined["best"] - joined["fixed"]
+    open_ = gap > 1e-9
+    ratios = ((joined["reward"] - joined["fixed"])[open_] / gap[open_]).to_numpy(dtype=float)
+    if not ratios.size:
+        raise ValueError(f"{oracle!r} never beats {best_fixed!r} here: there is no gap to capture")
+    lo, hi = stratified_bootstrap_ci(ratios[:, None], iqm, reps=reps, seed=seed)
+    return GapCaptured(iqm(ratios), lo, hi, float(np.median(ratios)),
+                       int(open_.sum()), int((~open_).sum()))
 
 
 def settings_from_env_spec(

@@ -64,16 +64,17 @@ def markdown_table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> 
 
 def policy_table(summary: pd.DataFrame) -> str:
     """Per policy (best IQM first): IQM normalized score and mean reward with 95 % CIs,
-    success, recovery, reduction (%), P1 preserved, facts retained, probe score (all
-    probes; "–" for results without probes), coherence, latency (ms)."""
+    success, recovery, reduction (%), P1 preserved, facts and user rules retained,
+    probe score (all probes; "–" for results without probes), coherence, latency (ms)."""
     columns = ["policy", "episodes", "IQM normalized [95% CI]", "mean reward [95% CI]", "success", "recovery",
-               "reduction %", "P1 preserved", "facts retained", "probes answered", "coherence", "latency ms"]
+               "reduction %", "P1 preserved", "facts retained", "rules retained", "probes answered", "coherence",
+               "latency ms"]
     ordered = summary.sort_values(["iqm_normalized", "policy"], ascending=[False, True], kind="stable")
     rows = [
         [f"`{r.policy}`", r.episodes, f"{r.iqm_normalized:.3f} [{r.iqm_ci_low:.3f}, {r.iqm_ci_high:.3f}]",
          f"{r.mean_reward:+.3f} [{r.reward_ci_low:+.3f}, {r.reward_ci_high:+.3f}]", f"{r.success_rate:.0%}",
          f"{r.recovery_rate:.0%}", f"{r.reduction_pct:.1f}", f"{r.p1_preserved:.2f}", f"{r.facts_retained:.2f}",
-         "–" if np.isnan(r.probe_score) else f"{r.probe_score:.2f}", f"{r.coherence:.2f}", f"{r.latency_ms:,.0f}"]
+         f"{r.rules_retained:.2f}", "–" if np.isnan(r.probe_score) else f"{r.probe_score:.2f}", f"{r.coherence:.2f}", f"{r.latency_ms:,.0f}"]
         for r in ordered.itertuples()
     ]
     return markdown_table(columns, rows)

@@ -18,7 +18,7 @@ coherence measures of :mod:`ctxsim.coherence` — ``centroid`` (the old one) and
    stratified bootstrap CI) under each measure and reward profile, beside what each
    kept (probes, P1 units, rules, facts), its reduction and success.
 4. *Adaptivity gap* (:func:`gap_table`): mean reward of ``oracle`` minus
-   ``best-fixed:maskable_ppo_default`` on that experiment's held-out split
+   ``best-fixed:maskable_ppo_seed001`` on that experiment's held-out split
    (:data:`GAP_SEEDS` seeds per scenario), paired 95 % bootstrap CI.
 
 The evaluations run as independent jobs (one per measure × profile × split, and
@@ -51,7 +51,7 @@ from ..policies.baselines import NOT_ACTIONS
 from ..reward import compute_reward
 from .contexts import build_context
 from .environments.spec import env_class
-from .evaluate import evaluate, reward_differences, settings_from_env_spec, summarize
+from .evaluate import evaluate, paired_differences, settings_from_env_spec, summarize
 from .machine import machine
 from .parallel import default_workers, process_map
 from .report import _figure, _png, _style, markdown_table
@@ -70,7 +70,7 @@ ISSUE_SCENARIOS = ("gpt4-6000", "fragmented", "tool-dupes", "transcript-marshmal
                    "chat-10k")
 EVAL_SEEDS = 5
 #: the experiment whose training split fits best-fixed and whose held-out split measures the gap
-GAP_EXPERIMENT = "maskable_ppo_default"
+GAP_EXPERIMENT = "maskable_ppo_seed001"
 GAP_SEEDS = 10
 BASE_POLICIES = ("seed-chain", "random", "greedy", "oracle")
 #: the outcome columns a drop curve records (per measure: coherence_<measure>)
@@ -233,7 +233,7 @@ class Gap:
 
 def adaptivity_gap(results: pd.DataFrame, measure: str, profile: str, fixed: str = f"best-fixed:{GAP_EXPERIMENT}") -> Gap:
     """:class:`Gap` of one held-out evaluation of ``oracle`` and the ``fixed`` policy."""
-    diff = reward_differences(results, "oracle").set_index("policy").loc[fixed]
+    diff = paired_differences(results, "oracle").set_index("policy").loc[fixed]
     means = results.groupby("policy").reward.mean()
     chains = results[results.policy == fixed].chain.value_counts()
     return Gap(measure, profile, float(means["oracle"]), float(means[fixed]), float(diff.mean_difference),
