@@ -97,16 +97,16 @@ def test_an_experiments_fit_uses_its_training_split_only():
     from ctxsim.paths import EXPERIMENTS_DIR
     from ctxsim.lab.train import load_experiment
 
-    assert "best-fixed:maskable_ppo_default" in list_policies()
+    assert "best-fixed:maskable_ppo_seed001" in list_policies()
     assert "regression" not in training_experiments()  # a sweep file trains nothing
     assert "maskable_ppo_full_actions" in training_experiments()  # its algo comes through `extends`
-    experiment = load_experiment(EXPERIMENTS_DIR / "maskable_ppo_default.yaml")
-    fitted_on = experiment_contexts("maskable_ppo_default")
+    experiment = load_experiment(EXPERIMENTS_DIR / "maskable_ppo_seed001.yaml")
+    fitted_on = experiment_contexts("maskable_ppo_seed001")
     scenarios = {s.scenario for s in fitted_on}
     assert scenarios and not scenarios & set(experiment.eval_scenarios)
     assert all(s.seed is None or s.seed < FIT_SEEDS for s in fitted_on)
     assert len({s.fingerprint for s in fitted_on}) == len(fitted_on)
-    assert isinstance(get_policy("best-fixed:maskable_ppo_default"), BestFixedPolicy)
+    assert isinstance(get_policy("best-fixed:maskable_ppo_seed001"), BestFixedPolicy)
 
 
 def test_a_fit_is_kept_on_disk_and_read_back(train):

@@ -48,7 +48,7 @@ LOADERS: dict[str, tuple[Callable[[Path], Any], str]] = {
     "config": (load_config, (REPO / "data" / "context_config.yaml").read_text()),
     "scenarios": (load_scenarios, (REPO / "data" / "scenarios" / "chat-10k.yaml").read_text()),
     "env spec": (load_env_spec, (REPO / "envs" / "pruning-first.yaml").read_text()),
-    "experiment": (load_experiment, (REPO / "experiments" / "maskable_ppo_default.yaml").read_text()),
+    "experiment": (load_experiment, (REPO / "experiments" / "maskable_ppo_seed001.yaml").read_text()),
     "sweep": (load_sweep, SWEEP),
 }
 

@@ -68,7 +68,7 @@ def test_output_name_too_long_is_refused_before_work(tmp_path, capsys):
     long_name = tmp_path / ("r" * 300 + ".csv")
     fails_cleanly([*EVALUATE, "--out", str(long_name)], capsys, "304 bytes long", "allows 255")
     assert list(tmp_path.iterdir()) == []
-    fails_cleanly(["train", "experiments/maskable_ppo_default.yaml", "--out", str(tmp_path / ("d" * 300))], capsys, "bytes long")
+    fails_cleanly(["train", "experiments/maskable_ppo_seed001.yaml", "--out", str(tmp_path / ("d" * 300))], capsys, "bytes long")
 
 
 def test_a_name_near_the_limit_still_writes_atomically(tmp_path, capsys):

@@ -115,7 +115,7 @@ def _without(modules: tuple[str, ...], code: str, *args: str) -> subprocess.Comp
 
 
 @pytest.mark.parametrize("argv, extra", [
-    (["train", "experiments/maskable_ppo_default.yaml"], "train"),
+    (["train", "experiments/maskable_ppo_seed001.yaml"], "train"),
     (["evaluate", "--policy", "random", "--names", "tool-dupes", "--seeds", "1", "--out", "OUT/e.csv"], "lab"),
     (["sweep", "experiments/regression.yaml", "--out", "OUT/sweep"], "lab"),
 ])

@@ -39,7 +39,7 @@ def test_tune_runs_trials_and_writes_the_table(tmp_path: Path, repo_root: Path, 
     (tmp_path / "tune.yaml").write_text(
         f"""
 name: tiny
-experiment: {repo_root / 'experiments' / 'maskable_ppo_default.yaml'}
+experiment: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}
 overrides:
   n_envs: 1
   eval_freq: 64
@@ -101,7 +101,7 @@ ray: {{num_cpus: 2}}
 )
 def test_bad_tune_file_is_one_line(tmp_path: Path, capsys, text: str, needle: str):
     """Checked before Ray is needed: these fail the same with or without the extra."""
-    (tmp_path / "t.yaml").write_text("name: t\nexperiment: experiments/maskable_ppo_default.yaml\ntimesteps: 100\n" + text)
+    (tmp_path / "t.yaml").write_text("name: t\nexperiment: experiments/maskable_ppo_seed001.yaml\ntimesteps: 100\n" + text)
     assert main(["tune", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ctxsim: error: ") and err.count("\n") == 1 and needle in err, err
@@ -122,7 +122,7 @@ def test_tune_selects_on_a_split_of_its_own(repo_root: Path, tmp_path: Path):
     assert not set(names) & set(eval_cfg["scenario_names"]) and not set(names) & set(train_cfg["scenario_names"])
 
     (tmp_path / "t.yaml").write_text(
-        f"name: t\nexperiment: {repo_root / 'experiments' / 'maskable_ppo_default.yaml'}\ntimesteps: 8000\n"
+        f"name: t\nexperiment: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}\ntimesteps: 8000\n"
         "param_space: {ent_coef: {choice: [0.0]}}\n"
     )
     bare = load_tune(tmp_path / "t.yaml")
@@ -135,7 +135,7 @@ def test_tune_names_the_training_split_when_an_experiment_holds_nothing_out(repo
     from ctxsim.lab.tune import load_tune
 
     (tmp_path / "t.yaml").write_text(
-        f"name: t\nexperiment: {repo_root / 'experiments' / 'maskable_ppo_default.yaml'}\ntimesteps: 8000\n"
+        f"name: t\nexperiment: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}\ntimesteps: 8000\n"
         "overrides: {eval_scenarios: []}\nparam_space: {ent_coef: {choice: [0.0]}}\n"
     )
     spec = load_tune(tmp_path / "t.yaml")

@@ -3,7 +3,7 @@
 A tune file (``experiments/tune_<name>.yaml``, :class:`TuneConfig`)::
 
     name: tune_maskable_ppo
-    experiment: experiments/maskable_ppo_default.yaml   # the training experiment
+    experiment: experiments/maskable_ppo_seed001.yaml   # the training experiment
     overrides: {eval_freq: 1000, eval_episodes: 20}     # fields of that experiment
     timesteps: 6000                                      # per trial
     num_samples: 6                                       # trials
