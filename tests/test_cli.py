@@ -137,8 +137,10 @@ BAD_INPUT = [
      "--split needs --experiment"),
     ("evaluate: unknown reward profile", ["evaluate", "--policy", "random", "--reward", "nope", "--out", "out/r.csv"],
      "nope"),
-    ("evaluate: experiment and names", ["evaluate", "--policy", "random", "--experiment", "unknown_scenario.yaml",
-                                        "--names", "chat-10k", "--out", "out/r.csv"], "drop --names"),
+    ("evaluate: experiment and env", ["evaluate", "--policy", "random", "--experiment", "hyper.yaml",
+                                      "--env", "envs/default.yaml", "--out", "out/r.csv"], "drop --env"),
+    ("evaluate: a name outside the split", ["evaluate", "--policy", "random", "--experiment", "hyper.yaml",
+                                            "--names", "mild-overflow", "--out", "out/r.csv"], "unknown scenario names"),
     ("evaluate: experiment's unknown scenario", ["evaluate", "--policy", "random", "--experiment", "unknown_scenario.yaml",
                                                  "--out", "out/r.csv"], "no-such"),
     ("export: no run", ["export", "missing", "--out", "out/export"], "missing"),
@@ -234,6 +236,9 @@ def test_evaluate_runs_the_scenarios_of_an_experiments_split(work, capsys):
         argv = ["evaluate", "--policy", "seed-chain", "--experiment", "split.yaml", "--seeds", "1", "--out", "r.csv", "--quiet"]
         assert main(argv + (["--split", split] if split else [])) == 0
         assert list(pd.read_csv(work / "r.csv").scenario) == expected, split
+    argv = ["evaluate", "--policy", "seed-chain", "--experiment", "split.yaml", "--split", "train", "--names", "mild-overflow",
+            "--seeds", "1", "--out", "r.csv", "--quiet"]
+    assert main(argv) == 0 and list(pd.read_csv(work / "r.csv").scenario) == ["mild-overflow"]
     capsys.readouterr()
 
 

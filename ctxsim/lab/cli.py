@@ -377,8 +377,8 @@ def _experiment_split(args: argparse.Namespace):
     from ..errors import ConfigError
     from .train import env_configs, load_experiment
 
-    given = [flag for flag, value in (("--env", args.env), ("--scenarios", args.scenarios), ("--names", args.names)) if value]
-    if given:
+    given = [flag for flag, value in (("--env", args.env), ("--scenarios", args.scenarios)) if value]
+    if given:  # --names still picks among the split's scenarios
         raise ConfigError(f"--experiment sets the env and the scenarios; drop {' '.join(given)}", key="experiment")
     experiment = load_experiment(args.experiment)
     env_id, train, held_out, selection = env_configs(experiment)
@@ -576,7 +576,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="policy name (random, seed-chain, greedy, oracle, only:<strategy>, peer:<system>) "
                          "or a trained run directory / model zip; repeatable")
     ev.add_argument("--scenarios", help="scenario YAML file or folder (default: the shipped suite)")
-    ev.add_argument("--names", nargs="+", metavar="NAME", help="only these scenarios of the suite")
+    ev.add_argument("--names", nargs="+", metavar="NAME", help="only these scenarios of the suite (or of the --split)")
     ev.add_argument("--experiment", metavar="FILE",
                     help="instead of --env/--scenarios/--names: an experiment's env and the scenarios of one --split")
     ev.add_argument("--split", choices=("train", "eval", "validation"),

@@ -1,10 +1,12 @@
 """The end-to-end demo behind ``make demo``.
 
 1. describe the shipped scenario suite (one generated context each);
-2. train ``experiments/maskable_ppo_default.yaml`` (``--timesteps`` shortens it);
+2. train the default experiment, ``experiments/maskable_ppo_default.yaml`` (``--timesteps``
+   shortens it);
 3. export the learned policy and its chain config;
 4. sweep every shipped scenario with the learned (exported) policy, ``seed-chain``,
-   ``oracle``, ``random``, ``greedy`` and every peer;
+   ``oracle``, ``random``, ``greedy`` and every peer, under the experiment's episode
+   settings (its action set, steps per break and reward);
 5. write the report and print the headline table and where everything is.
 
 Everything goes under ``--out`` (default ``runs/demo``, which git ignores; the
@@ -17,8 +19,11 @@ import argparse
 import time
 from pathlib import Path
 
+import yaml
+
 from ..atomic import atomic_write_text
-from ..paths import ENVS_DIR, EXPERIMENTS_DIR
+from ..episode import settings_subset
+from ..paths import EXPERIMENTS_DIR
 from ..policies import list_policies
 from ..policies.peers import NEEDS_EXTRA, peer_available
 from .contexts import build_context
@@ -26,7 +31,7 @@ from .export import export_run
 from .report import markdown_table, write_report
 from .scenarios import DEFAULT_SUITE, load_scenarios
 from .sweep import load_sweep, run_sweep
-from .train import load_experiment, train
+from .train import load_experiment, resolve_path, train
 
 DEMO_EXPERIMENT = EXPERIMENTS_DIR / "maskable_ppo_default.yaml"
 DEMO_BASELINES = ["seed-chain", "oracle", "random", "greedy"]
@@ -140,8 +145,6 @@ def run_demo(args: argparse.Namespace) -> int:
 
     sweep_file = out / "demo_sweep.yaml"
     seeds = 1 if args.quick else 2
-    import yaml
-
     atomic_write_text(
         sweep_file,
         yaml.safe_dump(
@@ -150,7 +153,8 @@ def run_demo(args: argparse.Namespace) -> int:
                 "description": "the demo: learned policy vs baselines, oracle and peers on every shipped scenario",
                 "policies": demo_policies(LEARNED),  # the export, next to this sweep file
                 "seeds": seeds,
-                "env": str(ENVS_DIR / "default.yaml"),
+                "env": str(resolve_path(experiment.env, experiment)),
+                "env_config": settings_subset(experiment.env_config),  # its actions, steps and reward
             },
             sort_keys=False,
         ),
