@@ -336,7 +336,7 @@ def _experiment_split(args: argparse.Namespace):
     env_id, train, held_out, selection = env_configs(experiment)
     config = {"train": train, "eval": held_out, "validation": selection}[args.split or "eval"]  # resolved already
     checked = env_class(env_id).checked_config(config, args.experiment)  # once more only for the split's scenarios
-    return EpisodeSettings.from_env_config(config), config, list(checked.suite)
+    return EpisodeSettings.of(checked), config, list(checked.suite)
 
 
 STREAM_SUMMARY = {

@@ -378,10 +378,8 @@ def settings_from_env_spec(
     if path is None:
         from .environments.overflow import ContextOverflowEnv
 
-        config = ContextOverflowEnv.resolve_config(dict(overrides or {}), source=source, key_prefix=key_prefix)
+        checked = ContextOverflowEnv.checked_config(dict(overrides or {}), source, key_prefix)
     else:
         spec = load_env_spec(path)
-        config = env_class(spec.id).resolve_config(
-            {**spec.config, **(overrides or {})}, source=source or spec.source or path, key_prefix=key_prefix
-        )
-    return EpisodeSettings.from_env_config(config), config
+        checked = env_class(spec.id).checked_config({**spec.config, **(overrides or {})}, source or spec.source or path, key_prefix)
+    return EpisodeSettings.of(checked), checked.model_dump(mode="json")
