@@ -17,78 +17,72 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import OrderedDict
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from .coherence import DEFAULT_MEASURE, get_measure
-from .errors import ConfigError, RecoveryError, StrategyError
+from .episode_config import EpisodeConfig
+from .errors import RecoveryError, StrategyError
 from .latency import Cost, LatencyModel
 from .metrics import BreakingOutcome, outcome
 from .model import ContextState
 from .reward import RewardWeights, compute_reward, reward_terms
 from .strategies import ContextBudget, Strategy, StrategyContext, StrategyResult, get_strategy
-from .strategies.registry import strategy_class
 
-SEED_CHAIN = ("summarize_old", "prioritize_recent", "content_type_chunking", "discard_low_rel", "hybrid")
-DEFAULT_ACTIONS = SEED_CHAIN + ("fresh_start",)
-RECOVERY_MODES = ("fresh_start", "truncate", "error")
+#: the defaults of every field below (EpisodeConfig's; no validation needed)
+_DEFAULT = EpisodeConfig.model_construct()
 
 
 @dataclass(frozen=True)
 class EpisodeSettings:
-    """Everything that decides how an overflow event is broken and scored."""
+    """Everything that decides how an overflow event is broken and scored, ready to
+    run: the strategies built once and a bounded memo of their (pure) results.
 
-    actions: tuple[str, ...] = DEFAULT_ACTIONS
-    max_steps: int = 3
-    target: str = "limit"
-    recovery_mode: str = "fresh_start"
-    reward: RewardWeights = field(default_factory=RewardWeights)
-    latency: LatencyModel = field(default_factory=LatencyModel)
-    embedder: str = "hashed-tfidf"
-    coherence: str = DEFAULT_MEASURE
+    Build it from a validated :class:`~ctxsim.episode_config.EpisodeConfig` with
+    :meth:`of` (an env's config is one), or from plain data with :meth:`from_mapping`
+    (validated there); nothing is checked again here. The fields and their defaults
+    are the config's, in runtime form (``strategy_params`` as sorted tuples, ``budget``
+    as a :class:`~ctxsim.strategies.ContextBudget`).
+    """
+
+    actions: tuple[str, ...] = _DEFAULT.actions
+    max_steps: int = _DEFAULT.max_steps
+    target: str = _DEFAULT.target
+    recovery_mode: str = _DEFAULT.recovery_mode
+    reward: RewardWeights = _DEFAULT.reward
+    latency: LatencyModel = _DEFAULT.latency
+    embedder: str = _DEFAULT.embedder
+    coherence: str = _DEFAULT.coherence
     strategy_params: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
     budget: ContextBudget = field(default_factory=ContextBudget)
-    cache_size: int = 50_000
+    cache_size: int = _DEFAULT.cache_size
 
     def __post_init__(self) -> None:
-        if not self.actions:
-            raise ConfigError("actions must not be empty", key="actions")
-        for sid in self.actions:
-            strategy_class(sid)  # unknown ids fail with the list of valid ones
-        if len(set(self.actions)) != len(self.actions):
-            raise ConfigError(f"actions repeat an id: {list(self.actions)}", key="actions")
-        if self.max_steps < 1:
-            raise ConfigError(f"max_steps must be >= 1, got {self.max_steps}", key="max_steps")
-        if self.target not in ("limit", "warning"):
-            raise ConfigError(f"target must be 'limit' or 'warning', got {self.target!r}", key="target")
-        if self.recovery_mode not in RECOVERY_MODES:
-            raise ConfigError(f"recovery_mode must be one of {list(RECOVERY_MODES)}, got {self.recovery_mode!r}", key="recovery_mode")
-        get_measure(self.coherence)  # an unknown name fails with the list of known ones
         object.__setattr__(self, "_strategies", {})
         object.__setattr__(self, "_cache", OrderedDict())
         object.__setattr__(self, "_preloaded", {})
 
     @classmethod
-    def from_mapping(cls, data: dict[str, Any]) -> "EpisodeSettings":
-        """Settings from plain data (an env config's relevant keys)."""
-        data = dict(data)
-        params = data.pop("strategy_params", None) or {}
-        budget = data.pop("budget", None) or {}
+    def of(cls, config: EpisodeConfig, **extra: Any) -> EpisodeSettings:
+        """The settings of a validated config (``extra``: fields of a subclass)."""
         return cls(
-            actions=tuple(data.pop("actions", DEFAULT_ACTIONS)),
-            reward=RewardWeights(**(data.pop("reward", None) or {})),
-            latency=LatencyModel(**(data.pop("latency", None) or {})),
-            strategy_params=tuple(sorted((k, tuple(sorted(v.items()))) for k, v in params.items())),
-            budget=ContextBudget(
-                required=tuple(budget.get("required", ())), excluded=tuple(budget.get("excluded", ()))
-            ),
-            **data,
+            actions=tuple(config.actions), max_steps=config.max_steps, target=config.target,
+            recovery_mode=config.recovery_mode, reward=config.reward, latency=config.latency, embedder=config.embedder,
+            coherence=config.coherence,
+            strategy_params=tuple(sorted((k, tuple(sorted(v.items()))) for k, v in config.strategy_params.items())),
+            budget=ContextBudget(required=config.budget.required, excluded=config.budget.excluded),
+            cache_size=config.cache_size, **extra,
         )
 
     @classmethod
-    def from_env_config(cls, config: dict[str, Any]) -> "EpisodeSettings":
+    def from_mapping(cls, data: dict[str, Any]) -> EpisodeSettings:
+        """Settings from plain data (:class:`~ctxsim.episode_config.EpisodeConfig` keys,
+        validated: ConfigError naming the key and value)."""
+        return cls.of(EpisodeConfig.checked(data))
+
+    @classmethod
+    def from_env_config(cls, config: dict[str, Any]) -> EpisodeSettings:
         """Settings from a resolved env config: its keys that are settings fields."""
         return cls.from_mapping(settings_subset(config))
 
@@ -229,9 +223,9 @@ class EpisodeSettings:
 
 
 def settings_subset(config: dict[str, Any]) -> dict[str, Any]:
-    """The keys of an env config that decide how an overflow is broken and scored."""
-    names = {f.name for f in fields(EpisodeSettings)}
-    return {k: v for k, v in config.items() if k in names}
+    """The keys of an env config that decide how an overflow is broken and scored
+    (:class:`~ctxsim.episode_config.EpisodeConfig`'s)."""
+    return {k: v for k, v in config.items() if k in EpisodeConfig.model_fields}
 
 
 @dataclass(frozen=True)

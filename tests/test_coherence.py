@@ -186,8 +186,8 @@ def test_the_measure_is_chosen_by_name():
     assert set(MEASURES) == {"recall", "centroid"} and get_measure("centroid") is centroid
     with pytest.raises(ConfigError, match=r"unknown coherence measure 'cosine'.*centroid.*recall"):
         get_measure("cosine")
-    with pytest.raises(ConfigError, match="coherence"):
-        EpisodeSettings(coherence="cosine")
+    with pytest.raises(ConfigError, match=r"coherence.*unknown coherence measure.*cosine"):
+        EpisodeSettings.from_mapping({"coherence": "cosine"})
 
 
 def test_the_centroid_stays_selectable_through_the_env_config():

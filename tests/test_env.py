@@ -16,7 +16,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
+from ctxsim.episode import EpisodeSettings
+from ctxsim.episode_config import EpisodeConfig
 from ctxsim.lab.environments import env_ids, register_envs
+from ctxsim.lab.environments.conversation_stream import ConversationStreamEnv
 from ctxsim.lab.environments.overflow import ContextOverflowEnv, OverflowConfig
 from ctxsim.lab.environments.recorder import TransitionRecorder
 from ctxsim.lab.environments.spec import list_env_specs, load_env_spec
@@ -174,6 +177,46 @@ def test_default_config_holds_every_parameter():
     assert set(ContextOverflowEnv.default_config()) == set(OverflowConfig.model_fields)
     resolved = ContextOverflowEnv.resolve_config({"max_steps": 2})
     assert resolved["max_steps"] == 2 and resolved["reward"]["recovery"] == -0.7
+
+
+@pytest.mark.parametrize("env_cls", [ContextOverflowEnv, ConversationStreamEnv])
+def test_the_config_model_is_the_one_source_of_every_default(env_cls):
+    """``default_config()`` is the model's defaults as data: they validate to themselves,
+    and a field whose default changes in the model changes the env's default with it."""
+    model = env_cls.config_model
+    assert issubclass(model, EpisodeConfig)
+    defaults = env_cls.default_config()
+    assert defaults == model().model_dump(mode="json") == env_cls.resolve_config()
+    assert defaults["max_steps"] == EpisodeConfig.model_fields["max_steps"].default
+    changed = type("Changed", (model,), {"__annotations__": {"max_steps": int}, "max_steps": 9})
+    assert type("Env", (env_cls,), {"config_model": changed}).default_config()["max_steps"] == 9
+
+
+def test_the_stream_config_extends_the_overflow_config_without_repeating_a_key():
+    own = set(ConversationStreamEnv.config_model.__annotations__)
+    assert own & set(OverflowConfig.model_fields) == {"target", "pool"}  # narrowed: warning only, no pool
+    assert set(OverflowConfig.__annotations__) & set(EpisodeConfig.model_fields) == {"cache_size"}  # a larger default
+
+
+def test_episode_settings_are_the_validated_config_in_runtime_form():
+    env = ContextOverflowEnv({"actions": ["remove_oldest", "truncate", "fresh_start"], "max_steps": 2,
+                              "strategy_params": {"remove_oldest": {"target_percent": 60.0}},
+                              "budget": {"excluded": ["truncate"]}, "scenario_names": ["mild-overflow"]})
+    settings = env.episode_settings
+    assert settings == EpisodeSettings.of(env.config_model.model_validate(env.config))
+    assert settings.actions == ("remove_oldest", "truncate", "fresh_start") and settings.max_steps == 2
+    assert settings.strategy_params == (("remove_oldest", (("target_percent", 60.0),)),)
+    assert settings.budget.excluded == ("truncate",) and settings.cache_size == env.config["cache_size"]
+    assert EpisodeSettings() == EpisodeSettings.of(EpisodeConfig())  # the same defaults
+
+
+@pytest.mark.parametrize("data,key", [({"actions": ["summarize_old", "error"]}, "actions[1]"),
+                                      ({"max_steps": 0}, "max_steps"), ({"coherence": "cosine"}, "coherence"),
+                                      ({"budget": {"required": ["truncate"]}}, "budget.required[0]")])
+def test_settings_from_plain_data_fail_like_the_env_config(data, key):
+    with pytest.raises(ConfigError) as err:
+        EpisodeSettings.from_mapping(data)
+    assert err.value.key == key
 
 
 @pytest.mark.parametrize(

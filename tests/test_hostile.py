@@ -255,6 +255,23 @@ def test_policies_load_never_unpickles(tmp_path):
     assert not planted.exists()
 
 
+def test_an_export_with_bad_settings_names_the_key_and_value(tmp_path):
+    from ctxsim.episode import EpisodeSettings
+    from ctxsim.observe import ObservationConfig, feature_names
+    from ctxsim.policies import load
+
+    shape = (len(EpisodeSettings().actions), len(feature_names(ObservationConfig.of(EpisodeSettings()))))
+    folder = hand_made_export(tmp_path / "bad", np.zeros(shape, dtype=np.float32))
+    spec_file = folder / "policy" / "policy.json"
+    for settings, key, value in [({"max_steps": 0}, "settings.max_steps", "0"),
+                                 ({"recovery_mode": "reboot"}, "settings.recovery_mode", "reboot"),
+                                 ({"strategy_params": {"nope": {}}}, "settings.strategy_params.nope", "nope")]:
+        spec_file.write_text(json.dumps({**json.loads(spec_file.read_text()), "settings": settings}))
+        with pytest.raises(PolicyError) as err:
+            load(folder)
+        assert err.value.key == key and value in str(err.value) and err.value.source == str(spec_file)
+
+
 # ---- optional extras ---------------------------------------------------------------------------
 @pytest.mark.skipif(__import__("importlib").util.find_spec("langchain_core") is not None, reason="the extra is installed")
 def test_a_peer_without_its_extra_prints_the_install_hint_and_writes_nothing(tmp_path, capsys):

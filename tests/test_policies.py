@@ -9,7 +9,8 @@ import textwrap
 import pytest
 
 from ctxsim.lab.contexts import build_context
-from ctxsim.episode import SEED_CHAIN, EpisodeSettings, OverflowEpisode
+from ctxsim.episode import EpisodeSettings, OverflowEpisode
+from ctxsim.episode_config import SEED_CHAIN
 from ctxsim.errors import PolicyError
 from ctxsim.model import ContextState, ContextUnit
 from ctxsim.policies import Policy, fallback_action, get_policy, list_policies, run_episode

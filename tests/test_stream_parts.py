@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from ctxsim.episode_config import EpisodeConfig
 from ctxsim.errors import ScenarioError
 from ctxsim.model import Artifact, ContextState, ContextUnit, Fact, ToolEnvelope
 from ctxsim.policies import get_policy
@@ -59,7 +60,7 @@ def read(uid: str, turn: int, path: str, tokens: int, *, gap: float = 60.0) -> C
 
 
 def settings(actions=("summarize_old", "clear_tool_results", "externalize", "drop", "remove_oldest", "fresh_start")):
-    return stream_settings({"actions": list(actions), "max_steps": 3, "target": "warning", "recovery_mode": "fresh_start"})
+    return stream_settings(EpisodeConfig(actions=actions, max_steps=3, target="warning", recovery_mode="fresh_start"))
 
 
 def session_of(conv: Conversation, **kw) -> StreamSession:

@@ -19,9 +19,8 @@ CONFIG = {"turns": 40, "probes": {"turns": [15, 25, 35], "min_age_turns": 5}}
 
 def session_of(scenario: str, seed: int):
     checked = ConversationStreamEnv.checked_config(CONFIG)
-    resolved = checked.model_dump(mode="json")
     (chosen,) = [s for s in checked.suite if s.name == scenario]
-    return make_session(build_conversation(chosen, seed, resolved), resolved)
+    return make_session(build_conversation(chosen, seed, checked), checked)
 
 
 def test_a_copy_plays_on_without_touching_the_session():

@@ -8,6 +8,11 @@ Output paths (``--out``, ``--log``, ``--markdown``) mean what they say: ``a/../b
 ``b`` (normalized before use, so no folder ``a`` is created on the way). Names read
 from input files (scenario, experiment, sweep, tune names) are single path
 components, so files named after them stay inside the output folder.
+
+The command line starts without the optional extras: the modules that need the
+``lab`` extra (rich, pandas, gymnasium, faker, ...) or the ``train`` extra are
+imported in the command that uses them, so a command whose extra is missing says
+which in one line (:func:`main`) and ``ctxsim --help`` stays quick.
 """
 
 from __future__ import annotations
@@ -18,8 +23,16 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import CtxsimError
+from ..atomic import atomic_write_text, check_output
+from .corpus import DEFAULT_CORPUS, corpus_files
+from ..episode import EpisodeSettings
+from ..errors import ConfigError, CtxsimError, ScenarioError
+from ..plan import plan_of
 from ..probes import PROBE_KINDS
+from .scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
+from ..serialize import dumps_state
+from ..strategies import describe_strategies, get_strategy
+from ..validation import MAX_SEED
 
 
 #: columns of output to a file or pipe (no terminal width to respect): wide enough
@@ -57,8 +70,6 @@ def _table(title: str, columns: list[str], rows: list[list[object]]):
 
 def _check_option(name: str, value: int | None, low: int, high: int | None = None) -> None:
     """ConfigError when the integer option ``--name``, if given, is outside ``low..high``."""
-    from ..errors import ConfigError
-
     if value is None or (value >= low and (high is None or value <= high)):
         return
     bound = f">= {low}" if high is None else f"in {low}..{high}"
@@ -67,9 +78,6 @@ def _check_option(name: str, value: int | None, low: int, high: int | None = Non
 
 # ---- scenarios / generate ------------------------------------------------------------
 def cmd_scenarios_list(args: argparse.Namespace) -> int:
-    from ..errors import ScenarioError
-    from .scenarios import DEFAULT_SUITE, load_scenarios
-
     suite = Path(args.suite) if args.suite else DEFAULT_SUITE
     rows = []
     for sc in load_scenarios(suite):
@@ -78,8 +86,6 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
         else:
             limit = f"{sc.resolved_limit:,}" if sc.resolved_limit is not None else "its size"
         if sc.corpus is not None:
-            from .corpus import corpus_files
-
             target = f"{len(corpus_files(sc.corpus_path, sc.split))} sessions of {Path(sc.corpus).name} ({sc.split or 'all'})"
         elif sc.is_transcript:
             if not sc.transcript_path.is_file():  # listed or not, the suite cannot build it
@@ -93,11 +99,7 @@ def cmd_scenarios_list(args: argparse.Namespace) -> int:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from ..atomic import atomic_write_text
     from .contexts import build_context
-    from .scenarios import find_scenario
-    from ..serialize import dumps_state
-    from ..validation import MAX_SEED
 
     _check_option("seed", args.seed, 0, MAX_SEED)
     scenario = find_scenario(args.scenario, args.suite)
@@ -115,7 +117,6 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 
 def cmd_realism(args: argparse.Namespace) -> int:
-    from .corpus import DEFAULT_CORPUS
     from .realism import DEFAULT_FAMILY, run
 
     _check_option("contexts", args.contexts, 1, 10_000)
@@ -127,8 +128,6 @@ def cmd_realism(args: argparse.Namespace) -> int:
 
 
 def cmd_strategies(args: argparse.Namespace) -> int:
-    from ..strategies import describe_strategies
-
     rows = [
         [r["id"], r["rank"], r["priority"], "" if r["max_tokens"] is None else f"{r['max_tokens']:,}", r["seed"],
          "yes" if r["keeps_p1"] else "", r["summary"], ", ".join(f"{k}={v}" for k, v in r["params"].items())]
@@ -142,10 +141,6 @@ def cmd_strategies(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     """Print the compaction plan of each strategy step applied to a scenario's context."""
     from .contexts import build_context
-    from ..plan import plan_of
-    from .scenarios import find_scenario
-    from ..strategies import get_strategy
-    from ..validation import MAX_SEED
 
     _check_option("seed", args.seed, 0, MAX_SEED)
     steps = [get_strategy(sid) for sid in args.strategy]  # unknown ids fail before any work
@@ -160,7 +155,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from .train import load_experiment, train
-    from ..validation import MAX_SEED
 
     experiment = load_experiment(args.experiment)
     for seed in args.seed or []:
@@ -176,13 +170,10 @@ def cmd_pool(args: argparse.Namespace) -> int:
     """Build (or find) the context pools of an env spec or of an experiment's splits."""
     from .environments.overflow import ContextOverflowEnv
     from .environments.spec import env_class, load_env_spec
-    from ..errors import ConfigError
-    from .train import prepare_pools
+    from .train import env_configs, load_experiment, prepare_pools
 
     _check_option("workers", args.workers, 1)
     if args.experiment:
-        from .train import env_configs, load_experiment
-
         env_id, *configs = env_configs(load_experiment(args.experiment))
         source = args.experiment
     else:
@@ -221,19 +212,14 @@ def _summary_table(summary, title: str):
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ..errors import ConfigError
-
     if args.from_log:
         if args.policy or args.out or args.log:
             raise ConfigError("--from-log summarizes a log; it takes no --policy, --out or --log", key="from-log")
         return _summarize_log(args.from_log)
     if not args.policy or not args.out:
         raise ConfigError("--policy and --out are required (or --from-log FILE.jsonl)", key="policy")
-    from ..atomic import atomic_write_text
     from .evaluate import MAX_SEEDS, evaluate, settings_from_env_spec, summarize
     from .report import policy_table
-    from .scenarios import DEFAULT_SUITE, load_scenarios
-    from ..validation import MAX_SEED
 
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise ConfigError(f"--seeds must be in 1..{MAX_SEEDS:,}, got {args.seeds}", key="seeds")
@@ -294,8 +280,6 @@ def _few_seeds_note(seeds: int, console) -> None:
 def _comparisons(args: argparse.Namespace, df, sections: list[str], console) -> int:
     """``evaluate``'s optional tables after the summary: ``--by-scenario`` and
     ``--compare`` printed, and with ``--markdown`` written after ``sections``."""
-    from ..atomic import atomic_write_text
-    from ..errors import ConfigError
     from .evaluate import reward_by_scenario
     from .report import markdown_table
 
@@ -373,8 +357,6 @@ def _experiment_split(args: argparse.Namespace):
     with its ``env_config``, and the scenarios training (``train``), the held-out
     report (``eval``) or model selection (``validation``) use."""
     from .environments.spec import env_class
-    from ..episode import EpisodeSettings
-    from ..errors import ConfigError
     from .train import env_configs, load_experiment
 
     given = [flag for flag, value in (("--env", args.env), ("--scenarios", args.scenarios)) if value]
@@ -385,7 +367,7 @@ def _experiment_split(args: argparse.Namespace):
     config = {"train": train, "eval": held_out, "validation": selection}[args.split or "eval"]  # resolved already
     config = {**config, **_reward_override(args)}
     checked = env_class(env_id).checked_config(config, args.experiment)  # once more only for the split's scenarios
-    return EpisodeSettings.from_env_config(config), config, list(checked.suite)
+    return EpisodeSettings.of(checked), config, list(checked.suite)
 
 
 STREAM_SUMMARY = {
@@ -398,7 +380,6 @@ STREAM_SUMMARY = {
 
 def _evaluate_stream(args: argparse.Namespace, env_config: dict, scenarios, seeds: range, console) -> int:
     """``evaluate --env <stream spec>``: policies over whole conversations."""
-    from ..atomic import atomic_write_text
     from .report import markdown_table
     from .stream.evaluate_stream import evaluate_stream
 
@@ -665,9 +646,6 @@ def check_file_outputs(args: argparse.Namespace) -> None:
     a regular file, or a folder where the command writes a folder: never a FIFO,
     socket or device; no name too long for the file system), and no two options name
     the same file (one would overwrite the other)."""
-    from ..atomic import check_output
-    from ..errors import ConfigError
-
     files = FILE_OUTPUTS.get(args.command, ())
     for name in OUTPUT_OPTIONS:
         value = getattr(args, name, None)

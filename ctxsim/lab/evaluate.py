@@ -37,16 +37,22 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
+from rich.progress import Progress
 
+from ..atomic import remove_stale
 from .contexts import build_context
+from .environments.overflow import ContextOverflowEnv
+from .environments.spec import env_class, load_env_spec
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..errors import PolicyError
+from ..observe import ObservationConfig, observe
 from ..policies import get_policy, run_episode, search, trained_policies_in
 from ..policies.peers import peer_available
 from ..probes import SCORE_COLUMNS
 from .results import COLUMNS, with_runs
 from .scenarios import Scenario
-from .stats import iqm, normalized_score, stratified_bootstrap_ci
+from .stats import iqm, normalized_score, paired_difference_ci, stratified_bootstrap_ci
+from ..transitions import PendingAppend, TransitionWriter
 
 #: most seeds per scenario one evaluation or sweep runs
 MAX_SEEDS = 100_000
@@ -197,10 +203,6 @@ class _TransitionLog:
     evaluation resume, writing only the episodes the killed one did not complete."""
 
     def __init__(self, path: str | Path, settings: EpisodeSettings, overwrite: bool = False, command: str = ""):
-        from ..atomic import remove_stale
-        from ..observe import ObservationConfig
-        from ..transitions import PendingAppend, TransitionWriter
-
         self.path = Path(path)
         remove_stale(self.path)  # an overwrite's temporary left by a killed run
         self.temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp") if overwrite else None
@@ -217,8 +219,6 @@ class _TransitionLog:
         self.config = ObservationConfig.of(settings)
 
     def recorder(self, policy: str, number: int, scenario: str, seed: int) -> Callable[[OverflowEpisode, Step], None]:
-        from ..observe import observe
-
         def on_step(episode: OverflowEpisode, step: Step) -> None:
             self.writer.run_id = f"evaluate:{policy}"
             if (self.writer.run_id, self.writer.first_episode + number) in self.done:
@@ -260,8 +260,6 @@ class _progress:
     def __enter__(self) -> Callable[[], None]:
         if not self.enabled:
             return lambda: None
-        from rich.progress import Progress
-
         self.bar = Progress(transient=True)
         self.bar.start()
         task = self.bar.add_task("evaluating contexts", total=self.total)
@@ -350,8 +348,6 @@ def paired_differences(
     interval is above zero. With several runs on a side (a folder of trained
     policies), each side's mean is over its runs, and the bootstrap resamples each
     side's runs on its own (:func:`ctxsim.lab.stats.paired_difference_ci`)."""
-    from .stats import paired_difference_ci
-
     df = with_runs(df)
     keys = ["scenario", "seed"]
     ref = df[df.policy == reference]
@@ -415,15 +411,9 @@ def settings_from_env_spec(
     ``source`` and ``<key_prefix>.<key>``); the keys that decide how an overflow is
     broken and scored become the settings.
     """
-    from .environments.spec import env_class, load_env_spec
-
     if path is None:
-        from .environments.overflow import ContextOverflowEnv
-
-        config = ContextOverflowEnv.resolve_config(dict(overrides or {}), source=source, key_prefix=key_prefix)
+        checked = ContextOverflowEnv.checked_config(dict(overrides or {}), source, key_prefix)
     else:
         spec = load_env_spec(path)
-        config = env_class(spec.id).resolve_config(
-            {**spec.config, **(overrides or {})}, source=source or spec.source or path, key_prefix=key_prefix
-        )
-    return EpisodeSettings.from_env_config(config), config
+        checked = env_class(spec.id).checked_config({**spec.config, **(overrides or {})}, source or spec.source or path, key_prefix)
+    return EpisodeSettings.of(checked), checked.model_dump(mode="json")

@@ -41,7 +41,7 @@ import json
 import math
 import zipfile
 from collections import Counter
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ import yaml
 
 from ..atomic import atomic_directory
 from ..config import ContextConfig, load_config
-from ..episode import EpisodeSettings
+from ..episode import EpisodeSettings, settings_subset
 from ..errors import LogFormatError, PolicyError, describe_value
 from ..model import UNIT_TYPES, ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, feature_names
@@ -168,8 +168,7 @@ def _env_config(config: dict[str, Any], file: Path) -> dict[str, Any]:
 def _settings_mapping(env_config: dict[str, Any]) -> dict[str, Any]:
     """The env config's keys that rebuild the episode settings (the cache size is the
     deployed policy's own)."""
-    keys = {f.name for f in fields(EpisodeSettings)} - {"cache_size"}
-    return {k: v for k, v in env_config.items() if k in keys}
+    return {k: v for k, v in settings_subset(env_config).items() if k != "cache_size"}
 
 
 _ACTIVATIONS = {"Tanh": "tanh", "ReLU": "relu", "LeakyReLU": "leaky_relu", "ELU": "elu", "Sigmoid": "sigmoid"}

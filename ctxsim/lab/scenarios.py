@@ -105,6 +105,8 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
+from ..config import model_limit
+from .corpus import corpus_files
 from ..errors import ScenarioError, describe_value
 from .families import (
     MAX_OVERFLOW,
@@ -334,8 +336,6 @@ class Scenario(BaseModel):
         """The transcript of context ``seed``: its own, or a corpus family's session drawn for the seed."""
         if self.corpus is None:
             return self.transcript_path
-        from .corpus import corpus_files  # the corpus module reads YAML through this package
-
         files = corpus_files(self.corpus_path, self.split)
         if not files:
             raise ScenarioError(f"split {self.split!r} holds no session", source=self.corpus_path, key="split")
@@ -417,8 +417,6 @@ class Scenario(BaseModel):
             return self.limit
         if self.model is None:
             return None
-        from ..config import model_limit  # lazy: config reads data/models.yaml
-
         return model_limit(self.model)
 
     @property

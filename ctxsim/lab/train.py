@@ -25,8 +25,11 @@ Every model file (checkpoints and the callback's best model included) and
 
 from __future__ import annotations
 
+import inspect
+import io
 import json
 import math
+import os
 import pickle
 import shutil
 import time
@@ -35,11 +38,19 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal
 
+import gymnasium as gym
+import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, model_validator
+from rich.progress import Progress
 
+from ..atomic import atomic_write_bytes, atomic_write_text
+from .environments.fixed_contexts import FixedContexts
+from .environments.overflow import ContextOverflowEnv
+from .environments.spec import env_class, load_env_spec
 from ..errors import ConfigError, describe_value
 from ..paths import ROOT
+from .pool import ensure_pool, pool_contexts, pool_dir
 from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class
 from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .warmstart import ActionValues, WarmStart, action_values, fit
@@ -148,8 +159,6 @@ def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict
     split applied: training gets every scenario not held out nor used for validation
     (unless ``train_scenarios`` names them); the evaluation callback selects on the
     validation scenarios, else on the held-out ones."""
-    from .environments.spec import env_class, load_env_spec
-
     spec = load_env_spec(resolve_path(experiment.env, experiment))
     # the spec's own config was checked when it loaded: what fails here is the experiment's env_config
     checked = env_class(spec.id).checked_config({**spec.config, **experiment.env_config}, source=experiment.source,
@@ -181,14 +190,9 @@ def run_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:
 def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked: bool, fixed: bool = False):
     """A thunk making one monitored env (``fixed``: on the fixed evaluation set,
     :class:`~ctxsim.lab.environments.fixed_contexts.FixedContexts`)."""
-    from .pool import pool_dir
-
     pools = str(pool_dir())  # the trainer's pool folder, also in worker processes
 
-    def thunk():
-        import os
-
-        import gymnasium as gym
+    def thunk():  # runs in a worker process too: it registers the env ids there
         from stable_baselines3.common.monitor import Monitor
 
         import ctxsim.lab.environments  # noqa: F401  (registers the env ids)
@@ -197,8 +201,6 @@ def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked:
 
         env = gym.make(env_id, config=config)
         if fixed:
-            from ctxsim.lab.environments.fixed_contexts import FixedContexts
-
             env = FixedContexts(env)
         env = Monitor(env)
         env.reset(seed=seed + rank)
@@ -216,11 +218,6 @@ def prepare_pools(
     true``), before worker processes start: they then read the files instead of each
     building them. Returns (pool, its file, built now, scenarios) per pooled config.
     ``progress``: a rich progress bar over the contexts while a pool is built."""
-    from rich.progress import Progress
-
-    from .environments.spec import env_class
-    from .pool import ensure_pool, pool_contexts
-
     pools = []
     for config in [c for i, c in enumerate(configs) if c not in configs[:i]]:  # each pool once
         if config.get("pool"):
@@ -244,23 +241,17 @@ def train(
     progress: bool = True,
 ) -> Path:
     """Train one experiment; returns the run directory."""
-    import numpy as np
     import torch
     from sb3_contrib.common.maskable.callbacks import MaskableEvalCallback
     from stable_baselines3.common.callbacks import CallbackList, CheckpointCallback, EvalCallback
     from stable_baselines3.common.utils import set_random_seed
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
-    from ..atomic import atomic_write_bytes, atomic_write_text
-
     seed = experiment.seed if seed is None else seed
     timesteps = experiment.timesteps if timesteps is None else timesteps
     env_id, train_cfg, eval_cfg, selection_cfg = env_configs(experiment)
     needs_states = experiment.warm_start is not None or experiment.normalize_observations
     if needs_states:
-        from .environments.overflow import ContextOverflowEnv
-        from .environments.spec import env_class
-
         if not issubclass(env_class(env_id), ContextOverflowEnv):
             key = "warm_start" if experiment.warm_start is not None else "normalize_observations"
             raise ConfigError(f"{key} needs a ContextOverflow env, not {env_id}", source=experiment.source, key=key)
@@ -374,10 +365,6 @@ def check_hyperparams(algo_cls, experiment: ExperimentConfig) -> None:
     signature (its type annotations, strictly: ``"0.1"`` is not a float) before any
     run directory exists: SB3 accepts some wrong values at construction and fails
     only once training runs. Keys the signature does not annotate are left to it."""
-    import inspect
-
-    from pydantic import TypeAdapter, ValidationError
-
     if experiment.policy not in algo_cls.policy_aliases:
         raise ConfigError(f"{experiment.algo} has no policy {experiment.policy!r}; known: {sorted(algo_cls.policy_aliases)}",
                           source=experiment.source, key="policy")
@@ -439,8 +426,6 @@ def _type_name(hint) -> str:
 def training_states(env_id: str, config: dict[str, Any], margin: float) -> ActionValues:
     """The states (and oracle action values) of the training contexts of ``config``
     (:func:`ctxsim.lab.warmstart.action_values`; from the pool when the config has one)."""
-    from .environments.spec import env_class
-
     env = env_class(env_id)(config)
     try:
         return action_values(env, margin)
@@ -452,7 +437,6 @@ def frozen_normalization(venv, observations):
     """``venv`` wrapped in a VecNormalize that standardizes observations with the mean
     and variance (at least NORMALIZATION_MIN_VAR) of ``observations`` and never
     updates them (rewards untouched)."""
-    import numpy as np
     from stable_baselines3.common.vec_env import VecNormalize
 
     wrapped = VecNormalize(venv, training=False, norm_obs=True, norm_reward=False, clip_obs=NORMALIZATION_CLIP)
@@ -465,8 +449,6 @@ def frozen_normalization(venv, observations):
 def _saved_bytes(model, exclude=None, include=None) -> bytes:
     """What the algorithm's own ``save`` writes, built in memory (never the
     ``save`` that :func:`atomic_saves` puts on the instance)."""
-    import io
-
     buffer = io.BytesIO()
     type(model).save(model, buffer, exclude=["save", *(exclude or ())], include=include)
     return buffer.getvalue()
@@ -476,8 +458,6 @@ def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
     """``model.save(path)`` written atomically: the zip is built in memory, then
     renamed into place, so a crash never leaves a torn model. Like SB3, a path
     without a suffix gets ``.zip``."""
-    from ..atomic import atomic_write_bytes
-
     path = Path(path)
     if path.suffix == "":
         path = path.with_name(path.name + ".zip")
@@ -499,7 +479,6 @@ def evaluation_callback(callback_cls):
       for the best model, so RL steps that make it worse are never chosen;
     * :meth:`evaluate_if_never` evaluates once after a run shorter than one
       ``eval_freq``, so every run folder has its evaluations and best model."""
-    import os
 
     class TrainingEvaluations(callback_cls):
         at_start = False

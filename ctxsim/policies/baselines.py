@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..episode import SEED_CHAIN, EpisodeSettings, OverflowEpisode
+from ..episode import EpisodeSettings, OverflowEpisode
+from ..episode_config import SEED_CHAIN
 from ..errors import PolicyError
 from ..strategies import Strategy, list_strategies
 from .registry import Policy, register_family, register_policy

@@ -45,7 +45,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..episode import EpisodeSettings, OverflowEpisode, Step
-from ..errors import CtxsimError, PluginError, PolicyError, describe_value
+from ..episode_config import EpisodeConfig
+from ..errors import PolicyError, describe_value
 from ..messages import compact_messages
 from ..metrics import BreakingOutcome
 from ..model import ContextState
@@ -394,12 +395,7 @@ def _settings(spec: PolicySpec, file: Path) -> EpisodeSettings:
         raise PolicyError("the feature names differ from ctxsim.observe's; export the run again", source=file, key="observation.features")
     if list(obs.config.actions) != spec.actions:
         raise PolicyError(f"observation actions {list(obs.config.actions)} differ from {spec.actions}", source=file, key="actions")
-    try:
-        settings = EpisodeSettings.from_mapping({**spec.settings, "cache_size": CACHE_SIZE})
-    except PluginError:  # an installed plugin failed to load: not this file's fault, and it names itself
-        raise
-    except (CtxsimError, ValueError, TypeError) as exc:
-        raise PolicyError(f"invalid episode settings: {exc}", source=file, key="settings") from None
+    settings = EpisodeSettings.of(EpisodeConfig.checked({**spec.settings, "cache_size": CACHE_SIZE}, file, PolicyError, "settings"))
     seen = (list(settings.actions), settings.max_steps, settings.target, settings.embedder)
     wanted = (spec.actions, obs.config.max_steps, obs.config.target, obs.config.embedder)
     if seen != wanted:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
-from pydantic import BaseModel
 
+from ...episode_config import EpisodeConfig
 from ...errors import ConfigError, describe_value
 from ...observe import OBSERVATION_VERSION, ObservationConfig, feature_names, observation_bounds
 from ...validation import validate
@@ -44,16 +44,18 @@ def discrete_action(action: Any, n: int) -> int:
 
 
 class ConfiguredEnv(gym.Env):
-    """A ctxsim env: ``default_config()`` holds every parameter, ``config_model``
-    validates it, and the spaces follow the resolved config (``Discrete`` over
-    ``config["actions"]``, the shared observation of :mod:`ctxsim.observe`).
+    """A ctxsim env: ``config_model`` (a pydantic model extending
+    :class:`~ctxsim.episode_config.EpisodeConfig`) declares every parameter with its
+    default and checks, ``default_config()`` is its defaults as plain data, and the
+    spaces follow the resolved config (``Discrete`` over ``config["actions"]``, the
+    shared observation of :mod:`ctxsim.observe`).
 
-    Subclasses set ``env_id`` and ``config_model``, define ``default_config`` and
-    ``_render_text``, and extend :meth:`configure` for what else follows the config.
+    Subclasses set ``env_id`` and ``config_model``, define ``_render_text``, and extend
+    :meth:`configure` for what else follows the config.
     """
 
     env_id: ClassVar[str]
-    config_model: ClassVar[type[BaseModel]]
+    config_model: ClassVar[type[EpisodeConfig]]
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
 
     def __init__(self, config: dict[str, Any] | None = None, render_mode: str | None = None):
@@ -64,7 +66,8 @@ class ConfiguredEnv(gym.Env):
 
     @classmethod
     def default_config(cls) -> dict[str, Any]:
-        raise NotImplementedError
+        """Every parameter with its default (``config_model``'s fields say what each means), as plain data."""
+        return cls.config_model.model_construct().model_dump(mode="json")
 
     @classmethod
     def resolve_config(
@@ -83,13 +86,13 @@ class ConfiguredEnv(gym.Env):
         source = cls.env_id if source is None else source
         if config is not None and not isinstance(config, dict):
             raise ConfigError(f"config must be a mapping, got {describe_value(config)}", source=str(source), key=key_prefix or None)
-        return validate(cls.config_model, {**cls.default_config(), **(config or {})}, source, ConfigError, key_prefix)
+        return validate(cls.config_model, config or {}, source, ConfigError, key_prefix)
 
     def configure(self, config: dict[str, Any] | None) -> None:
         """Override parameters (checked); call before ``reset``: the spaces follow it."""
-        checked = self.checked_config({**self.config, **(config or {})}, self.env_id, "config")
-        self.config = checked.model_dump(mode="json")
-        self._suite = checked.suite
+        self._checked = self.checked_config({**self.config, **(config or {})}, self.env_id, "config")
+        self.config = self._checked.model_dump(mode="json")
+        self._suite = self._checked.suite
         self.obs_config = ObservationConfig.of(self.config)
         low, high = observation_bounds(self.obs_config)
         self.observation_space = gym.spaces.Box(low, high, dtype=np.float32)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
 import gymnasium as gym
@@ -10,7 +9,6 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ...cache import LRUCache
-from ...episode import settings_subset
 from ...errors import ConfigError, ScenarioError, describe_value
 from ...model import MAX_TOKENS, ContextState
 from ...observe import observe
@@ -31,7 +29,7 @@ from ..stream.session import TRIGGERED_RECOVERY
 from ..pool import scenario_digest
 from ...validation import KeyedValueError
 from .base import ConfiguredEnv, discrete_action, reset_options
-from .overflow import ContextOverflowEnv, OverflowConfig
+from .overflow import OverflowConfig
 
 ENV_ID = "ctxsim/ConversationStream-v0"
 #: random draws of (scenario, seed) tried before giving up on finding a conversation that overflows
@@ -39,19 +37,29 @@ MAX_DRAWS = 200
 
 
 class StreamConfig(OverflowConfig):
-    """The validated configuration (see :meth:`ConversationStreamEnv.default_config`):
-    ContextOverflow-v0's keys (same checks) with the target fixed to ``warning``,
-    plus the long-horizon ones."""
+    """ConversationStream-v0's config: ContextOverflow-v0's keys (same meaning and
+    checks; ``contexts_per_scenario`` counts conversation seeds, ``cache_size`` also
+    bounds the cache of conversations) with ``target`` fixed to ``warning`` and no
+    pool, plus the long-horizon keys."""
 
-    target: Literal["warning"]
-    pool: Literal[False]  # conversations grow turn by turn: nothing to precompute
-    turns: Annotated[int, Field(ge=2, le=10_000)]
-    limit: Annotated[int, Field(gt=0, le=MAX_TOKENS)] | None
-    probes: ProbeConfig
-    rehydration: RehydrationConfig
-    recovery_triggers: RecoveryTriggers
-    prompt_cache: PromptCacheModel
-    stream_reward: StreamRewardWeights
+    target: Literal["warning"] = "warning"
+    """Always ``warning``: an overflow event is a crossing of the warning threshold."""
+    pool: Literal[False] = False
+    """Always false: conversations grow turn by turn, nothing to precompute."""
+    turns: Annotated[int, Field(ge=2, le=10_000)] = 60
+    """Turns per conversation."""
+    limit: Annotated[int, Field(gt=0, le=MAX_TOKENS)] | None = None
+    """Context limit in tokens (null: the scenario's)."""
+    probes: ProbeConfig = Field(default_factory=ProbeConfig)
+    """When probes are asked (:class:`~ctxsim.lab.stream.ProbeConfig`)."""
+    rehydration: RehydrationConfig = Field(default_factory=RehydrationConfig)
+    """Design 002's rehydration limits (null: 8 % / 4 % of the limit, design 002 scaled)."""
+    recovery_triggers: RecoveryTriggers = Field(default_factory=RecoveryTriggers)
+    """Design 001's fresh-start triggers (over-hits in a window, milestones)."""
+    prompt_cache: PromptCacheModel = Field(default_factory=PromptCacheModel)
+    """Prices and rules of the prompt cache."""
+    stream_reward: StreamRewardWeights = Field(default_factory=StreamRewardWeights)
+    """Weights of the stream's reward terms (overflow events, probes, cache hits)."""
 
     @model_validator(mode="after")
     def _stream_consistent(self) -> StreamConfig:
@@ -75,28 +83,24 @@ class StreamConfig(OverflowConfig):
 _CONVERSATIONS: LRUCache[tuple, Conversation] = LRUCache(1)
 
 
-def build_conversation(scenario: Scenario, seed: int, config: dict[str, Any]) -> Conversation:
-    """The conversation of (scenario, seed) under a resolved config (process cache when ``cache_size`` > 0)."""
-    probes = ProbeConfig(**config["probes"])
-    if config["cache_size"] == 0:
-        return conversation_for(scenario, seed, config["turns"], probes, config["limit"])
-    key = (scenario_digest(scenario), seed, config["turns"], config["limit"], json.dumps(config["probes"], sort_keys=True))
+def build_conversation(scenario: Scenario, seed: int, config: StreamConfig) -> Conversation:
+    """The conversation of (scenario, seed) under a validated config (process cache when ``cache_size`` > 0)."""
+    if config.cache_size == 0:
+        return conversation_for(scenario, seed, config.turns, config.probes, config.limit)
+    key = (scenario_digest(scenario), seed, config.turns, config.limit, config.probes.model_dump_json())
     conv = _CONVERSATIONS.get(key)
     if conv is None:
-        conv = conversation_for(scenario, seed, config["turns"], probes, config["limit"])
+        conv = conversation_for(scenario, seed, config.turns, config.probes, config.limit)
         _CONVERSATIONS.put(key, conv)
     return conv
 
 
-def make_session(conversation: Conversation, config: dict[str, Any]) -> StreamSession:
-    """A session of ``conversation`` under a resolved config (settings shared per process)."""
-    settings, skip = stream_settings(settings_subset(config))
+def make_session(conversation: Conversation, config: StreamConfig) -> StreamSession:
+    """A session of ``conversation`` under a validated config (settings shared per process)."""
+    settings, skip = stream_settings(config)
     return StreamSession(
-        conversation, settings, skip,
-        rehydration=RehydrationConfig(**config["rehydration"]),
-        triggers=RecoveryTriggers(**config["recovery_triggers"]),
-        cache=PromptCacheModel(**config["prompt_cache"]),
-        weights=StreamRewardWeights(**config["stream_reward"]),
+        conversation, settings, skip, rehydration=config.rehydration, triggers=config.recovery_triggers,
+        cache=config.prompt_cache, weights=config.stream_reward,
     )
 
 
@@ -209,40 +213,7 @@ class ConversationStreamEnv(ConfiguredEnv):
         self.context_seed: int | None = None
         self._last: StreamStep | None = None
 
-    # ---- configuration ----------------------------------------------------------------
-    @classmethod
-    def default_config(cls) -> dict[str, Any]:
-        """Every parameter with its default: ContextOverflow-v0's (same meaning) and the stream's.
-
-        From ContextOverflow-v0: ``actions``, ``scenarios``, ``scenario_names``,
-        ``contexts_per_scenario`` (conversation seeds drawn from ``range(n)``),
-        ``max_steps`` (strategies per event before forced recovery, 3),
-        ``recovery_mode``, ``reward`` (per event), ``latency``, ``embedder``,
-        ``strategy_params``, ``budget``, ``cache_size`` (entries of the process caches of
-        conversations and strategy results; 0: none); ``target`` is always
-        ``warning`` here and ``pool`` always false (conversations grow turn by turn). The stream's:
-
-        - ``turns``: turns per conversation (60);
-        - ``limit``: context limit in tokens (null: the scenario's);
-        - ``probes``: ``{turns: [15, 25, 35, 45, 55], min_age_turns: 5}`` (:class:`~ctxsim.lab.stream.ProbeConfig`);
-        - ``rehydration``: ``{enabled: true, reserve_tokens: null, max_tokens_per_artifact: null,
-          max_artifacts_per_turn: 3, cooldown_turns: 2}`` (null: 8 % / 4 % of the limit, design 002 scaled);
-        - ``recovery_triggers``: ``{max_over_hits: 2, window_seconds: 3600, milestone_fresh_start: false}`` (design 001);
-        - ``prompt_cache``: ``{price_per_mtok: 3.0, cached_price_ratio: 0.1, min_prefix_tokens: 1024}``;
-        - ``stream_reward``: ``{overflow_event: -1.5, probes: 5.0, cache: 0.0}``.
-        """
-        return {
-            **ContextOverflowEnv.default_config(),
-            "target": "warning",
-            "turns": 60,
-            "limit": None,
-            "probes": ProbeConfig().model_dump(mode="json"),
-            "rehydration": RehydrationConfig().model_dump(mode="json"),
-            "recovery_triggers": RecoveryTriggers().model_dump(mode="json"),
-            "prompt_cache": PromptCacheModel().model_dump(mode="json"),
-            "stream_reward": StreamRewardWeights().model_dump(mode="json"),
-        }
-
+    # ---- configuration (StreamConfig holds every parameter) ---------------------------------
     def configure(self, config: dict[str, Any] | None) -> None:
         super().configure(config)
         wanted = min(self.config["cache_size"], self.context_count)
@@ -254,7 +225,7 @@ class ConversationStreamEnv(ConfiguredEnv):
             conv = options["conversation"]
             if not isinstance(conv, Conversation):
                 raise ConfigError(f"expected a Conversation, got {describe_value(conv)}", key="options.conversation")
-            return conv.scenario, conv.seed, self._overflowing(make_session(conv, self.config), "options.conversation")
+            return conv.scenario, conv.seed, self._overflowing(make_session(conv, self._checked), "options.conversation")
         by_name = {s.name: s for s in self._suite}
         name, seed = options.get("scenario"), options.get("context_seed")
         if name is not None and name not in by_name:
@@ -264,7 +235,7 @@ class ConversationStreamEnv(ConfiguredEnv):
         for _ in range(MAX_DRAWS):
             scenario = by_name[name] if name is not None else self._suite[int(self.np_random.integers(len(self._suite)))]
             conv_seed = int(seed) if seed is not None else int(self.np_random.integers(scenario.context_count(self.config["contexts_per_scenario"])))
-            session = make_session(build_conversation(scenario, conv_seed, self.config), self.config)
+            session = make_session(build_conversation(scenario, conv_seed, self._checked), self._checked)
             if session.episode is not None:
                 return scenario.name, conv_seed, session
             if seed is not None:
@@ -378,7 +349,7 @@ class ConversationStreamEnv(ConfiguredEnv):
         self.__dict__.update(state)
         session = self.session
         if session is not None:
-            settings, skip = stream_settings(settings_subset(self.config))
+            settings, skip = stream_settings(self._checked)
             session.settings, session.skip_settings = settings, skip
             if session.episode is not None:
                 session.episode.settings = skip if session.episode.settings.skip_aggressive else settings

@@ -6,28 +6,25 @@ import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import gymnasium as gym
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictBool, StrictStr, model_validator
+from pydantic import Field, PrivateAttr, StrictBool, StrictStr, model_validator
 
 from ...cache import LRUCache
-from ...coherence import DEFAULT_MEASURE, MEASURES
 from ..contexts import build_context
-from ...episode import DEFAULT_ACTIONS, EpisodeSettings, OverflowEpisode, Step, settings_subset
-from ...errors import ConfigError, CtxsimError, ScenarioError, StrategyError, describe_value
-from ...latency import LatencyModel
+from ...episode import EpisodeSettings, OverflowEpisode, Step
+from ...episode_config import EpisodeConfig
+from ...errors import ConfigError, ScenarioError, describe_value
 from ...metrics import BreakingOutcome
 from ...model import MAX_CONTEXTS, ContextState
 from ...observe import current_break, observe
 from ...paths import ROOT
 from ..pool import Pool, ensure_pool, scenario_digest
-from ...relevance import list_embedders
-from ...reward import RewardWeights, reward_terms
+from ...reward import reward_terms
 from ..scenarios import DEFAULT_SUITE, Scenario, load_scenarios
-from ...strategies import BREAKER_FAILED, ProgressEvent, get_strategy
-from ...strategies.registry import strategy_class
+from ...strategies import BREAKER_FAILED, ProgressEvent
 from ...validation import KeyedValueError
 from .base import ConfiguredEnv, discrete_action, reset_options
 
@@ -35,69 +32,32 @@ ENV_ID = "ctxsim/ContextOverflow-v0"
 #: random draws of (scenario, seed) tried before giving up on finding an overflow
 MAX_DRAWS = 1000
 
-_Ids = Annotated[tuple[StrictStr, ...], Field(strict=False)]
 
+class OverflowConfig(EpisodeConfig):
+    """ContextOverflow-v0's config: the episode's parameters (:class:`~ctxsim.episode_config.EpisodeConfig`,
+    their defaults and checks) and where the contexts come from. Every key has its
+    default here; ``ContextOverflowEnv.default_config()`` is this model's defaults as data."""
 
-class BudgetConfig(BaseModel):
-    """Design 003's budget: ``excluded`` actions are always masked; ``required`` ones
-    are handed to the strategies' context (the environment does not force them)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    required: _Ids = ()
-    excluded: _Ids = ()
-
-
-class OverflowConfig(BaseModel):
-    """The validated configuration (see :meth:`ContextOverflowEnv.default_config`)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
-
-    actions: Annotated[_Ids, Field(min_length=1)]
-    scenarios: StrictStr | Annotated[list[StrictStr], Field(min_length=1)]
-    scenario_names: list[StrictStr] | None
-    contexts_per_scenario: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)]
-    scenario_contexts: dict[StrictStr, Annotated[int, Field(ge=1, le=MAX_CONTEXTS)]]
-    max_steps: Annotated[int, Field(ge=1)]
-    target: Literal["limit", "warning"]
-    recovery_mode: Literal["fresh_start", "truncate", "error"]
-    reward: RewardWeights
-    latency: LatencyModel
-    embedder: StrictStr
-    coherence: StrictStr
-    strategy_params: dict[StrictStr, dict[StrictStr, Any]]
-    budget: BudgetConfig
-    cache_size: Annotated[int, Field(ge=0)]
-    pool: StrictBool
+    scenarios: StrictStr | Annotated[list[StrictStr], Field(min_length=1)] = str(DEFAULT_SUITE)
+    """A scenario file or folder, or a list of them (default: the shipped suite)."""
+    scenario_names: list[StrictStr] | None = None
+    """The subset of the scenarios to draw from (null: all)."""
+    contexts_per_scenario: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)] = 64
+    """Context seeds drawn from ``range(n)`` (a scenario's own ``contexts`` key overrides it)."""
+    scenario_contexts: dict[StrictStr, Annotated[int, Field(ge=1, le=MAX_CONTEXTS)]] = Field(default_factory=dict)
+    """``{scenario name: n}``, the contexts of those scenarios (overrides both: e.g. fewer
+    draws of a 400-context family in one experiment)."""
+    cache_size: Annotated[int, Field(ge=0)] = 20_000
+    """Entries of the process caches of contexts, views and strategy results (0: no caching)."""
+    pool: StrictBool = False
+    """Answer from the context pool of this configuration, built on first use and kept
+    on disk (:mod:`ctxsim.lab.pool`): every context and every masked transition
+    precomputed, so steps cost lookups. Same results."""
 
     _suite: list[Scenario] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
-    def _consistent(self) -> OverflowConfig:
-        for i, sid in enumerate(self.actions):
-            _known_strategy(f"actions[{i}]", sid)
-            if sid == "error":
-                raise KeyedValueError(f"actions[{i}]", sid, "'error' is a recovery_mode, not an action")
-        if len(set(self.actions)) != len(self.actions):
-            raise KeyedValueError("actions", list(self.actions), "an id is listed twice")
-        for sid, params in self.strategy_params.items():
-            _known_strategy(f"strategy_params.{sid}", sid)
-            try:
-                get_strategy(sid, **params)
-            except CtxsimError as exc:
-                raise KeyedValueError(f"strategy_params.{sid}", params, str(exc)) from None
-        for field in ("required", "excluded"):
-            for i, sid in enumerate(getattr(self.budget, field)):
-                _known_strategy(f"budget.{field}[{i}]", sid)
-        for i, sid in enumerate(self.budget.required):
-            if sid not in self.actions or sid in self.budget.excluded:
-                raise KeyedValueError(f"budget.required[{i}]", sid, "a required strategy must be an action and not excluded")
-        if all(sid in self.budget.excluded for sid in self.actions):
-            raise KeyedValueError("budget.excluded", list(self.budget.excluded), "excludes every action")
-        if self.embedder not in list_embedders():
-            raise KeyedValueError("embedder", self.embedder, f"unknown embedder; known: {list_embedders()}")
-        if self.coherence not in MEASURES:
-            raise KeyedValueError("coherence", self.coherence, f"unknown coherence measure; known: {sorted(MEASURES)}")
+    def _loaded(self) -> OverflowConfig:
         self._suite = self._load_suite()
         return self
 
@@ -135,13 +95,6 @@ class OverflowConfig(BaseModel):
         return self._suite
 
 
-def _known_strategy(key: str, sid: str) -> None:
-    try:
-        strategy_class(sid)
-    except StrategyError as exc:  # an unknown id; a plugin that failed to load is not this key's fault
-        raise KeyedValueError(key, sid, str(exc)) from None
-
-
 def _resolve_path(path: str) -> Path:
     """A suite path as given, else relative to the repository root."""
     p = Path(path)
@@ -158,14 +111,14 @@ _SETTINGS: LRUCache[str, EpisodeSettings] = LRUCache(16)
 _VIEWS: LRUCache[tuple[str, int], tuple[ContextState, np.ndarray, np.ndarray]] = LRUCache(1)
 
 
-def _shared_settings(config: dict[str, Any]) -> tuple[str, EpisodeSettings]:
-    """(key, the process's EpisodeSettings) for this config, so envs share strategy
-    results; pooled envs share their own (a live env's memo never holds a pool's)."""
-    subset = settings_subset(config)
-    key = hashlib.sha256(json.dumps([subset, config.get("pool", False)], sort_keys=True).encode()).hexdigest()
+def _shared_settings(config: OverflowConfig) -> tuple[str, EpisodeSettings]:
+    """(key, the process's EpisodeSettings) for this validated config, so envs share
+    strategy results; pooled envs share their own (a live env's memo never holds a pool's)."""
+    subset = config.model_dump(mode="json", include=set(EpisodeConfig.model_fields))
+    key = hashlib.sha256(json.dumps([subset, config.pool], sort_keys=True).encode()).hexdigest()
     settings = _SETTINGS.get(key)
     if settings is None:
-        settings = EpisodeSettings.from_env_config(subset)
+        settings = EpisodeSettings.of(config)
         _SETTINGS.put(key, settings)
     return key, settings
 
@@ -199,6 +152,13 @@ class ContextOverflowEnv(ConfiguredEnv):
     (design 001's chain and every other registered strategy the config lists) to the
     current context. The episode logic is :class:`ctxsim.episode.OverflowEpisode`,
     shared with the evaluation loop, the oracle and the deployable policy.
+
+    ### Configuration
+
+    :class:`OverflowConfig` declares every key with its default and meaning (the
+    episode's from :class:`~ctxsim.episode_config.EpisodeConfig`); ``config=``
+    overrides any of them and is validated once, with an error naming the key and
+    value; ``env.config`` is the resolved config as plain data.
 
     ### Action Space
 
@@ -305,59 +265,11 @@ class ContextOverflowEnv(ConfiguredEnv):
         self._last: Step | None = None
         self._events: tuple[ProgressEvent, ...] = ()
 
-    # ---- configuration (HighwayEnv's pattern) ---------------------------------
-    @classmethod
-    def default_config(cls) -> dict[str, Any]:
-        """Every parameter, with its default (design 001's where the seed has one).
-
-        - ``actions``: strategy ids of the action space (design 001's five + fresh_start);
-        - ``scenarios``: a scenario file or folder, or a list of them (the shipped suite);
-        - ``scenario_names``: the subset of scenarios to draw from (null: all);
-        - ``contexts_per_scenario``: context seeds drawn from ``range(n)`` (a scenario's
-          own ``contexts`` key overrides it);
-        - ``scenario_contexts``: ``{scenario name: n}``, the contexts of those scenarios
-          (overrides both: e.g. fewer draws of a 400-context family in one experiment);
-        - ``max_steps``: strategies per episode before forced recovery (design 001: 3);
-        - ``target``: ``limit`` or ``warning`` (the warning threshold's tokens);
-        - ``recovery_mode``: fresh_start | truncate | error (design 001);
-        - ``reward``: :class:`~ctxsim.reward.RewardWeights` fields: the ``profile``
-          (seed001 | grounded) and any weight;
-        - ``latency``: :class:`~ctxsim.latency.LatencyModel` fields (ms);
-        - ``embedder``: relevance/coherence embedder id;
-        - ``coherence``: the coherence measure of the reward and outcomes, ``recall``
-          (default) or ``centroid`` (the earlier measure, for comparisons;
-          :mod:`ctxsim.coherence`);
-        - ``strategy_params``: ``{strategy id: {parameter: value}}``;
-        - ``budget``: ``{required: [...], excluded: [...]}`` (design 003);
-        - ``cache_size``: entries of the process-level caches of contexts and
-          strategy results (0: no caching);
-        - ``pool``: answer from the context pool of this configuration, built on
-          first use and kept on disk (:mod:`ctxsim.lab.pool`): every context and every
-          masked transition precomputed, so steps cost lookups. Same results.
-        """
-        return {
-            "actions": list(DEFAULT_ACTIONS),
-            "scenarios": str(DEFAULT_SUITE),
-            "scenario_names": None,
-            "contexts_per_scenario": 64,
-            "scenario_contexts": {},
-            "max_steps": 3,
-            "target": "limit",
-            "recovery_mode": "fresh_start",
-            "reward": RewardWeights().model_dump(),
-            "latency": LatencyModel().model_dump(),
-            "embedder": "hashed-tfidf",
-            "coherence": DEFAULT_MEASURE,
-            "strategy_params": {},
-            "budget": {"required": [], "excluded": []},
-            "cache_size": 20_000,
-            "pool": False,
-        }
-
+    # ---- configuration (HighwayEnv's pattern: OverflowConfig holds every parameter) ----
     def configure(self, config: dict[str, Any] | None) -> None:
         super().configure(config)
         self._digests = {s.name: scenario_digest(s) for s in self._suite}
-        self._settings_key, self._settings = _shared_settings(self.config)
+        self._settings_key, self._settings = _shared_settings(self._checked)
         self._pool = self._attach_pool()
         wanted = min(self.config["cache_size"], self.context_count)
         _CONTEXTS.maxsize = max(_CONTEXTS.maxsize, wanted)
@@ -561,7 +473,7 @@ class ContextOverflowEnv(ConfiguredEnv):
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._settings_key, self._settings = _shared_settings(self.config)
+        self._settings_key, self._settings = _shared_settings(self._checked)
         self._pool = self._attach_pool()
         if self.episode is not None:
             self.episode.settings = self._settings

@@ -31,6 +31,11 @@ names the chosen chain.
 contexts: what choosing a chain per context adds over the best single choice
 (``ctxsim evaluate --policy oracle --policy best-fixed:<experiment> --compare oracle``
 gives it with its 95 % paired bootstrap CI).
+
+This module registers its policy when ``ctxsim.lab`` is imported, which the command
+line does before it knows whether the lab extra (faker, gymnasium, ...) is
+installed; so the lab modules that need it (contexts, environments, training,
+pools) are imported in the functions that use them.
 """
 
 from __future__ import annotations
@@ -43,9 +48,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...atomic import atomic_write_text
 from ...episode import EpisodeSettings, OverflowEpisode
-from ...errors import PolicyError
+from ...errors import ConfigError, PolicyError
 from ...model import ContextState
+from ...paths import EXPERIMENTS_DIR
+from ...policies import baselines
 from ...policies.baselines import NOT_ACTIONS, FixedChainPolicy
 from ...policies.registry import Policy, register_family, run_episode
 
@@ -112,9 +120,8 @@ def fit_key(contexts: Sequence[ContextState], settings: EpisodeSettings) -> str:
 
 def experiment_contexts(experiment: str) -> list[ContextState]:
     """The training contexts of ``experiments/<experiment>.yaml`` (module docstring)."""
-    from ..contexts import build_context
+    from ..contexts import build_context  # the lab extra (module docstring)
     from ..environments.spec import env_class
-    from ...paths import EXPERIMENTS_DIR
     from ..train import env_configs, load_experiment
 
     env_id, train, _, _ = env_configs(load_experiment(EXPERIMENTS_DIR / f"{experiment}.yaml"))
@@ -127,9 +134,7 @@ def experiment_contexts(experiment: str) -> list[ContextState]:
 def training_experiments() -> list[str]:
     """The experiments of ``experiments/`` that train a policy: the files that load as
     an experiment (``extends`` resolved, so one that inherits its ``algo`` counts)."""
-    from ...errors import ConfigError
-    from ...paths import EXPERIMENTS_DIR
-    from ..train import load_experiment
+    from ..train import load_experiment  # the lab extra (module docstring)
 
     names = []
     for path in sorted(Path(EXPERIMENTS_DIR).glob("*.yaml")):
@@ -143,9 +148,7 @@ def training_experiments() -> list[str]:
 
 def _stored_fit(contexts: list[ContextState], settings: EpisodeSettings) -> FixedFit:
     """:func:`fit`, read from / written to the pool folder (keyed by the code too)."""
-    from ...atomic import atomic_write_text
-    from ..pool import code_of, pool_dir, source_digest
-    from ...policies import baselines
+    from ..pool import code_of, pool_dir, source_digest  # the lab extra (module docstring)
 
     h = hashlib.sha256(f"{source_digest()} {fit_key(contexts, settings)}".encode())
     for module in (__file__, baselines.__file__):  # policies/ is not in source_digest: the chain rule is here

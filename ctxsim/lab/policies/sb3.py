@@ -16,15 +16,18 @@ have the actions the model was trained with, or acting raises PolicyError.
 
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 
 import numpy as np
 
 from ...episode import EpisodeSettings, OverflowEpisode
 from ...errors import PolicyError
+from ...observe import ObservationConfig, current_break, feature_names, observe
 from ..runs import CONFIG_FILE, MODEL_FILE, algorithm_class, read_normalization, run_config
 from ...policies.exported import Normalization, NormalizationSpec
 from ...policies.registry import Policy, register_loader
+
 
 def recognizes(path: Path) -> bool:
     """A run directory with a best model, or a model zip."""
@@ -54,8 +57,6 @@ class SB3Policy(Policy):
             return policy.get_distribution(tensor).distribution.logits[0].cpu().numpy()
 
     def check(self, settings: EpisodeSettings) -> None:
-        from ...observe import ObservationConfig, feature_names
-
         if self.trained_actions is not None and tuple(self.trained_actions) != settings.actions:
             raise PolicyError(
                 f"policy '{self.name}' was trained with the actions {list(self.trained_actions)}, "
@@ -68,8 +69,6 @@ class SB3Policy(Policy):
             raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {shape}")
 
     def act(self, episode: OverflowEpisode) -> str:
-        from ...observe import ObservationConfig, current_break, observe
-
         settings = episode.settings
         self.check(settings)
         obs = observe(current_break(episode.state, episode.steps_taken), ObservationConfig.of(settings))
@@ -79,8 +78,6 @@ class SB3Policy(Policy):
 
 def _load_failure(exc: Exception) -> str:
     """One line saying why SB3 could not load a model zip (torch's messages span lines)."""
-    import pickle
-
     if isinstance(exc, pickle.UnpicklingError):
         return "a torch member (e.g. policy.pth) of the zip is corrupt"
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]

@@ -65,7 +65,6 @@ def evaluate_stream(
     import pandas as pd
 
     checked = ConversationStreamEnv.checked_config(config)
-    resolved = checked.model_dump(mode="json")
     by_name = {s.name: s for s in checked.suite}
     chosen = []
     for item in scenarios:
@@ -82,10 +81,10 @@ def evaluate_stream(
     rows: dict[tuple[int, int, int, int], dict[str, Any]] = {}
     for si, scenario in enumerate(chosen):
         for ki, seed in enumerate(seeds):
-            conversation = build_conversation(scenario, seed, resolved)  # built once, played by every policy
+            conversation = build_conversation(scenario, seed, checked)  # built once, played by every policy
             for pi, (name, members) in enumerate(loaded.items()):
                 for ri, (run, policy) in enumerate(members):
-                    session = make_session(conversation, resolved)
+                    session = make_session(conversation, checked)
                     reward = play(policy, session, scenario.name, seed)
                     metrics = session.metrics()
                     rows[(pi, si, ki, ri)] = {"policy": name, "run": run, "scenario": scenario.name, "seed": seed,

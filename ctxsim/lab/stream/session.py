@@ -34,8 +34,6 @@ hit rate.
 from __future__ import annotations
 
 import copy
-import hashlib
-import json
 import re
 from dataclasses import asdict, dataclass, field, replace
 from typing import Annotated, Any
@@ -44,6 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...cache import LRUCache
 from ...episode import EpisodeSettings, OverflowEpisode, Step
+from ...episode_config import EpisodeConfig
 from ...errors import RecoveryError
 from ...model import STATED_KINDS, ContextState, ContextUnit
 from ...probes import PROBE_KINDS, probe_kind, share_answered
@@ -110,17 +109,17 @@ class StreamSettings(EpisodeSettings):
         return super().key + ("-skip" if self.skip_aggressive else "")
 
 
-#: json of the settings mapping -> (normal, skip-aggressive) settings, shared per process
+#: the episode keys of a config (json) -> (normal, skip-aggressive) settings, shared per process
 _SETTINGS: LRUCache[str, tuple[StreamSettings, StreamSettings]] = LRUCache(64)
 
 
-def stream_settings(mapping: dict[str, Any]) -> tuple[StreamSettings, StreamSettings]:
-    """The process's (normal, skip-aggressive) settings for ``mapping`` (the keys of
-    :meth:`EpisodeSettings.from_mapping`), so sessions share strategy results."""
-    key = hashlib.sha256(json.dumps(mapping, sort_keys=True, default=str).encode()).hexdigest()
+def stream_settings(config: EpisodeConfig) -> tuple[StreamSettings, StreamSettings]:
+    """The process's (normal, skip-aggressive) settings of a validated config (a
+    StreamConfig is one), so sessions share strategy results."""
+    key = config.model_dump_json(include=set(EpisodeConfig.model_fields))
     pair = _SETTINGS.get(key)
     if pair is None:
-        pair = (StreamSettings.from_mapping(mapping), StreamSettings.from_mapping({**mapping, "skip_aggressive": True}))
+        pair = (StreamSettings.of(config), StreamSettings.of(config, skip_aggressive=True))
         _SETTINGS.put(key, pair)
     return pair
 
