@@ -613,3 +613,25 @@ def test_a_plugin_that_fails_to_load_is_named_when_an_export_loads(exports, tmp_
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("PluginError: plugin 'broken'") and "RuntimeError: boom" in done.stdout
     assert "invalid episode settings" not in done.stdout
+
+
+def test_the_compact_vs_trim_example_compares_both_on_held_out_sessions(exports, repo_root, capsys):
+    """``examples/compact_vs_trim.py``: both methods fit the limit on real held-out
+    sessions, and the table reports what each kept."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compact_vs_trim", repo_root / "examples" / "compact_vs_trim.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    assert example.main([str(exports["MaskablePPO"].out), "--sessions", "2", "--fraction", "0.5"]) == 0
+    rows = {line.split("|")[1].strip(): line.split("|")[2:6] for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| `")}
+    assert set(rows) == {"`compact_messages`", "`trim_messages`"}
+    for messages, tokens, probes, task in rows.values():
+        assert float(messages) > 0 and int(tokens.replace(",", "")) > 0 and 0 <= float(probes) <= 1
+        assert task.strip().endswith("/2")
+    # what trim_messages keeps fits the limit as ctxsim counts tokens
+    path = example.corpus_files(split="held_out")[0]
+    messages = example.read_messages(path)[:40]
+    limit = example.tokens_of(messages) // 2
+    assert 0 < example.tokens_of(example.trimmed(messages, limit)) <= limit
