@@ -28,7 +28,11 @@ import json
 import statistics
 from pathlib import Path
 
-from langchain_core.messages import convert_to_messages, convert_to_openai_messages, trim_messages
+from langchain_core.messages import (
+    convert_to_messages,
+    convert_to_openai_messages,
+    trim_messages,
+)
 
 from ctxsim.lab.corpus import corpus_files
 from ctxsim.policies import load
