@@ -82,6 +82,9 @@ FILL_RATIO = 0.95
 PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
 #: rank tier of the structured items an earlier summary carried (after rules, before new facts)
 CARRIED_TIER = 0.75
+#: groups of at most this many candidates get their similarities in one join before
+#: MMR ranks them (larger ones: one row per pick, as few are picked of many)
+GRAM_MEMBERS = 256
 #: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
 CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts")
 
@@ -261,13 +264,18 @@ class ExtractiveSummarizer:
         free = np.ones(len(group), dtype=bool)
         picked: list[int] = []
         lam = self.mmr_lambda
+        if len(group) <= GRAM_MEMBERS:  # every similarity within the group in one join
+            gram = similarity.among(members)
+            similar_to = gram.__getitem__
+        else:  # a large group: only the rows of the picked candidates
+            similar_to = lambda k: similarity.to_row(group[k])[members]  # noqa: E731
         while len(picked) < len(group) and tokens > 0:
             value = np.where(free, lam * rel - (1 - lam) * best_sim, -np.inf)
             k = int(np.argmax(value))
             picked.append(group[k])
             free[k] = False
             tokens -= sizes[group[k]]
-            best_sim = np.maximum(best_sim, similarity.to_row(group[k])[members])
+            best_sim = np.maximum(best_sim, similar_to(k))
         taken = set(picked)
         return picked + [i for i in by_score if i not in taken]
 
