@@ -74,7 +74,12 @@ def split_sentences(text: str, *, by_line: bool = False) -> list[str]:
     return [text[s.start : s.end] for s in segments(text, by_line=by_line)]
 
 
-@lru_cache(maxsize=4096)
+#: distinct (text, by_line) inputs :func:`segments` keeps: a context's units are split by
+#: coherence, the summarizer and the rule finder, and a fresh context brings hundreds
+SEGMENTS_KEPT = 16_384
+
+
+@lru_cache(maxsize=SEGMENTS_KEPT)
 def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
     """Sentence spans of ``text`` (see :func:`split_sentences`), cached by content."""
     out: list[Segment] = []

@@ -579,3 +579,17 @@ def test_piecewise_counts_hold_for_any_stripped_sentences(parts, seps):
     items = [Candidate(("facts", "notes")[i % 2], s, (i, 0)) for i, s in enumerate(sentences)]
     assert summary_tokens(base, items) == count_tokens(_assemble(base, items).render())
     assert text_rendering_tokens(separators, chosen) == count_tokens(text_rendering(separators, chosen))
+
+
+@given(st.lists(st.sampled_from(["a", "b1", ".", "!", " ", "\n", "\t", "é", "🙂", "'s", "-", "12345", ")", ":"]),
+                min_size=1, max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_a_sentence_after_a_line_break_costs_its_count_plus_one(parts):
+    """A text summary prices a sentence after a line break from the sentence's own
+    count (the break is a token of its own): the price is the one counted whole."""
+    from ctxsim.summarize.extractive import _piece_tokens
+
+    sentence = "".join(parts).strip()
+    if sentence:
+        whole = max(count_tokens("\n" + sentence), count_tokens(sentence))
+        assert _piece_tokens("\n", sentence) == whole == count_tokens(sentence) + 1

@@ -82,9 +82,12 @@ FILL_RATIO = 0.95
 PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
 #: rank tier of the structured items an earlier summary carried (after rules, before new facts)
 CARRIED_TIER = 0.75
-#: groups of at most this many candidates get their similarities in one join before
-#: MMR ranks them (larger ones: one row per pick, as few are picked of many)
+#: MMR gets the similarities within a group in one join before ranking it when the
+#: group has at most GRAM_MEMBERS candidates and the tokens it ranks are expected to
+#: pick at least 1/PICKED_SHARE of them; otherwise one row per pick. Either way the
+#: numbers (and the summary) are the same.
 GRAM_MEMBERS = 256
+PICKED_SHARE = 4
 #: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
 CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts")
 
@@ -264,10 +267,11 @@ class ExtractiveSummarizer:
         free = np.ones(len(group), dtype=bool)
         picked: list[int] = []
         lam = self.mmr_lambda
-        if len(group) <= GRAM_MEMBERS:  # every similarity within the group in one join
-            gram = similarity.among(members)
+        expected_picks = tokens / max(float(sizes[members].mean()), 1.0)
+        if len(group) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(group):
+            gram = similarity.among(members)  # most of the group is picked: all its similarities in one join
             similar_to = gram.__getitem__
-        else:  # a large group: only the rows of the picked candidates
+        else:  # few picked of many: only the rows of the picked candidates
             similar_to = lambda k: similarity.to_row(group[k])[members]  # noqa: E731
         while len(picked) < len(group) and tokens > 0:
             value = np.where(free, lam * rel - (1 - lam) * best_sim, -np.inf)
@@ -419,7 +423,11 @@ def _keep_tokens(text: str, keep: tuple[str, ...]) -> int:
 
 def _piece_tokens(separator: str, sentence: str) -> int:
     """Tokens one sentence adds to a text summary. The first sentence goes without its
-    separator, which can cost more ("Produce" is 2 tokens, " Produce" 1): priced both ways."""
+    separator, which can cost more ("Produce" is 2 tokens, " Produce" 1): priced both ways.
+    A line break before a sentence (stripped: it starts with a character that is not
+    whitespace) is a token of its own (:func:`~ctxsim.tokens.count_joined`)."""
+    if separator == "\n" and sentence and not sentence[0].isspace():
+        return count_joined([separator, sentence])
     return max(count_tokens(separator + sentence), count_tokens(sentence))
 
 
