@@ -150,6 +150,24 @@ def test_split_handles_lists_wrapped_prose_code_and_logs():
     assert split_sentences("a. B. c\nd", by_line=True) == ["a. B. c", "d"]
 
 
+_PIECES_LINES = st.sampled_from(["a", " ", "\t", "\n", "\r\n", "\x0c", "\u2028", "x;", "{", "\u00a0", "- b"])
+
+
+@pytest.mark.parametrize("line, code", [
+    ("x = f(y);", True), ("if (ready) {  ", True), ("a; b", False), ("Ends with a brace {\t", True),
+    ("The end: {", True), ("semicolons; mid sentence. Fine.", False), ("  const x = 1", True), ("Plain prose.", False),
+])
+def test_a_line_ending_in_a_brace_or_semicolon_is_code(line, code):
+    assert [s.code for s in segments(line)] == [code] * len(segments(line)) and segments(line)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_PIECES_LINES, st.text(max_size=8)), max_size=30).map("".join))
+def test_by_line_gives_every_nonblank_line_stripped(text):
+    assert split_sentences(text, by_line=True) == [line.strip() for line in text.splitlines() if line.strip()]
+    assert all(s.code for s in segments(text, by_line=True))
+
+
 _PIECES = st.sampled_from(
     [
         "Word",
