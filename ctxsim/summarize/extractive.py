@@ -51,6 +51,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import repeat
 
 import numpy as np
 
@@ -167,7 +168,7 @@ class ExtractiveSummarizer:
             depth=depth,
         )
         candidates, tiers, weights = unit_candidates(units)
-        texts = [_text_of(c.payload) for c in candidates]
+        texts = [p if isinstance(p, str) else p.line() for _, p, _ in candidates]
         scored = self._scores(texts, candidates, weights, task, len(units))
         ranked = [candidates[i] for i in self._rank(texts, scored, tiers, budget)]
         if task.strip():
@@ -244,8 +245,9 @@ class ExtractiveSummarizer:
         order: list[int] = []
         seen: set[str] = set()
         ranked_tokens = 0.0
+        tier_of = np.asarray(tiers, dtype=np.float64)
         for tier in sorted(set(tiers)):
-            group = [i for i, t in enumerate(tiers) if t == tier]
+            group = np.flatnonzero(tier_of == tier)
             for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens):
                 if texts[i] not in seen:  # exact repeats (re-run tools, carried items) once
                     seen.add(texts[i])
@@ -254,31 +256,32 @@ class ExtractiveSummarizer:
         return order
 
     def _mmr(
-        self, group: list[int], scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float
+        self, members: np.ndarray, scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float
     ) -> list[int]:
-        by_score = sorted(group, key=lambda i: (-scores[i], i))
-        if len(group) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
-            return by_score
-        members = np.array(group)
+        """The candidates ``members`` (indices, ascending) by MMR until ``tokens`` are
+        ranked, then the rest by score (ties: input order)."""
         s = scores[members]
+        by_score = members[np.argsort(-s, kind="stable")].tolist()
+        if len(members) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
+            return by_score
         top = s.max()
         rel = s / top if top > 0 else s
-        best_sim = np.zeros(len(group))
-        free = np.ones(len(group), dtype=bool)
+        best_sim = np.zeros(len(members))
+        free = np.ones(len(members), dtype=bool)
         picked: list[int] = []
         lam = self.mmr_lambda
         expected_picks = tokens / max(float(sizes[members].mean()), 1.0)
-        if len(group) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(group):
+        if len(members) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(members):
             gram = similarity.among(members)  # most of the group is picked: all its similarities in one join
             similar_to = gram.__getitem__
         else:  # few picked of many: only the rows of the picked candidates
-            similar_to = lambda k: similarity.to_row(group[k])[members]  # noqa: E731
-        while len(picked) < len(group) and tokens > 0:
+            similar_to = lambda k: similarity.to_row(members[k])[members]  # noqa: E731
+        while len(picked) < len(members) and tokens > 0:
             value = np.where(free, lam * rel - (1 - lam) * best_sim, -np.inf)
             k = int(np.argmax(value))
-            picked.append(group[k])
+            picked.append(int(members[k]))
             free[k] = False
-            tokens -= sizes[group[k]]
+            tokens -= sizes[members[k]]
             best_sim = np.maximum(best_sim, similar_to(k))
         taken = set(picked)
         return picked + [i for i in by_score if i not in taken]
@@ -295,11 +298,12 @@ def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list
     tiers: list[float] = []
     weights: list[float] = []
     for index, unit in enumerate(units):
-        weight = PRIORITY_WEIGHT[1 if unit.pinned else unit.priority]
-        for sub, (section, payload, tier) in enumerate(unit_items(unit)):
-            candidates.append(Candidate(section, payload, (index, sub)))
-            tiers.append(tier)
-            weights.append(weight)
+        items = unit_items(unit)
+        if items:
+            sections, payloads, unit_tiers = zip(*items)
+            candidates += map(Candidate, sections, payloads, zip(repeat(index), range(len(items))))
+            tiers += unit_tiers
+            weights += repeat(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority], len(items))
     return candidates, tiers, weights
 
 
