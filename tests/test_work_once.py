@@ -1,10 +1,10 @@
 """No work repeats within a context: one pool expansion (every chain of valid
 actions on one context, as :func:`ctxsim.lab.pool.expand` runs it) computes each
 embedding row, each document vector, each minified or compressed text, each
-summarizer classification (of a unit, of a sentence), each summary, each
-sentence split, each token count, the sentence data of the original context and
-each strategy application (direct, or a step of ``hybrid`` or a fallback) once per
-distinct input."""
+summarizer classification (of a unit, of a sentence), each unit's candidate
+columns (texts and token counts), each summary, each sentence split, each token
+count, the sentence data of the original context and each strategy application
+(direct, or a step of ``hybrid`` or a fallback) once per distinct input."""
 
 from __future__ import annotations
 
@@ -71,8 +71,9 @@ def counted(monkeypatch):
 
 
 #: memoized pure functions, each computing once per distinct input
-MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive.classify, extractive._keep_tokens,
-         rules._rule_sentences, rules._must_keep, sentences.segments, structured._line_cost, count_tokens)
+MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive._unit_columns, extractive.classify,
+         extractive._keep_tokens, rules._rule_sentences, rules._must_keep, sentences.segments, structured._line_cost,
+         count_tokens)
 
 
 @pytest.mark.parametrize("scenario", ["code-heavy", "log-heavy"])
@@ -89,7 +90,7 @@ def test_one_expansion_computes_each_distinct_input_once(counted, scenario):
     for memo in MEMOS:
         info = memo.cache_info()
         assert info.misses == info.currsize, memo  # every miss a new input, none evicted
-    for memo in (extractive._unit_items, extractive.classify):
+    for memo in (extractive._unit_columns, extractive.classify):
         assert memo.cache_info().hits > 0  # units and sentences recur across states
     shrunk = minify._minified if scenario == "code-heavy" else minify._compressed_log
     assert shrunk.cache_info().hits > 0  # the strategy asked for the same input again

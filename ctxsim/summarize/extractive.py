@@ -18,9 +18,10 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    ``artifact_id``; optional ``description``, ``rehydrate_hint``) adds an artifact
    instead of its text. A summary unit is parsed and its items are carried into
    the same sections, so rules and facts survive summaries of summaries. A unit's
-   candidates are worked out once per distinct content, type, role, tool envelope
-   and meta (:func:`unit_items`), each sentence is classified once
-   (:func:`classify`): the same unit seen in many states costs one lookup.
+   candidates, with their texts and token counts (:class:`UnitColumns`), are worked
+   out once per distinct content, type, role, tool envelope and meta
+   (:func:`unit_items`), each sentence is classified once (:func:`classify`): the
+   same unit seen in many states costs one lookup.
 2. Scores. ``0.6·centrality + 0.4·relevance to task + 0.1·recency``, where
    centrality is the cosine to the token-weighted centroid of all candidates
    (embedder similarities), times the unit's priority weight (P1 or pinned 1.5,
@@ -51,6 +52,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import NamedTuple
 from itertools import repeat
 
 import numpy as np
@@ -167,10 +169,10 @@ class ExtractiveSummarizer:
             span=SummarySpan(units[0].id, units[-1].id, min(u.turn for u in units), max(u.turn for u in units)),
             depth=depth,
         )
-        candidates, tiers, weights = unit_candidates(units)
-        texts = [p if isinstance(p, str) else p.line() for _, p, _ in candidates]
-        scored = self._scores(texts, candidates, weights, task, len(units))
-        ranked = [candidates[i] for i in self._rank(texts, scored, tiers, budget)]
+        table = candidate_table(units)
+        candidates, texts = table.candidates, table.texts
+        scored = self._scores(texts, table.sizes, table.units, table.weights, task, len(units))
+        ranked = [candidates[i] for i in self._rank(texts, scored, table.tiers, budget)]
         if task.strip():
             ranked.insert(0, Candidate("current_task", task.strip()))
         summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO)
@@ -196,7 +198,8 @@ class ExtractiveSummarizer:
         target_tokens = max(target_tokens, self.keep_tokens(text, keep))
         if input_tokens <= target_tokens:
             return SummaryResult(text, None, input_tokens, input_tokens)
-        scored = self._scores(sentences, candidates, [1.0] * len(sentences), task, len(sentences))
+        sizes = np.array([count_tokens(t) for t in sentences], dtype=np.float64)
+        scored = self._scores(sentences, sizes, np.arange(len(sentences)), [1.0] * len(sentences), task, len(sentences))
         ranked = [candidates[i] for i in self._rank(sentences, scored, tiers, target_tokens)]
 
         chosen = fit_candidates(
@@ -214,18 +217,20 @@ class ExtractiveSummarizer:
 
     # ---- scoring and ranking ---------------------------------------------------
     def _scores(
-        self, texts: list[str], candidates: list[Candidate], weights: list[float], task: str, n_positions: int
+        self, texts: list[str], sizes: np.ndarray, positions: np.ndarray, weights: list[float], task: str,
+        n_positions: int,
     ) -> tuple[np.ndarray, RowSimilarity, np.ndarray]:
-        """(score, similarity index, token count) of the texts; see the module docstring."""
+        """(score, similarity index, token count) of the texts, given their token counts
+        (``sizes``) and the input position (unit or sentence index) of each; see the
+        module docstring."""
         embedder = self.embedder
         vectors = embed_sparse(embedder, texts)
         query = embedder.embed([task])[0].astype(np.float64)
-        sizes = np.array([count_tokens(t) for t in texts], dtype=np.float64)
         centroid = vectors.weighted_sum(sizes)
         norm = np.linalg.norm(centroid)
         central = vectors.dot(centroid / norm) if norm > 0 else np.zeros(len(texts))
         relevance = vectors.dot(query)
-        recency = np.array([c.position[0] for c in candidates], dtype=np.float64) / max(n_positions - 1, 1)
+        recency = np.asarray(positions, dtype=np.float64) / max(n_positions - 1, 1)
         base = 0.6 * np.clip(central, 0, 1) + 0.4 * np.clip(relevance, 0, 1) + 0.1 * recency
         return base * np.asarray(weights, dtype=np.float64), RowSimilarity(vectors), sizes
 
@@ -292,25 +297,72 @@ class ExtractiveSummarizer:
 MEMO_SIZE = 16_384
 
 
-def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
-    """(candidates, tier of each, priority weight of each) in input order."""
+class UnitColumns(NamedTuple):
+    """The candidates of one unit (:func:`unit_items`) as columns: the section, payload,
+    tier, text and token count (float64) of each."""
+
+    sections: tuple[str, ...]
+    payloads: tuple[str | ToolOutcome | ArtifactRef, ...]
+    tiers: tuple[float, ...]
+    texts: tuple[str, ...]
+    sizes: np.ndarray
+
+
+class CandidateTable(NamedTuple):
+    """The candidates of a sequence of units in input order, with the tier, priority
+    weight, text, token count (float64) and unit index (int64) of each."""
+
+    candidates: list[Candidate]
+    tiers: list[float]
+    weights: list[float]
+    texts: list[str]
+    sizes: np.ndarray
+    units: np.ndarray
+
+
+def candidate_table(units: Sequence[ContextUnit]) -> CandidateTable:
+    """The :class:`CandidateTable` of ``units``, assembled from each unit's memoized
+    :class:`UnitColumns` (a unit seen in many states costs one lookup)."""
     candidates: list[Candidate] = []
     tiers: list[float] = []
     weights: list[float] = []
+    texts: list[str] = []
+    sizes: list[np.ndarray] = []
+    counts: list[int] = []
     for index, unit in enumerate(units):
-        items = unit_items(unit)
-        if items:
-            sections, payloads, unit_tiers = zip(*items)
-            candidates += map(Candidate, sections, payloads, zip(repeat(index), range(len(items))))
-            tiers += unit_tiers
-            weights += repeat(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority], len(items))
-    return candidates, tiers, weights
+        columns = _unit_columns(unit.content, unit.type, unit.role, unit.tool, unit.meta)
+        n = len(columns.sections)
+        counts.append(n)
+        if n:
+            candidates += map(Candidate, columns.sections, columns.payloads, zip(repeat(index), range(n)))
+            tiers += columns.tiers
+            weights += repeat(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority], n)
+            texts += columns.texts
+            sizes.append(columns.sizes)
+    return CandidateTable(candidates, tiers, weights, texts, np.concatenate(sizes) if sizes else np.zeros(0),
+                          np.repeat(np.arange(len(units), dtype=np.int64), counts))
+
+
+def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
+    """(candidates, tier of each, priority weight of each) in input order."""
+    table = candidate_table(units)
+    return table.candidates, table.tiers, table.weights
 
 
 def unit_items(unit: ContextUnit) -> tuple[tuple[str, str | ToolOutcome | ArtifactRef, float], ...]:
     """(section, payload, tier) of each candidate of ``unit``, in order; computed once
     per distinct content, type, role, tool envelope and meta (see the module doc)."""
     return _unit_items(unit.content, unit.type, unit.role, unit.tool, unit.meta)
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _unit_columns(content: str, type_: str, role: str, tool: ToolEnvelope | None, meta: tuple[tuple[str, str], ...]):
+    items = _unit_items(content, type_, role, tool, meta)
+    if not items:
+        return UnitColumns((), (), (), (), np.zeros(0))
+    sections, payloads, tiers = zip(*items)
+    texts = tuple(_text_of(p) for p in payloads)
+    return UnitColumns(sections, payloads, tiers, texts, np.array([count_tokens(t) for t in texts], dtype=np.float64))
 
 
 @lru_cache(maxsize=MEMO_SIZE)
