@@ -3,8 +3,9 @@ actions on one context, as :func:`ctxsim.lab.pool.expand` runs it) computes each
 embedding row, each document vector, each minified or compressed text, each
 summarizer classification (of a unit, of a sentence), each unit's candidate
 columns (texts and token counts), each summary, each sentence split, each token
-count, the sentence data of the original context and each strategy application
-(direct, or a step of ``hybrid`` or a fallback) once per distinct input."""
+count, each tool call's arguments, the sentence data of the original context and
+each strategy application (direct, or a step of ``hybrid`` or a fallback) once per
+distinct input."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import ctxsim.relevance as relevance
 from ctxsim import coherence, minify, sentences
 from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings
-from ctxsim.strategies import Strategy
+from ctxsim.strategies import Strategy, pruning
 from ctxsim.tokens import count_tokens
 from ctxsim.summarize import extractive, rules, structured
 from ctxsim.lab.pool import expand
@@ -73,7 +74,7 @@ def counted(monkeypatch):
 #: memoized pure functions, each computing once per distinct input
 MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive._unit_columns, extractive.classify,
          extractive._keep_tokens, rules._rule_sentences, rules._must_keep, sentences.segments, structured._line_cost,
-         count_tokens)
+         count_tokens, pruning._path_argument)
 
 
 @pytest.mark.parametrize("scenario", ["code-heavy", "log-heavy"])
@@ -96,3 +97,4 @@ def test_one_expansion_computes_each_distinct_input_once(counted, scenario):
     assert shrunk.cache_info().hits > 0  # the strategy asked for the same input again
     assert list(counted["originals"].values()) == [1]  # every outcome is scored against the one original
     assert sentences.segments.cache_info().hits > 0 and count_tokens.cache_info().hits > 0
+    assert pruning._path_argument.cache_info().hits > 0  # every state's mask and observation read the same calls
