@@ -17,11 +17,12 @@ Benchmarks (``--only NAME``, repeatable):
   ``chat-10k`` context and design 001's ``hybrid`` result of it, cold, warm and (recall)
   with the original's sentence data rebuilt from cached embeddings, vs one tiktoken
   pass over the context (issue #22: ``recall`` warm <= 2x);
-* ``pool`` — building the default spec's context pool (:mod:`ctxsim.lab.pool`; 2
-  workers; written to the user's pool folder) and loading it from disk;
+* ``pool`` — building the default spec's context pool (:mod:`ctxsim.lab.pool`; a
+  worker per core; written to the pool folder, ``$CTXSIM_POOL_DIR``) and loading it
+  from disk;
 * ``expand`` — the pool's work per context in this process (generation and every
   chain of valid actions, :func:`ctxsim.lab.pool.expand`), CPU time vs one tiktoken
-  pass over the context's text, on contexts never seen;
+  pass over the context's text, on contexts never seen (seeds no earlier row used);
 * ``env`` — ContextOverflow-v0 steps/s with random masked actions, warm-up and
   later, live and with the pool, vs :class:`NullOverflowEnv`; ``env-fresh`` the
   same live on contexts never seen (target >= 150 steps/s);
@@ -48,7 +49,8 @@ its units are embedded, classified (summarizer sections), minified and summarize
 first sight (generation embeds nothing); the tables of words, features and token
 counts that other contexts filled stay warm, as in a running process; "warm" repeats
 the same input with every cache filled. Generation is
-timed only by ``expand`` (a pool generates every context it expands).
+timed only by ``expand`` (a pool generates every context it expands), ``cuts`` (a
+cut is read and its probes found) and ``env-fresh`` (every reset draws a new context).
 """
 
 from __future__ import annotations
@@ -188,14 +190,18 @@ class Bench:
     def reps(self, full: int, quick: int = 2) -> int:
         return quick if self.quick else full
 
+    def new_seed(self, scenario: str) -> int:
+        """A context seed of ``scenario`` not used before in this process (from :data:`FIRST_SEED`)."""
+        seed = self._next_seed.get(scenario, FIRST_SEED)
+        self._next_seed[scenario] = seed + 1
+        return seed
+
     def fresh(self, scenario: str = BENCH_SCENARIO):
         """A context of ``scenario`` with a seed not used before in this process."""
         from ctxsim.lab.contexts import build_context
         from ctxsim.lab.scenarios import find_scenario
 
-        seed = self._next_seed.get(scenario, FIRST_SEED)
-        self._next_seed[scenario] = seed + 1
-        return build_context(find_scenario(scenario), seed)
+        return build_context(find_scenario(scenario), self.new_seed(scenario))
 
 
 def tiktoken_pass(text: str) -> None:
@@ -483,9 +489,11 @@ def bench_expand(bench: Bench) -> list[Row]:
 
     checked = ContextOverflowEnv.checked_config()
     settings = dict(settings_subset(checked.model_dump(mode="json")), cache_size=1_000_000)  # as build_pool sets it
-    seeds = range(FIRST_SEED, FIRST_SEED + bench.reps(2, 1))
-    tasks = [_Task(s, seed, scenario_digest(s), settings) for seed in seeds for s in checked.suite]
-    _build_one(_Task(tasks[0].scenario, FIRST_SEED - 1, tasks[0].digest, settings))  # imports and tables, untimed
+    first = checked.suite[0]
+    _build_one(_Task(first, bench.new_seed(first.name), scenario_digest(first), settings))  # imports and tables, untimed
+    tasks = [_Task(s, bench.new_seed(s.name), scenario_digest(s), settings) for _ in range(bench.reps(2, 1))
+             for s in checked.suite]
+    seeds = sorted({task.seed for task in tasks})
     work = reference = 0.0
     contexts = states = 0
     for task in tasks:
@@ -503,7 +511,8 @@ def bench_expand(bench: Bench) -> list[Row]:
         states += len(views)
     ratio = work / reference
     bench.notes.append(
-        f"expand: {contexts} overflowing contexts of the default spec (seeds {seeds.start}-{seeds.stop - 1}, never seen), "
+        f"expand: {contexts} overflowing contexts of the default spec (seeds {seeds[0]}-{seeds[-1]}: each scenario's "
+        "next seeds no earlier benchmark of the run used, so every context is new), "
         f"{states / contexts:.0f} states each on average; CPU time (time.process_time) of generating each context "
         "and expanding it as a pool worker does (ctxsim.lab.pool), against one tiktoken encode of its rendered text."
     )
@@ -869,9 +878,7 @@ def hundred_messages(bench: Bench):
 
     scenario = Scenario(name="bench-100-messages", limit=5000, target_tokens=16000, mix={"message": 1.0}, p1_ratio=0.1,
                         unit_tokens=UnitTokens(min=80, max=200))
-    seed = bench._next_seed.get(scenario.name, FIRST_SEED)
-    bench._next_seed[scenario.name] = seed + 1
-    state = generate(scenario, seed)
+    state = generate(scenario, bench.new_seed(scenario.name))
     if len(state.units) < 100:
         raise RuntimeError(f"the 100-message scenario gave {len(state.units)} units")
     return state.with_units(state.units[:100])
