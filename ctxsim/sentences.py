@@ -36,6 +36,7 @@ ABBREVIATIONS = frozenset(
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•+]\s|\d{1,3}[.)]\s|#{1,6}\s)")
+#: how a code or log line starts (matched at the start of the line, :func:`_is_code_line`)
 _CODE_LINE = re.compile(
     r"""(?:\t|\ {4,})\S
     |\s*(?:def|class|import|return|elif|else|try|except|finally|with|while|for|if|function|const|let|var
