@@ -357,6 +357,7 @@ def unit_items(unit: ContextUnit) -> tuple[tuple[str, str | ToolOutcome | Artifa
 
 @lru_cache(maxsize=MEMO_SIZE)
 def _unit_columns(content: str, type_: str, role: str, tool: ToolEnvelope | None, meta: tuple[tuple[str, str], ...]):
+    """The :class:`UnitColumns` of a unit's items (:func:`unit_items`), once per distinct input."""
     items = _unit_items(content, type_, role, tool, meta)
     if not items:
         return UnitColumns((), (), (), (), np.zeros(0))
