@@ -17,14 +17,19 @@ Benchmarks (``--only NAME``, repeatable):
   ``chat-10k`` context and design 001's ``hybrid`` result of it, cold, warm and (recall)
   with the original's sentence data rebuilt from cached embeddings, vs one tiktoken
   pass over the context (issue #22: ``recall`` warm <= 2x);
-* ``pool`` — building the default spec's context pool (:mod:`ctxsim.lab.pool`; 2
-  workers; written to the user's pool folder) and loading it from disk;
+* ``pool`` — building the default spec's context pool (:mod:`ctxsim.lab.pool`; a
+  worker per core; written to the pool folder, ``$CTXSIM_POOL_DIR``) and loading it
+  from disk;
 * ``expand`` — the pool's work per context in this process (generation and every
   chain of valid actions, :func:`ctxsim.lab.pool.expand`), CPU time vs one tiktoken
-  pass over the context's text, on contexts never seen;
+  pass over the context's text, on contexts never seen (seeds no earlier row used);
 * ``env`` — ContextOverflow-v0 steps/s with random masked actions, warm-up and
   later, live and with the pool, vs :class:`NullOverflowEnv`; ``env-fresh`` the
   same live on contexts never seen (target >= 150 steps/s);
+* ``cuts`` — the live env on real-session cuts of 3,750 to 30,000 tokens (mini-swe-agent
+  sessions, each cut once): CPU time of building a cut and one episode on it vs one
+  tiktoken pass over its text, per size, and how that ratio grows from the smallest
+  cuts to the largest (target: it does not, <= 1x);
 * ``train`` — MaskablePPO wall time for N steps on the env vs on the null env
   (target < 1.5x), live and with the pool;
 * ``oracle`` — exhaustive search per context vs one seed-chain episode;
@@ -44,7 +49,8 @@ its units are embedded, classified (summarizer sections), minified and summarize
 first sight (generation embeds nothing); the tables of words, features and token
 counts that other contexts filled stay warm, as in a running process; "warm" repeats
 the same input with every cache filled. Generation is
-timed only by ``expand`` (a pool generates every context it expands).
+timed only by ``expand`` (a pool generates every context it expands), ``cuts`` (a
+cut is read and its probes found) and ``env-fresh`` (every reset draws a new context).
 """
 
 from __future__ import annotations
@@ -184,14 +190,18 @@ class Bench:
     def reps(self, full: int, quick: int = 2) -> int:
         return quick if self.quick else full
 
+    def new_seed(self, scenario: str) -> int:
+        """A context seed of ``scenario`` not used before in this process (from :data:`FIRST_SEED`)."""
+        seed = self._next_seed.get(scenario, FIRST_SEED)
+        self._next_seed[scenario] = seed + 1
+        return seed
+
     def fresh(self, scenario: str = BENCH_SCENARIO):
         """A context of ``scenario`` with a seed not used before in this process."""
         from ctxsim.lab.contexts import build_context
         from ctxsim.lab.scenarios import find_scenario
 
-        seed = self._next_seed.get(scenario, FIRST_SEED)
-        self._next_seed[scenario] = seed + 1
-        return build_context(find_scenario(scenario), seed)
+        return build_context(find_scenario(scenario), self.new_seed(scenario))
 
 
 def tiktoken_pass(text: str) -> None:
@@ -479,9 +489,11 @@ def bench_expand(bench: Bench) -> list[Row]:
 
     checked = ContextOverflowEnv.checked_config()
     settings = dict(settings_subset(checked.model_dump(mode="json")), cache_size=1_000_000)  # as build_pool sets it
-    seeds = range(FIRST_SEED, FIRST_SEED + bench.reps(2, 1))
-    tasks = [_Task(s, seed, scenario_digest(s), settings) for seed in seeds for s in checked.suite]
-    _build_one(_Task(tasks[0].scenario, FIRST_SEED - 1, tasks[0].digest, settings))  # imports and tables, untimed
+    first = checked.suite[0]
+    _build_one(_Task(first, bench.new_seed(first.name), scenario_digest(first), settings))  # imports and tables, untimed
+    tasks = [_Task(s, bench.new_seed(s.name), scenario_digest(s), settings) for _ in range(bench.reps(2, 1))
+             for s in checked.suite]
+    seeds = sorted({task.seed for task in tasks})
     work = reference = 0.0
     contexts = states = 0
     for task in tasks:
@@ -499,7 +511,8 @@ def bench_expand(bench: Bench) -> list[Row]:
         states += len(views)
     ratio = work / reference
     bench.notes.append(
-        f"expand: {contexts} overflowing contexts of the default spec (seeds {seeds.start}-{seeds.stop - 1}, never seen), "
+        f"expand: {contexts} overflowing contexts of the default spec (seeds {seeds[0]}-{seeds[-1]}: each scenario's "
+        "next seeds no earlier benchmark of the run used, so every context is new), "
         f"{states / contexts:.0f} states each on average; CPU time (time.process_time) of generating each context "
         "and expanding it as a pool worker does (ctxsim.lab.pool), against one tiktoken encode of its rendered text."
     )
@@ -557,6 +570,87 @@ def bench_env_fresh(bench: Bench) -> list[Row]:
     return [Row("env-fresh", "ContextOverflow-v0 live, default spec, contexts never seen", f"{steps_s:,.1f} steps/s",
                 f"{null_rate:,.0f} steps/s (NullOverflowEnv)", null_rate / max(steps_s, 1e-9),
                 f">= {ENV_FRESH_STEPS_S:g} steps/s", steps_s >= ENV_FRESH_STEPS_S)]
+
+
+#: the sizes of the real-session cuts (tokens) and how many sessions are cut at each
+CUT_SIZES = (3_750, 7_500, 15_000, 30_000)
+CUT_SESSIONS = 2
+#: a cut context overflows its limit by this factor (the corpus families draw 1.1-2.5)
+CUT_OVERFLOW = 1.5
+
+
+def session_cuts(count: int = CUT_SESSIONS, sizes: tuple[int, ...] = CUT_SIZES) -> list[tuple[int, Path, float]]:
+    """(target size, session file, cut share) of ``count`` real mini-swe-agent sessions per
+    size, each session cut once: the largest sessions take the largest size, and one more
+    session the smallest size again (first in the list: the warm-up). The share is found
+    by bisection: the smallest whose cut context (messages up to a tool result) holds at
+    least the target's tokens."""
+    from ctxsim.paths import DATA_DIR
+    from ctxsim.transcripts import load_transcript
+
+    files = sorted((DATA_DIR / "transcripts" / "mini-swe-agent").glob("*.jsonl.gz"))
+    by_size = sorted(files, key=lambda f: (-load_transcript(str(f)).total_tokens, f.name))
+    plan = [(size, path) for k, size in enumerate(sorted(sizes, reverse=True))
+            for path in by_size[k * count:(k + 1) * count]]
+    plan = [(min(sizes), by_size[len(plan)])] + sorted(plan, key=lambda c: (c[0], c[1].name))
+    out = []
+    for size, path in plan:
+        lo, hi = 0.01, 0.99
+        for _ in range(12):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if load_transcript(str(path), cut=mid).total_tokens < size else (lo, mid)
+        out.append((size, path, round(hi, 4)))
+    return out
+
+
+def bench_cuts(bench: Bench) -> list[Row]:
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import Scenario
+    from ctxsim.transcripts import load_transcript
+
+    env = _make()
+    core = env.unwrapped
+    rng = np.random.default_rng(0)
+    per_size: dict[int, list[tuple[float, float, int]]] = {}
+    cuts = session_cuts(bench.reps(CUT_SESSIONS, 1), CUT_SIZES if not bench.quick else CUT_SIZES[::3])
+    for n, (size, path, share) in enumerate(cuts):
+        tokens = load_transcript(str(path), cut=share).total_tokens
+        scenario = Scenario(name=f"bench-cut-{size}", transcript=str(path), cut=share,
+                            limit=max(1000, round(tokens / CUT_OVERFLOW)), min_limit=1000)
+        clear_summaries()
+        start = time.process_time()
+        state = build_context(scenario, 0)
+        env.reset(seed=0, options={"state": state})
+        done = False
+        while not done:
+            _, _, done, _, _ = env.step(int(rng.choice(np.flatnonzero(core.action_masks()))))
+        spent = time.process_time() - start
+        text = state.render()
+        start = time.process_time()
+        tiktoken_pass(text)
+        if n:  # the first cut warms the process up (imports, tables), untimed
+            per_size.setdefault(size, []).append((spent, time.process_time() - start, state.total_tokens))
+    rows, ratios, mean_tokens = [], {}, {}
+    for size, runs in sorted(per_size.items()):
+        work, ref = sum(r[0] for r in runs), sum(r[1] for r in runs)
+        ratios[size] = work / ref
+        mean_tokens[size] = sum(r[2] for r in runs) / len(runs)
+        rows.append(Row("cuts", f"live env, real-session cut of ~{mean_tokens[size]:,.0f} tokens ({len(runs)} sessions): "
+                                "build + one episode", f"{work / len(runs) * 1000:,.1f} ms CPU",
+                        f"{ref / len(runs) * 1000:,.2f} ms CPU (tiktoken, its text)", ratios[size]))
+    smallest, largest = min(ratios), max(ratios)
+    growth = ratios[largest] / ratios[smallest]
+    rows.append(Row("cuts", f"cost per token of text, ~{mean_tokens[largest]:,.0f}-token cuts vs "
+                            f"~{mean_tokens[smallest]:,.0f}-token cuts",
+                    f"{ratios[largest]:,.1f}x vs {ratios[smallest]:,.1f}x tiktoken", "", growth,
+                    "<= 1x (grows no faster than the text)", growth <= 1.0))
+    bench.notes.append(
+        f"cuts: mini-swe-agent sessions (data/transcripts), the largest cut to >= {largest:,} tokens, the next ones to "
+        "smaller sizes, each session once (every context new; the system prompt they share stays warm; one more "
+        f"session cut first, untimed, as a warm-up), limit = tokens / {CUT_OVERFLOW:g}; per context the CPU time "
+        "(time.process_time) of building it and of one ContextOverflow-v0 episode on it (reset with options state, "
+        "random masked actions, seed 0), against one tiktoken encode of its rendered text.")
+    return rows
 
 
 def train_seconds(env_fn: Callable[[], Any], steps: int, seed: int = 0) -> float:
@@ -784,9 +878,7 @@ def hundred_messages(bench: Bench):
 
     scenario = Scenario(name="bench-100-messages", limit=5000, target_tokens=16000, mix={"message": 1.0}, p1_ratio=0.1,
                         unit_tokens=UnitTokens(min=80, max=200))
-    seed = bench._next_seed.get(scenario.name, FIRST_SEED)
-    bench._next_seed[scenario.name] = seed + 1
-    state = generate(scenario, seed)
+    state = generate(scenario, bench.new_seed(scenario.name))
     if len(state.units) < 100:
         raise RuntimeError(f"the 100-message scenario gave {len(state.units)} units")
     return state.with_units(state.units[:100])
@@ -890,6 +982,7 @@ BENCHMARKS: dict[str, Callable[[Bench], list[Row]]] = {
     "expand": bench_expand,
     "env": bench_env,
     "env-fresh": bench_env_fresh,
+    "cuts": bench_cuts,
     "train": bench_train,
     "soak": bench_soak,
     "soak-live": lambda bench: bench_soak(bench, pooled=False),

@@ -40,8 +40,17 @@ class LRUCache(Generic[K, V]):
 
     def get_many(self, keys: Iterable[K]) -> list[V | None]:
         """:meth:`get` of each key in order, under one acquisition of the lock."""
+        keys = list(keys)
         with self._lock:
-            return [self._get(key) for key in keys]
+            data, refresh = self._data, self._data.move_to_end
+            found = [data.get(key) for key in keys]
+            for key, value in zip(keys, found):
+                if value is not None:
+                    refresh(key)
+            hits = len(found) - found.count(None)
+            self.hits += hits
+            self.misses += len(found) - hits
+            return found
 
     def _get(self, key: K) -> V | None:
         value = self._data.get(key)

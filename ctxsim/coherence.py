@@ -50,7 +50,7 @@ import numpy as np
 from .errors import ConfigError, describe_value
 from .model import ContextState
 from .cache import LRUCache
-from .relevance import SparseRows, embed_sparse, get_embedder, similarity
+from .relevance import SparseRows, embed_sparse, get_embedder, joined_products, select_rows, similarity
 from .sentences import split_sentences
 from .tokens import count_tokens
 
@@ -94,25 +94,16 @@ def sentences_of(state: ContextState) -> list[str]:
 def cosines(a: SparseRows, b: SparseRows) -> np.ndarray:
     """(len a, len b) float64 dot products of two batches of unit-norm rows.
 
-    Sparse rows (hashed) are joined on their shared columns; dense ones (MiniLM)
-    are multiplied; whichever touches fewer numbers."""
+    Sparse rows (hashed) are joined on their shared columns
+    (:func:`~ctxsim.relevance.joined_products`); dense ones (MiniLM) are multiplied;
+    whichever touches fewer numbers."""
     na, nb = a.shape[0], b.shape[0]
     if not na or not nb:
         return np.zeros((na, nb))
-    order = np.argsort(b.cols, kind="stable")
-    b_rows, b_values = b.rows[order], b.values[order].astype(np.float64)
-    ptr = np.searchsorted(b.cols[order], np.arange(b.shape[1] + 1))
-    starts = ptr[a.cols]
-    lengths = ptr[a.cols + 1] - starts
-    pairs = int(lengths.sum())
+    pairs = int(np.bincount(b.cols, minlength=b.shape[1])[a.cols].sum())
     if pairs * JOIN_COST > na * nb * a.shape[1]:
         return a.dense().astype(np.float64) @ b.dense().astype(np.float64).T
-    # the b entries sharing each a entry's column, without a Python loop
-    index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(pairs)
-    owner = np.repeat(np.arange(len(a.cols)), lengths)
-    cells = a.rows[owner] * nb + b_rows[index]
-    products = a.values[owner].astype(np.float64) * b_values[index]
-    return np.bincount(cells, weights=products, minlength=na * nb).reshape(na, nb)
+    return joined_products(a, b)
 
 
 def original_sentences(original: ContextState, embedder_id: str) -> OriginalSentences:
@@ -170,21 +161,13 @@ def recall(original: ContextState, final: ContextState, embedder_id: str) -> flo
         best = data.gram[np.ix_(missing, np.flatnonzero(kept))].max(axis=1).astype(np.float64)
     new = [t for t in dict.fromkeys(sentences) if t not in data.index]  # in order: results reproduce
     if new:
-        missing_rows = _select(data.rows, missing)
+        missing_rows = select_rows(data.rows, missing)
         new_rows = embed_sparse(get_embedder(embedder_id), new)
         best = np.maximum(best, cosines(missing_rows, new_rows).max(axis=1))
     b = data.baseline
     scores = np.clip((best - b) / (1.0 - b), 0.0, 1.0)
     carried = float(data.weights[kept].sum()) + float(data.weights[missing] @ scores)
     return min(1.0, carried / total)
-
-
-def _select(rows: SparseRows, which: np.ndarray) -> SparseRows:
-    """The rows ``which`` (sorted) of a batch, renumbered 0..len(which)-1."""
-    position = np.full(rows.shape[0], -1, dtype=np.int64)
-    position[which] = np.arange(which.size)
-    keep = position[rows.rows] >= 0
-    return SparseRows((which.size, rows.shape[1]), position[rows.rows[keep]], rows.cols[keep], rows.values[keep])
 
 
 def centroid(original: ContextState, final: ContextState, embedder_id: str) -> float:

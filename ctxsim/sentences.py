@@ -36,23 +36,25 @@ ABBREVIATIONS = frozenset(
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*•+]\s|\d{1,3}[.)]\s|#{1,6}\s)")
+#: how a code or log line starts (matched at the start of the line, :func:`_is_code_line`)
 _CODE_LINE = re.compile(
-    r"""^(?:\t|\ {4,})\S
-    |^\s*(?:def|class|import|return|elif|else|try|except|finally|with|while|for|if|function|const|let|var
+    r"""(?:\t|\ {4,})\S
+    |\s*(?:def|class|import|return|elif|else|try|except|finally|with|while|for|if|function|const|let|var
             |public|private|protected|static|package|func|fn|async|await|raise|throw|yield)(?:\s|\(|:|$)
-    |^\s*from\s+\S+\s+import\b
-    |^\s*(?:\$\s|>>>\s|\#include|//|/\*|\*/|<!--|</?\w+[^>]*>|\|)
-    |^\s*@\w[\w.]*(?:\(.*\))?\s*$
-    |^\s*(?:[{})\]]|\[\s*[\]"'\d{\[])
-    |[{;]\s*$
-    |^\s*\[?\d{4}-\d{2}-\d{2}[T\ ]\d
-    |^\s*\[?\d{2}:\d{2}:\d{2}
-    |^\s*\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b
-    |^\s*(?:Traceback\ \(|File\ "|at\ [\w$.<>]+\()
-    |^\s*\w*(?:Error|Exception):
+    |\s*from\s+\S+\s+import\b
+    |\s*(?:\$\s|>>>\s|\#include|//|/\*|\*/|<!--|</?\w+[^>]*>|\|)
+    |\s*@\w[\w.]*(?:\(.*\))?\s*$
+    |\s*(?:[{})\]]|\[\s*[\]"'\d{\[])
+    |\s*\[?\d{4}-\d{2}-\d{2}[T\ ]\d
+    |\s*\[?\d{2}:\d{2}:\d{2}
+    |\s*\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b
+    |\s*(?:Traceback\ \(|File\ "|at\ [\w$.<>]+\()
+    |\s*\w*(?:Error|Exception):
     """,
     re.VERBOSE,
 )
+#: a line ending (before trailing whitespace) with one of these is code too
+_CODE_END = ("{", ";")
 _BOUNDARY = re.compile(r"(?:[.!?]+|…)[\"'”’)\]]*(?=\s)")
 _NEXT_CHAR = re.compile(r"\s*(\S)")
 _INITIALISM = re.compile(r"^(?:[A-Za-z]\.)+[A-Za-z]$|^[A-Z]$")
@@ -74,9 +76,16 @@ def split_sentences(text: str, *, by_line: bool = False) -> list[str]:
     return [text[s.start : s.end] for s in segments(text, by_line=by_line)]
 
 
-@lru_cache(maxsize=4096)
+#: distinct (text, by_line) inputs :func:`segments` keeps: a context's units are split by
+#: coherence, the summarizer and the rule finder, and a fresh context brings hundreds
+SEGMENTS_KEPT = 16_384
+
+
+@lru_cache(maxsize=SEGMENTS_KEPT)
 def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
     """Sentence spans of ``text`` (see :func:`split_sentences`), cached by content."""
+    if by_line:
+        return _line_segments(text)
     out: list[Segment] = []
     block: list[int] | None = None  # [start, end] of the current prose block
     in_fence = False
@@ -85,35 +94,54 @@ def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
         start, pos = pos, pos + len(line)
         body = line.rstrip("\r\n")
         if not body.strip():
-            _flush(text, block, out)
-            block = None
+            if block is not None:
+                _flush(text, block, out)
+                block = None
             continue
         end = start + len(body)
         fence = bool(_FENCE.match(body))
-        wrapped = block is not None and body[:1].islower() and not text[block[0] : block[1]].rstrip().endswith(":")
-        if not (by_line or in_fence or fence) and wrapped:
-            block[1] = end
+        if not (in_fence or fence) and block is not None and body[:1].islower() \
+                and not text[block[0] : block[1]].rstrip().endswith(":"):
+            block[1] = end  # wrapped prose
             continue
-        if by_line or in_fence or fence or (not _LIST_ITEM.match(body) and _CODE_LINE.search(body)):
-            _flush(text, block, out)
-            block = None
+        if in_fence or fence or (not _LIST_ITEM.match(body) and _is_code_line(body)):
+            if block is not None:
+                _flush(text, block, out)
+                block = None
             lead = len(body) - len(body.lstrip())
             out.append(Segment(start + lead, start + len(body.rstrip()), True))
             in_fence = in_fence != fence
             continue
-        _flush(text, block, out)
+        if block is not None:
+            _flush(text, block, out)
         block = [start, end]
-    _flush(text, block, out)
+    if block is not None:
+        _flush(text, block, out)
     return tuple(out)
 
 
-def _flush(text: str, block: list[int] | None, out: list[Segment]) -> None:
+def _line_segments(text: str) -> tuple[Segment, ...]:
+    """:func:`segments` with ``by_line``: every non-blank line, stripped, is one code segment."""
+    out: list[Segment] = []
+    pos = 0
+    for line in text.splitlines(keepends=True):
+        start, pos = pos, pos + len(line)
+        body = line.rstrip("\r\n")
+        if body.strip():
+            out.append(Segment(start + len(body) - len(body.lstrip()), start + len(body.rstrip()), True))
+    return tuple(out)
+
+
+def _is_code_line(body: str) -> bool:
+    """Whether a line (no line break) is code-like (see the module docstring)."""
+    return _CODE_LINE.match(body) is not None or body.rstrip().endswith(_CODE_END)
+
+
+def _flush(text: str, block: list[int], out: list[Segment]) -> None:
     """Split one prose block into sentences and append them to ``out``."""
-    if block is None:
-        return
     start, end = block
     chunk = text[start:end]
-    first_word_end = len(chunk) - len(chunk.lstrip()) + len((chunk.split() or [""])[0])
+    first_word_end = len(chunk) - len(chunk.lstrip()) + len((chunk.split(None, 1) or [""])[0])
     piece_start = 0
     for m in _BOUNDARY.finditer(chunk):
         nxt = _NEXT_CHAR.match(chunk, m.end())

@@ -130,3 +130,16 @@ def test_agent_loop_scenario_keys_are_checked(write_file):
     bad = write_file("other.yaml", "name: s\nsession: loop\nlimit: 8000\noverflow: 1.5\n")
     with pytest.raises(ScenarioError, match=r"other.yaml.*session"):
         load_scenarios(bad)
+
+
+@pytest.mark.parametrize("texts", [
+    ["One remark."], ["Reading `pkg/a.py`.", "It fails at line 12:", "3 items", "(done)"],
+    ["Ends with a space ", "next"], ["Tab\t", "x"], ["", "after an empty one"], ["a\n", "b"],
+])
+def test_an_analysis_is_measured_as_one_text(texts):
+    """The analysis step grows a text until it reaches its size, counting the joined
+    text from the counts of its parts: the same count as the joined text's."""
+    from ctxsim.lab.agent_options import _spaced_tokens
+    from ctxsim.tokens import count_tokens
+
+    assert _spaced_tokens(texts) == count_tokens(" ".join(texts))

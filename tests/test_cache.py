@@ -25,3 +25,13 @@ def test_get_many_looks_up_in_order_refreshes_and_counts_each_key():
     assert (cache.hits, cache.misses) == (2, 1)
     cache.put("c", 3)  # "a" was refreshed last, so "b" goes
     assert cache.get_many(["a", "b", "c"]) == [1, None, 3]
+
+
+def test_get_many_takes_any_iterable_of_keys_once():
+    cache: LRUCache[str, int] = LRUCache(3)
+    for key, value in (("a", 1), ("b", 2), ("c", 3)):
+        cache.put(key, value)
+    assert cache.get_many(key for key in ("a", "zz", "b")) == [1, None, 2]
+    assert (cache.hits, cache.misses) == (2, 1)
+    cache.put("d", 4)  # "c" is the least recently used now
+    assert cache.get("c") is None and cache.get("a") == 1

@@ -112,6 +112,20 @@ def test_sparse_rows_match_the_dense_rows_and_their_products():
         np.testing.assert_allclose(index.to_row(k), dense @ dense[k], atol=1e-6)
 
 
+def test_products_among_some_rows_equal_each_rows_products_bit_for_bit():
+    """MMR ranks small groups from ``among`` and large ones from ``to_row``: the
+    summary must not depend on which, so the numbers are the same to the last bit."""
+    emb = get_embedder()
+    texts = [f"{t} {i} production migration rollback plan" for i, t in enumerate(DB_TEXTS * 20)] + [UNRELATED, ""]
+    index = RowSimilarity(embed_sparse(emb, texts))
+    members = np.array([0, 3, 4, 17, 30, len(texts) - 2, len(texts) - 1])
+    gram = index.among(members)
+    assert gram.shape == (len(members), len(members))
+    for i, k in enumerate(members):
+        assert gram[i].tobytes() == index.to_row(int(k))[members].tobytes()
+    assert gram[-1].sum() == 0.0 and gram[0, 0] == pytest.approx(1.0)
+
+
 def test_similar_texts_score_higher_than_unrelated():
     scores = cosine_to_query(DB_TEXTS + [UNRELATED], "production database migration", "hashed-tfidf")
     assert scores.shape == (3,) and np.all((scores >= 0) & (scores <= 1))

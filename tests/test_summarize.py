@@ -150,6 +150,24 @@ def test_split_handles_lists_wrapped_prose_code_and_logs():
     assert split_sentences("a. B. c\nd", by_line=True) == ["a. B. c", "d"]
 
 
+_PIECES_LINES = st.sampled_from(["a", " ", "\t", "\n", "\r\n", "\x0c", "\u2028", "x;", "{", "\u00a0", "- b"])
+
+
+@pytest.mark.parametrize("line, code", [
+    ("x = f(y);", True), ("if (ready) {  ", True), ("a; b", False), ("Ends with a brace {\t", True),
+    ("The end: {", True), ("semicolons; mid sentence. Fine.", False), ("  const x = 1", True), ("Plain prose.", False),
+])
+def test_a_line_ending_in_a_brace_or_semicolon_is_code(line, code):
+    assert [s.code for s in segments(line)] == [code] * len(segments(line)) and segments(line)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_PIECES_LINES, st.text(max_size=8)), max_size=30).map("".join))
+def test_by_line_gives_every_nonblank_line_stripped(text):
+    assert split_sentences(text, by_line=True) == [line.strip() for line in text.splitlines() if line.strip()]
+    assert all(s.code for s in segments(text, by_line=True))
+
+
 _PIECES = st.sampled_from(
     [
         "Word",
@@ -579,3 +597,17 @@ def test_piecewise_counts_hold_for_any_stripped_sentences(parts, seps):
     items = [Candidate(("facts", "notes")[i % 2], s, (i, 0)) for i, s in enumerate(sentences)]
     assert summary_tokens(base, items) == count_tokens(_assemble(base, items).render())
     assert text_rendering_tokens(separators, chosen) == count_tokens(text_rendering(separators, chosen))
+
+
+@given(st.lists(st.sampled_from(["a", "b1", ".", "!", " ", "\n", "\t", "é", "🙂", "'s", "-", "12345", ")", ":"]),
+                min_size=1, max_size=12))
+@settings(max_examples=300, deadline=None)
+def test_a_sentence_after_a_line_break_costs_its_count_plus_one(parts):
+    """A text summary prices a sentence after a line break from the sentence's own
+    count (the break is a token of its own): the price is the one counted whole."""
+    from ctxsim.summarize.extractive import _piece_tokens
+
+    sentence = "".join(parts).strip()
+    if sentence:
+        whole = max(count_tokens("\n" + sentence), count_tokens(sentence))
+        assert _piece_tokens("\n", sentence) == whole == count_tokens(sentence) + 1

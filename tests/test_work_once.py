@@ -1,8 +1,11 @@
 """No work repeats within a context: one pool expansion (every chain of valid
 actions on one context, as :func:`ctxsim.lab.pool.expand` runs it) computes each
 embedding row, each document vector, each minified or compressed text, each
-summarizer classification (of a unit, of a sentence) and each strategy
-application (direct, or a step of ``hybrid`` or a fallback) once per distinct input."""
+summarizer classification (of a unit, of a sentence), each unit's candidate
+columns (texts and token counts), each summary, each sentence split, each token
+count, each tool call's arguments, the sentence data of the original context and
+each strategy application (direct, or a step of ``hybrid`` or a fallback) once per
+distinct input."""
 
 from __future__ import annotations
 
@@ -11,10 +14,11 @@ from collections import Counter
 import pytest
 
 import ctxsim.relevance as relevance
-from ctxsim import coherence, minify
+from ctxsim import coherence, minify, sentences
 from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings
-from ctxsim.strategies import Strategy
+from ctxsim.strategies import Strategy, pruning
+from ctxsim.tokens import count_tokens
 from ctxsim.summarize import extractive, rules, structured
 from ctxsim.lab.pool import expand
 from ctxsim.relevance import get_embedder
@@ -24,7 +28,8 @@ from ctxsim.lab.scenarios import find_scenario
 @pytest.fixture
 def counted(monkeypatch):
     """Inputs of each computation during the test, with every cache emptied first."""
-    seen: dict[str, Counter] = {"rows": Counter(), "documents": Counter(), "applications": Counter()}
+    seen: dict[str, Counter] = {"rows": Counter(), "documents": Counter(), "applications": Counter(),
+                                "summaries": Counter(), "originals": Counter()}
     embedder = get_embedder()
     embedder.clear_cache()
     for memo in MEMOS:
@@ -32,6 +37,7 @@ def counted(monkeypatch):
     for cache in (structured.SUMMARY_CACHE, coherence.ORIGINALS):  # results of earlier tests' summaries and scores
         cache.clear()
     compute, document_vector, apply = type(embedder)._compute, relevance._document_vector, Strategy.apply
+    summarized, original_sentences = structured.cached, coherence.original_sentences
 
     def counting_compute(self, texts):
         seen["rows"].update(texts)
@@ -45,6 +51,20 @@ def counted(monkeypatch):
         seen["applications"][(type(self), repr(self.params), state.fingerprint)] += 1
         return apply(self, state, ctx)
 
+    def counting_cached(key, compute):
+        def counted_compute():
+            seen["summaries"][key] += 1
+            return compute()
+
+        return summarized(key, counted_compute)
+
+    def counting_original_sentences(original, embedder_id):
+        if coherence.ORIGINALS.get((original.fingerprint, embedder_id)) is None:
+            seen["originals"][(original.fingerprint, embedder_id)] += 1
+        return original_sentences(original, embedder_id)
+
+    monkeypatch.setattr(extractive, "cached", counting_cached)
+    monkeypatch.setattr(coherence, "original_sentences", counting_original_sentences)
     monkeypatch.setattr(type(embedder), "_compute", counting_compute)
     monkeypatch.setattr(relevance, "_document_vector", counting_document_vector)
     monkeypatch.setattr(Strategy, "apply", counting_apply)
@@ -52,8 +72,9 @@ def counted(monkeypatch):
 
 
 #: memoized pure functions, each computing once per distinct input
-MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive.classify, extractive._keep_tokens,
-         rules._rule_sentences, rules._must_keep)
+MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive._unit_columns, extractive.classify,
+         extractive._keep_tokens, rules._rule_sentences, rules._must_keep, sentences.segments, structured._line_cost,
+         count_tokens, pruning._path_argument)
 
 
 @pytest.mark.parametrize("scenario", ["code-heavy", "log-heavy"])
@@ -64,13 +85,16 @@ def test_one_expansion_computes_each_distinct_input_once(counted, scenario):
     views: dict = {}
     expand(state, settings, views)
     assert len(views) > 10  # the expansion reached many states
-    for kind in ("rows", "documents", "applications"):
+    for kind in ("rows", "documents", "applications", "summaries", "originals"):
         assert counted[kind], kind
         assert max(counted[kind].values()) == 1, [k for k, n in counted[kind].items() if n > 1][:3]
     for memo in MEMOS:
         info = memo.cache_info()
         assert info.misses == info.currsize, memo  # every miss a new input, none evicted
-    for memo in (extractive._unit_items, extractive.classify):
+    for memo in (extractive._unit_columns, extractive.classify):
         assert memo.cache_info().hits > 0  # units and sentences recur across states
     shrunk = minify._minified if scenario == "code-heavy" else minify._compressed_log
     assert shrunk.cache_info().hits > 0  # the strategy asked for the same input again
+    assert list(counted["originals"].values()) == [1]  # every outcome is scored against the one original
+    assert sentences.segments.cache_info().hits > 0 and count_tokens.cache_info().hits > 0
+    assert pruning._path_argument.cache_info().hits > 0  # every state's mask and observation read the same calls

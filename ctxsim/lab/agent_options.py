@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from ..model import ContextState, ContextUnit
-from ..tokens import count_tokens
+from ..tokens import count_joined, count_tokens
 from ..transcripts import DEMONSTRATION_MARK
 
 if TYPE_CHECKING:
@@ -252,10 +252,13 @@ def _search_step(s: _Session, size: int | None) -> None:
         return
     needle = rng.choice(("return", "self", "if ", "import", "def "))
     hits, out = s.repo.grep(needle), []
+    broken: list[str] = []  # the lines so far, each with its line break
     for p, n, t in hits[rng.randrange(max(1, len(hits) // 2)) :]:
         out.append(f"./{p}:{n}:{t}")
-        if count_tokens("\n".join(out)) >= size:
+        # the tokens of "\n".join(out), from each line's count: every line starts with "./"
+        if count_joined([*broken, out[-1]]) >= size:
             break
+        broken.append(out[-1] + "\n")
     s.run(_short_thought(s, f"Let me see where `{needle.strip()}` occurs across the package."),
           f'grep -rn "{needle}" --include="*.py" . | head -{len(out)}', "\n".join(out))
 
@@ -286,10 +289,19 @@ def _analysis_step(s: _Session, size: int | None) -> None:
     rng = s.rng
     target = size if size is not None else rng.randint(60, 300)
     text = [s.remark()]
-    while count_tokens(" ".join(text)) < target:
+    while _spaced_tokens(text) < target:
         text.append(rng.choice((s.remark(), s.fake.paragraph(nb_sentences=rng.randint(2, 4)))))
     path, _ = s.repo.some_function()
     s.run("\n\n".join(text), f"wc -l {path}", f"{len(s.repo.lines(path))} {path}")
+
+
+def _spaced_tokens(texts: list[str]) -> int:
+    """Tokens of ``" ".join(texts)``, from the counts of the texts (each but the first
+    with its space) when every text but the last ends with a character that is not
+    whitespace (:func:`~ctxsim.tokens.count_joined`), else of the joined text."""
+    if all(t and not t[-1].isspace() for t in texts[:-1]):
+        return count_joined([texts[0], *(" " + t for t in texts[1:])])
+    return count_tokens(" ".join(texts))
 
 
 def _config_step(s: _Session, size: int | None) -> None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from faker import Faker
@@ -574,13 +575,19 @@ def _explore(s: _Session, late: bool = False) -> None:
 def _artifact_facts(s: _Session) -> None:
     """Per created or edited file: its path and a line only its latest version holds (in no
     earlier version and no other file), in the last unit showing each."""
+    history = s.repo.history
+    # the stripped lines of every version of each file, and in how many files each line occurs
+    lines_of = {path: {line.strip() for version in versions for line in version} for path, versions in history.items()}
+    files_with = Counter(line for lines in lines_of.values() for line in lines)
+    texts = [_text(m) for m in s.messages]
     for path in s.repo.changed_paths():
-        versions = s.repo.history[path]
+        versions = history[path]
         earlier = {line.strip() for version in versions[:-1] for line in version}
-        earlier |= {line.strip() for other, vs in s.repo.history.items() if other != path for version in vs for line in version}
-        fresh = [line.strip() for line in versions[-1] if line.strip() not in earlier and len(line.strip()) > 12]
+        # a line of the latest version is in no other file when this file is the one holding it
+        fresh = [line.strip() for line in versions[-1]
+                 if line.strip() not in earlier and files_with[line.strip()] == 1 and len(line.strip()) > 12]
         for value in [path] + fresh[:1]:
-            holder = max((i for i, m in enumerate(s.messages) if value in _text(m)), default=None)
+            holder = max((i for i, text in enumerate(texts) if value in text), default=None)
             if holder is not None:
                 s.fact("artifact", value, holder)
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..errors import ConfigError, describe_value
 from ..plugins import load_plugins
 from ..tokens import count_tokens
-from .embedder import CachedEmbedder, Embedder, RowSimilarity, SparseRows
+from .embedder import CachedEmbedder, Embedder, RowSimilarity, SparseRows, joined_products, select_rows
 from .hashed import HashedTfidfEmbedder
 from .minilm import MiniLMEmbedder
 
@@ -40,6 +40,8 @@ __all__ = [
     "CachedEmbedder",
     "SparseRows",
     "RowSimilarity",
+    "joined_products",
+    "select_rows",
     "embed_sparse",
     "register_embedder",
     "get_embedder",

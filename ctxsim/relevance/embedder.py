@@ -70,33 +70,73 @@ class SparseRows(NamedTuple):
         return np.bincount(self.cols, weights=products, minlength=self.shape[1])
 
 
+def joined_products(a: SparseRows, b: SparseRows) -> np.ndarray:
+    """(len a, len b) float64 dot products of two sparse batches, joined on their
+    shared columns (never densified). Each cell adds the products of its ``a`` row's
+    entries in their stored order, so a cell is the same number however many other
+    rows either batch holds (:meth:`RowSimilarity.to_row` and
+    :meth:`RowSimilarity.among` agree bit for bit)."""
+    na, nb = a.shape[0], b.shape[0]
+    order = np.argsort(b.cols, kind="stable")
+    b_rows, b_values = b.rows[order], b.values[order].astype(np.float64)
+    ptr = np.searchsorted(b.cols[order], np.arange(b.shape[1] + 1))
+    starts = ptr[a.cols]
+    lengths = ptr[a.cols + 1] - starts
+    # the b entries sharing each a entry's column, without a Python loop
+    index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+    owner = np.repeat(np.arange(len(a.cols)), lengths)
+    cells = a.rows[owner] * nb + b_rows[index]
+    products = a.values[owner].astype(np.float64) * b_values[index]
+    return np.bincount(cells, weights=products, minlength=na * nb).reshape(na, nb)
+
+
+def select_rows(batch: SparseRows, which: np.ndarray) -> SparseRows:
+    """The rows ``which`` (sorted) of a batch, renumbered 0..len(which)-1."""
+    position = np.full(batch.shape[0], -1, dtype=np.int64)
+    position[which] = np.arange(which.size)
+    keep = position[batch.rows] >= 0
+    return SparseRows((which.size, batch.shape[1]), position[batch.rows[keep]], batch.cols[keep], batch.values[keep])
+
+
 class RowSimilarity:
     """Dot products of one row of a :class:`SparseRows` batch with every row.
 
-    Builds a column index once; each query then touches only the entries that
-    share a column with the row (a few hundred for a hashed sentence).
+    Builds a column index on the first :meth:`to_row`; each query then touches only
+    the entries that share a column with the row (a few hundred for a hashed
+    sentence). :meth:`among` gives the products within a few rows in one join.
     """
 
     def __init__(self, batch: SparseRows):
         self.batch = batch
-        n, dim = batch.shape
-        self._row_ptr = np.searchsorted(batch.rows, np.arange(n + 1))
-        order = np.argsort(batch.cols, kind="stable")
-        self._col_rows = batch.rows[order]
-        self._col_values = batch.values[order].astype(np.float64)
-        self._col_ptr = np.searchsorted(batch.cols[order], np.arange(dim + 1))
+        self._index: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def _column_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if self._index is None:
+            batch = self.batch
+            n, dim = batch.shape
+            order = np.argsort(batch.cols, kind="stable")
+            self._index = (np.searchsorted(batch.rows, np.arange(n + 1)), batch.rows[order],
+                           batch.values[order].astype(np.float64), np.searchsorted(batch.cols[order], np.arange(dim + 1)))
+        return self._index
 
     def to_row(self, k: int) -> np.ndarray:
         """float64 (n,): the dot product of row ``k`` with each row."""
-        a, b = self._row_ptr[k], self._row_ptr[k + 1]
+        row_ptr, col_rows, col_values, col_ptr = self._column_index()
+        a, b = row_ptr[k], row_ptr[k + 1]
         cols, values = self.batch.cols[a:b], self.batch.values[a:b].astype(np.float64)
-        starts = self._col_ptr[cols]
-        lengths = self._col_ptr[cols + 1] - starts
+        starts = col_ptr[cols]
+        lengths = col_ptr[cols + 1] - starts
         total = int(lengths.sum())
         # indices of the concatenated column slices, without a Python loop
         index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
-        weights = self._col_values[index] * np.repeat(values, lengths)
-        return np.bincount(self._col_rows[index], weights=weights, minlength=self.batch.shape[0])
+        weights = col_values[index] * np.repeat(values, lengths)
+        return np.bincount(col_rows[index], weights=weights, minlength=self.batch.shape[0])
+
+    def among(self, members: np.ndarray) -> np.ndarray:
+        """float64 (m, m) for the rows ``members`` (sorted): row ``i`` equals
+        ``to_row(members[i])[members]`` bit for bit, for the cost of one join."""
+        rows = select_rows(self.batch, members)
+        return joined_products(rows, rows)
 
 
 class CachedEmbedder:

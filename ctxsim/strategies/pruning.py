@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from functools import lru_cache
 
 from pydantic import Field
 
@@ -38,15 +39,20 @@ class PruneParams(Params):
 
 def call_target(tool: ToolEnvelope) -> str | None:
     """The resource a call touched: the envelope's target, else a path argument."""
-    if tool.target:
-        return tool.target
+    return tool.target or _path_argument(tool.arguments)
+
+
+@lru_cache(maxsize=16_384)
+def _path_argument(arguments: str) -> str | None:
+    """The first path argument of a call's JSON arguments (once per distinct text: every
+    observation and mask of a context reads the same calls)."""
     try:
-        arguments = json.loads(tool.arguments)
+        parsed = json.loads(arguments)
     except ValueError:
         return None
-    if not isinstance(arguments, dict):
+    if not isinstance(parsed, dict):
         return None
-    return next((str(arguments[k]) for k in _PATH_ARGUMENTS if arguments.get(k)), None)
+    return next((str(parsed[k]) for k in _PATH_ARGUMENTS if parsed.get(k)), None)
 
 
 class _Prune(Strategy):

@@ -18,9 +18,10 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    ``artifact_id``; optional ``description``, ``rehydrate_hint``) adds an artifact
    instead of its text. A summary unit is parsed and its items are carried into
    the same sections, so rules and facts survive summaries of summaries. A unit's
-   candidates are worked out once per distinct content, type, role, tool envelope
-   and meta (:func:`unit_items`), each sentence is classified once
-   (:func:`classify`): the same unit seen in many states costs one lookup.
+   candidates, with their texts and token counts (:class:`UnitColumns`), are worked
+   out once per distinct content, type, role, tool envelope and meta
+   (:func:`unit_items`), each sentence is classified once (:func:`classify`): the
+   same unit seen in many states costs one lookup.
 2. Scores. ``0.6·centrality + 0.4·relevance to task + 0.1·recency``, where
    centrality is the cosine to the token-weighted centroid of all candidates
    (embedder similarities), times the unit's priority weight (P1 or pinned 1.5,
@@ -51,6 +52,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import NamedTuple
+from itertools import repeat
 
 import numpy as np
 
@@ -82,6 +85,12 @@ FILL_RATIO = 0.95
 PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
 #: rank tier of the structured items an earlier summary carried (after rules, before new facts)
 CARRIED_TIER = 0.75
+#: MMR gets the similarities within a group in one join before ranking it when the
+#: group has at most GRAM_MEMBERS candidates and the tokens it ranks are expected to
+#: pick at least 1/PICKED_SHARE of them; otherwise one row per pick. Either way the
+#: numbers (and the summary) are the same.
+GRAM_MEMBERS = 256
+PICKED_SHARE = 4
 #: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
 CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts")
 
@@ -160,10 +169,10 @@ class ExtractiveSummarizer:
             span=SummarySpan(units[0].id, units[-1].id, min(u.turn for u in units), max(u.turn for u in units)),
             depth=depth,
         )
-        candidates, tiers, weights = unit_candidates(units)
-        texts = [_text_of(c.payload) for c in candidates]
-        scored = self._scores(texts, candidates, weights, task, len(units))
-        ranked = [candidates[i] for i in self._rank(texts, scored, tiers, budget)]
+        table = candidate_table(units)
+        candidates, texts = table.candidates, table.texts
+        scored = self._scores(texts, table.sizes, table.units, table.weights, task, len(units))
+        ranked = [candidates[i] for i in self._rank(texts, scored, table.tiers, budget)]
         if task.strip():
             ranked.insert(0, Candidate("current_task", task.strip()))
         summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO)
@@ -189,7 +198,8 @@ class ExtractiveSummarizer:
         target_tokens = max(target_tokens, self.keep_tokens(text, keep))
         if input_tokens <= target_tokens:
             return SummaryResult(text, None, input_tokens, input_tokens)
-        scored = self._scores(sentences, candidates, [1.0] * len(sentences), task, len(sentences))
+        sizes = np.array([count_tokens(t) for t in sentences], dtype=np.float64)
+        scored = self._scores(sentences, sizes, np.arange(len(sentences)), [1.0] * len(sentences), task, len(sentences))
         ranked = [candidates[i] for i in self._rank(sentences, scored, tiers, target_tokens)]
 
         chosen = fit_candidates(
@@ -207,18 +217,20 @@ class ExtractiveSummarizer:
 
     # ---- scoring and ranking ---------------------------------------------------
     def _scores(
-        self, texts: list[str], candidates: list[Candidate], weights: list[float], task: str, n_positions: int
+        self, texts: list[str], sizes: np.ndarray, positions: np.ndarray, weights: list[float], task: str,
+        n_positions: int,
     ) -> tuple[np.ndarray, RowSimilarity, np.ndarray]:
-        """(score, similarity index, token count) of the texts; see the module docstring."""
+        """(score, similarity index, token count) of the texts, given their token counts
+        (``sizes``) and the input position (unit or sentence index) of each; see the
+        module docstring."""
         embedder = self.embedder
         vectors = embed_sparse(embedder, texts)
         query = embedder.embed([task])[0].astype(np.float64)
-        sizes = np.array([count_tokens(t) for t in texts], dtype=np.float64)
         centroid = vectors.weighted_sum(sizes)
         norm = np.linalg.norm(centroid)
         central = vectors.dot(centroid / norm) if norm > 0 else np.zeros(len(texts))
         relevance = vectors.dot(query)
-        recency = np.array([c.position[0] for c in candidates], dtype=np.float64) / max(n_positions - 1, 1)
+        recency = np.asarray(positions, dtype=np.float64) / max(n_positions - 1, 1)
         base = 0.6 * np.clip(central, 0, 1) + 0.4 * np.clip(relevance, 0, 1) + 0.1 * recency
         return base * np.asarray(weights, dtype=np.float64), RowSimilarity(vectors), sizes
 
@@ -238,8 +250,9 @@ class ExtractiveSummarizer:
         order: list[int] = []
         seen: set[str] = set()
         ranked_tokens = 0.0
+        tier_of = np.asarray(tiers, dtype=np.float64)
         for tier in sorted(set(tiers)):
-            group = [i for i, t in enumerate(tiers) if t == tier]
+            group = np.flatnonzero(tier_of == tier)
             for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens):
                 if texts[i] not in seen:  # exact repeats (re-run tools, carried items) once
                     seen.add(texts[i])
@@ -248,26 +261,33 @@ class ExtractiveSummarizer:
         return order
 
     def _mmr(
-        self, group: list[int], scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float
+        self, members: np.ndarray, scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float
     ) -> list[int]:
-        by_score = sorted(group, key=lambda i: (-scores[i], i))
-        if len(group) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
-            return by_score
-        members = np.array(group)
+        """The candidates ``members`` (indices, ascending) by MMR until ``tokens`` are
+        ranked, then the rest by score (ties: input order)."""
         s = scores[members]
+        by_score = members[np.argsort(-s, kind="stable")].tolist()
+        if len(members) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
+            return by_score
         top = s.max()
         rel = s / top if top > 0 else s
-        best_sim = np.zeros(len(group))
-        free = np.ones(len(group), dtype=bool)
+        best_sim = np.zeros(len(members))
+        free = np.ones(len(members), dtype=bool)
         picked: list[int] = []
         lam = self.mmr_lambda
-        while len(picked) < len(group) and tokens > 0:
+        expected_picks = tokens / max(float(sizes[members].mean()), 1.0)
+        if len(members) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(members):
+            gram = similarity.among(members)  # most of the group is picked: all its similarities in one join
+            similar_to = gram.__getitem__
+        else:  # few picked of many: only the rows of the picked candidates
+            similar_to = lambda k: similarity.to_row(members[k])[members]  # noqa: E731
+        while len(picked) < len(members) and tokens > 0:
             value = np.where(free, lam * rel - (1 - lam) * best_sim, -np.inf)
             k = int(np.argmax(value))
-            picked.append(group[k])
+            picked.append(int(members[k]))
             free[k] = False
-            tokens -= sizes[group[k]]
-            best_sim = np.maximum(best_sim, similarity.to_row(group[k])[members])
+            tokens -= sizes[members[k]]
+            best_sim = np.maximum(best_sim, similar_to(k))
         taken = set(picked)
         return picked + [i for i in by_score if i not in taken]
 
@@ -277,24 +297,73 @@ class ExtractiveSummarizer:
 MEMO_SIZE = 16_384
 
 
-def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
-    """(candidates, tier of each, priority weight of each) in input order."""
+class UnitColumns(NamedTuple):
+    """The candidates of one unit (:func:`unit_items`) as columns: the section, payload,
+    tier, text and token count (float64) of each."""
+
+    sections: tuple[str, ...]
+    payloads: tuple[str | ToolOutcome | ArtifactRef, ...]
+    tiers: tuple[float, ...]
+    texts: tuple[str, ...]
+    sizes: np.ndarray
+
+
+class CandidateTable(NamedTuple):
+    """The candidates of a sequence of units in input order, with the tier, priority
+    weight, text, token count (float64) and unit index (int64) of each."""
+
+    candidates: list[Candidate]
+    tiers: list[float]
+    weights: list[float]
+    texts: list[str]
+    sizes: np.ndarray
+    units: np.ndarray
+
+
+def candidate_table(units: Sequence[ContextUnit]) -> CandidateTable:
+    """The :class:`CandidateTable` of ``units``, assembled from each unit's memoized
+    :class:`UnitColumns` (a unit seen in many states costs one lookup)."""
     candidates: list[Candidate] = []
     tiers: list[float] = []
     weights: list[float] = []
+    texts: list[str] = []
+    sizes: list[np.ndarray] = []
+    counts: list[int] = []
     for index, unit in enumerate(units):
-        weight = PRIORITY_WEIGHT[1 if unit.pinned else unit.priority]
-        for sub, (section, payload, tier) in enumerate(unit_items(unit)):
-            candidates.append(Candidate(section, payload, (index, sub)))
-            tiers.append(tier)
-            weights.append(weight)
-    return candidates, tiers, weights
+        columns = _unit_columns(unit.content, unit.type, unit.role, unit.tool, unit.meta)
+        n = len(columns.sections)
+        counts.append(n)
+        if n:
+            candidates += map(Candidate, columns.sections, columns.payloads, zip(repeat(index), range(n)))
+            tiers += columns.tiers
+            weights += repeat(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority], n)
+            texts += columns.texts
+            sizes.append(columns.sizes)
+    return CandidateTable(candidates, tiers, weights, texts, np.concatenate(sizes) if sizes else np.zeros(0),
+                          np.repeat(np.arange(len(units), dtype=np.int64), counts))
+
+
+def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
+    """(candidates, tier of each, priority weight of each) in input order."""
+    table = candidate_table(units)
+    return table.candidates, table.tiers, table.weights
 
 
 def unit_items(unit: ContextUnit) -> tuple[tuple[str, str | ToolOutcome | ArtifactRef, float], ...]:
     """(section, payload, tier) of each candidate of ``unit``, in order; computed once
     per distinct content, type, role, tool envelope and meta (see the module doc)."""
     return _unit_items(unit.content, unit.type, unit.role, unit.tool, unit.meta)
+
+
+@lru_cache(maxsize=MEMO_SIZE)
+def _unit_columns(content: str, type_: str, role: str, tool: ToolEnvelope | None, meta: tuple[tuple[str, str], ...]):
+    """The :class:`UnitColumns` of a unit's items (:func:`unit_items`), once per distinct input."""
+    items = _unit_items(content, type_, role, tool, meta)
+    if not items:
+        return UnitColumns((), (), (), (), np.zeros(0))
+    sections, payloads, tiers = zip(*items)
+    texts = tuple(_text_of(p) for p in payloads)
+    return UnitColumns(sections, payloads, tiers, texts, np.array([count_tokens(t) for t in texts], dtype=np.float64))
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -411,7 +480,11 @@ def _keep_tokens(text: str, keep: tuple[str, ...]) -> int:
 
 def _piece_tokens(separator: str, sentence: str) -> int:
     """Tokens one sentence adds to a text summary. The first sentence goes without its
-    separator, which can cost more ("Produce" is 2 tokens, " Produce" 1): priced both ways."""
+    separator, which can cost more ("Produce" is 2 tokens, " Produce" 1): priced both ways.
+    A line break before a sentence (stripped: it starts with a character that is not
+    whitespace) is a token of its own (:func:`~ctxsim.tokens.count_joined`)."""
+    if separator == "\n" and sentence and not sentence[0].isspace():
+        return count_joined([separator, sentence])
     return max(count_tokens(separator + sentence), count_tokens(sentence))
 
 
