@@ -242,5 +242,8 @@ def test_shipped_experiments_share_the_default_hyperparameters(repo_root):
     default = load_experiment(repo_root / "experiments" / "maskable_ppo_seed001.yaml").hyperparams
     for name in ("maskable_ppo_seed001_warm", "maskable_ppo_transcripts", "maskable_ppo_full_actions", "ppo_default"):
         assert load_experiment(repo_root / "experiments" / f"{name}.yaml").hyperparams == default, name
-    text = (repo_root / "experiments" / "maskable_ppo_family.yaml").read_text()
-    assert "extends: maskable_ppo_seed001.yaml" in text and "n_epochs" not in text  # only what differs is written
+    for name in ("maskable_ppo_family", "maskable_ppo_default"):
+        text = (repo_root / "experiments" / f"{name}.yaml").read_text()
+        assert "extends: maskable_ppo_seed001.yaml" in text and "n_epochs" not in text, name  # only what differs is written
+    tuned = load_experiment(repo_root / "experiments" / "maskable_ppo_default.yaml").hyperparams
+    assert tuned == {**default, "learning_rate": 0.0001}  # fine-tuning after the warm start
