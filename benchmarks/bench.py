@@ -657,12 +657,14 @@ def train_seconds(env_fn: Callable[[], Any], steps: int, seed: int = 0) -> float
     """Wall time (s) of ``MaskablePPO.learn(steps)`` on ``DummyVecEnv([env_fn])``."""
     import torch
     from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     torch.set_num_threads(1)
     vec = DummyVecEnv([env_fn])
     model = MaskablePPO("MlpPolicy", vec, n_steps=256, batch_size=64, n_epochs=4, seed=seed, device="cpu", verbose=0,
                         policy_kwargs={"net_arch": [64, 64]})
+    model.set_logger(Logger(None, []))  # no log folder (SB3's default makes one under the system temp folder)
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
     elapsed = time.perf_counter() - start

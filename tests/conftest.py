@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -14,6 +15,13 @@ settings.register_profile("reproducible", derandomize=True)
 settings.load_profile("reproducible")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sb3_log_folder(tmp_path_factory) -> None:
+    """SB3 makes a folder under the system temp folder for every model that learns without
+    a log folder of its own; the tests' models make theirs in pytest's temporary folder."""
+    os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
 
 
 @pytest.fixture(scope="session")
