@@ -28,6 +28,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .episode_config import EpisodeConfig
 from .model import UNIT_TYPES, ContextState
 from .relevance import cosine_to_query
 from .strategies import StrategyContext
@@ -50,6 +51,7 @@ MAX_SUMMARY_DEPTH = 4
 MAX_USAGE = 4.0
 
 _DEDUPE, _SUPERSEDE, _ERRORS = DedupeToolResults(), SupersedeWrites(), PurgeErrors()
+_EPISODE_FIELDS = EpisodeConfig.model_fields  # the defaults below are the episode's
 
 
 class ObservationConfig(BaseModel):
@@ -58,15 +60,15 @@ class ObservationConfig(BaseModel):
     ``actions``: the strategy ids of the action space (one "applied" flag each);
     ``max_steps``: strategies per episode (scales the step features); ``target``:
     ``"limit"`` or ``"warning"`` (the warning threshold's token count);
-    ``embedder``: the relevance embedder id.
+    ``embedder``: the relevance embedder id (defaults: :class:`~ctxsim.episode_config.EpisodeConfig`'s).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     actions: Annotated[tuple[str, ...], Field(min_length=1)]
-    max_steps: Annotated[int, Field(ge=1)] = 3
-    target: Literal["limit", "warning"] = "limit"
-    embedder: str = "hashed-tfidf"
+    max_steps: Annotated[int, Field(ge=1)] = _EPISODE_FIELDS["max_steps"].default
+    target: Literal["limit", "warning"] = _EPISODE_FIELDS["target"].default
+    embedder: str = _EPISODE_FIELDS["embedder"].default
 
     @field_validator("actions")
     @classmethod

@@ -214,3 +214,11 @@ def test_observe_needs_no_training_stack():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("float32 ")
+
+
+def test_the_observation_defaults_are_the_episodes():
+    from ctxsim.episode_config import EpisodeConfig
+
+    defaults = EpisodeConfig.model_construct()
+    config = ObservationConfig(actions=("drop",))
+    assert (config.max_steps, config.target, config.embedder) == (defaults.max_steps, defaults.target, defaults.embedder)
