@@ -102,6 +102,12 @@ class EpisodeConfig(BaseModel):
             raise KeyedValueError("coherence", self.coherence, f"unknown coherence measure; known: {sorted(MEASURES)}")
         return self
 
+    def episode_json(self) -> str:
+        """This config's episode keys as JSON (the keys a subclass adds left out): what
+        the envs and stream sessions of one process share settings, and so strategy
+        results, by."""
+        return self.model_dump_json(include=set(EpisodeConfig.model_fields))
+
     @classmethod
     def checked(
         cls, data: Any, source: str | Path = "episode settings", error_cls: type[CtxsimError] = ConfigError,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
@@ -114,8 +113,7 @@ _VIEWS: LRUCache[tuple[str, int], tuple[ContextState, np.ndarray, np.ndarray]] =
 def _shared_settings(config: OverflowConfig) -> tuple[str, EpisodeSettings]:
     """(key, the process's EpisodeSettings) for this validated config, so envs share
     strategy results; pooled envs share their own (a live env's memo never holds a pool's)."""
-    subset = config.model_dump(mode="json", include=set(EpisodeConfig.model_fields))
-    key = hashlib.sha256(json.dumps([subset, config.pool], sort_keys=True).encode()).hexdigest()
+    key = hashlib.sha256(f"{config.episode_json()} pool={config.pool}".encode()).hexdigest()
     settings = _SETTINGS.get(key)
     if settings is None:
         settings = EpisodeSettings.of(config)

@@ -116,7 +116,7 @@ _SETTINGS: LRUCache[str, tuple[StreamSettings, StreamSettings]] = LRUCache(64)
 def stream_settings(config: EpisodeConfig) -> tuple[StreamSettings, StreamSettings]:
     """The process's (normal, skip-aggressive) settings of a validated config (a
     StreamConfig is one), so sessions share strategy results."""
-    key = config.model_dump_json(include=set(EpisodeConfig.model_fields))
+    key = config.episode_json()
     pair = _SETTINGS.get(key)
     if pair is None:
         pair = (StreamSettings.of(config), StreamSettings.of(config, skip_aggressive=True))
