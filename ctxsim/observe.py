@@ -51,7 +51,7 @@ MAX_SUMMARY_DEPTH = 4
 MAX_USAGE = 4.0
 
 _DEDUPE, _SUPERSEDE, _ERRORS = DedupeToolResults(), SupersedeWrites(), PurgeErrors()
-_EPISODE_FIELDS = EpisodeConfig.model_fields  # the defaults below are the episode's
+_EPISODE = EpisodeConfig.model_construct()  # the defaults below are the episode's
 
 
 class ObservationConfig(BaseModel):
@@ -66,9 +66,9 @@ class ObservationConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     actions: Annotated[tuple[str, ...], Field(min_length=1)]
-    max_steps: Annotated[int, Field(ge=1)] = _EPISODE_FIELDS["max_steps"].default
-    target: Literal["limit", "warning"] = _EPISODE_FIELDS["target"].default
-    embedder: str = _EPISODE_FIELDS["embedder"].default
+    max_steps: Annotated[int, Field(ge=1)] = _EPISODE.max_steps
+    target: Literal["limit", "warning"] = _EPISODE.target
+    embedder: str = _EPISODE.embedder
 
     @field_validator("actions")
     @classmethod
