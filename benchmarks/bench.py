@@ -585,11 +585,10 @@ def session_cuts(count: int = CUT_SESSIONS, sizes: tuple[int, ...] = CUT_SIZES) 
     session the smallest size again (first in the list: the warm-up). The share is found
     by bisection: the smallest whose cut context (messages up to a tool result) holds at
     least the target's tokens."""
-    from ctxsim.paths import DATA_DIR
+    from ctxsim.lab.corpus import corpus_files
     from ctxsim.transcripts import load_transcript
 
-    files = sorted((DATA_DIR / "transcripts" / "mini-swe-agent").glob("*.jsonl.gz"))
-    by_size = sorted(files, key=lambda f: (-load_transcript(str(f)).total_tokens, f.name))
+    by_size = sorted(corpus_files(), key=lambda f: (-load_transcript(str(f)).total_tokens, f.name))
     plan = [(size, path) for k, size in enumerate(sorted(sizes, reverse=True))
             for path in by_size[k * count:(k + 1) * count]]
     plan = [(min(sizes), by_size[len(plan)])] + sorted(plan, key=lambda c: (c[0], c[1].name))
