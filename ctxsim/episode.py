@@ -48,6 +48,7 @@ class EpisodeSettings:
 
     actions: tuple[str, ...] = _DEFAULT.actions
     max_steps: int = _DEFAULT.max_steps
+    mask_overflowing_last_step: bool = _DEFAULT.mask_overflowing_last_step
     target: str = _DEFAULT.target
     recovery_mode: str = _DEFAULT.recovery_mode
     reward: RewardWeights = _DEFAULT.reward
@@ -67,7 +68,8 @@ class EpisodeSettings:
     def of(cls, config: EpisodeConfig, **extra: Any) -> EpisodeSettings:
         """The settings of a validated config (``extra``: fields of a subclass)."""
         return cls(
-            actions=tuple(config.actions), max_steps=config.max_steps, target=config.target,
+            actions=tuple(config.actions), max_steps=config.max_steps,
+            mask_overflowing_last_step=config.mask_overflowing_last_step, target=config.target,
             recovery_mode=config.recovery_mode, reward=config.reward, latency=config.latency, embedder=config.embedder,
             coherence=config.coherence,
             strategy_params=tuple(sorted((k, tuple(sorted(v.items()))) for k, v in config.strategy_params.items())),
@@ -205,13 +207,28 @@ class EpisodeSettings:
             return True
         return self._applicable(strategy, state)
 
-    def mask(self, state: ContextState) -> np.ndarray:
+    def mask(self, state: ContextState, steps_taken: int = 0) -> np.ndarray:
+        """Valid actions on ``state`` after ``steps_taken`` steps (never all False:
+        when nothing is valid, the recovery actions, else every action). On the last
+        step with ``mask_overflowing_last_step``, only the valid actions that fit the
+        target (:meth:`fits`), when there is one."""
         mask = np.array([self.valid(sid, state) for sid in self.actions], dtype=bool)
         if not mask.any():  # never an all-False mask: recovery stays possible
             mask[:] = [self.strategy(sid).recovery for sid in self.actions]
             if not mask.any():
                 mask[:] = True
+        elif self.mask_overflowing_last_step and steps_taken >= self.max_steps - 1:
+            fitting = mask & [self.fits(sid, state) for sid in self.actions]
+            if fitting.any():
+                return fitting
         return mask
+
+    def fits(self, strategy_id: str, state: ContextState) -> bool:
+        """Does the action end the episode without a forced recovery: a recovery action,
+        or a result within the target (of ``state``'s limit: strategies keep it)?"""
+        if self.strategy(strategy_id).recovery:
+            return True
+        return self.apply(strategy_id, state).state.total_tokens <= self.target_tokens(state)
 
     def __getstate__(self):
         state = dict(self.__dict__)
@@ -270,7 +287,7 @@ class OverflowEpisode:
         return self.settings.target_tokens(self.original)
 
     def action_mask(self) -> np.ndarray:
-        return self.settings.mask(self.state)
+        return self.settings.mask(self.state, self.steps_taken)
 
     def valid_actions(self) -> list[str]:
         return [sid for sid, ok in zip(self.settings.actions, self.action_mask()) if ok]

@@ -53,6 +53,11 @@ class EpisodeConfig(BaseModel):
     """Strategy ids of the action space, in order (design 001's five and ``fresh_start``)."""
     max_steps: Annotated[int, Field(ge=1)] = 3
     """Strategies per episode before the recovery is forced (design 001: 3)."""
+    mask_overflowing_last_step: bool = False
+    """On the last of ``max_steps``, also mask the actions whose result would still be
+    over the target (recovery actions stay valid), when any action fits: a learner
+    cannot pick its way into the forced recovery. Costs one run of each valid action
+    on that step (a pool holds them)."""
     target: Literal["limit", "warning"] = "limit"
     """What the context must fit: its limit or its warning threshold (tokens)."""
     recovery_mode: RecoveryMode = "fresh_start"

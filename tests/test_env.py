@@ -412,6 +412,33 @@ def test_masked_actions_cannot_change_a_built_context(scenario):
         assert info["action_mask"][core.actions.index("dedupe_tool_results")]
 
 
+def test_the_last_step_mask_leaves_only_actions_that_fit():
+    """``mask_overflowing_last_step``: the first step's mask is unchanged; on the last
+    step the valid actions whose result stays over the target are masked, so no
+    allowed action forces the recovery."""
+    config = {"scenario_names": ["tool-dupes"], "contexts_per_scenario": 1, "max_steps": 2}
+    plain, fitted = full_env(**config), full_env(**config, mask_overflowing_last_step=True)
+    _, info = plain.reset(seed=0)
+    _, fitted_info = fitted.reset(seed=0)
+    np.testing.assert_array_equal(info["action_mask"], fitted_info["action_mask"])
+    settings, state = fitted.unwrapped._settings, fitted.unwrapped.state
+    first = next(sid for sid, ok in zip(FULL_ACTIONS, info["action_mask"]) if ok and not settings.fits(sid, state))
+    plain.step(FULL_ACTIONS.index(first))
+    _, _, done, _, info = fitted.step(FULL_ACTIONS.index(first))
+    assert not done
+    after = fitted.unwrapped.state
+    fits = np.array([settings.fits(sid, after) for sid in FULL_ACTIONS])
+    valid = plain.unwrapped.action_masks()
+    assert (valid & ~fits).any() and (valid & fits).any()  # the mask has something to take away
+    np.testing.assert_array_equal(info["action_mask"], valid & fits)
+    for action in np.flatnonzero(info["action_mask"]):
+        stepped = full_env(**config, mask_overflowing_last_step=True)
+        stepped.reset(seed=0)
+        stepped.step(FULL_ACTIONS.index(first))
+        _, _, done, _, last = stepped.step(int(action))
+        assert done and last["forced_recovery"] is None, FULL_ACTIONS[action]
+
+
 # ---- reward formula (seed 001) ---------------------------------------------------------------
 
 

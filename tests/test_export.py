@@ -119,8 +119,8 @@ def test_policy_json_describes_the_network_and_the_observation(runs, exports):
         assert obs["version"] == OBSERVATION_VERSION and obs["features"] == feature_names(load(result.out).observation_config)
         assert obs["config"] == {"actions": ACTIONS, "max_steps": 8, "target": "warning", "embedder": "hashed-tfidf"}
         assert spec["settings"]["max_steps"] == 8 and spec["settings"]["recovery_mode"] == "fresh_start"
-        assert set(spec["settings"]) == {"actions", "max_steps", "target", "recovery_mode", "reward", "latency",
-                                         "embedder", "coherence", "strategy_params", "budget"}
+        assert set(spec["settings"]) == {"actions", "max_steps", "mask_overflowing_last_step", "target", "recovery_mode",
+                                         "reward", "latency", "embedder", "coherence", "strategy_params", "budget"}
         assert spec["normalization"] is None
         net = spec["network"]
         assert net["kind"] == ("q_values" if algo == "DQN" else "logits") and net["hidden"] == [32, 32]
@@ -416,6 +416,25 @@ def test_decide_checks_its_arguments(exports, held_out):
         policy.decide(state, steps_taken=1)
     with pytest.raises(PolicyError, match="target_tokens"):
         policy.break_context(state, target_tokens=0)
+
+
+def test_decide_masks_overflowing_actions_on_the_last_step_when_the_settings_say_so(exports, held_out):
+    policy = load(exports["A2C"].out)
+    policy.settings = replace(policy.settings, max_steps=2, mask_overflowing_last_step=True)
+    settings = policy.settings
+    for _, _, state in held_out:
+        first = next((sid for sid, ok in zip(ACTIONS, settings.mask(state)) if ok and not settings.fits(sid, state)), None)
+        if first is None:
+            continue
+        after = settings.recorded(first, settings.apply(first, state).state)  # one step of two taken
+        fitting, plain = settings.mask(after, 1), settings.mask(after, 0)
+        if np.array_equal(fitting, plain):
+            continue
+        chosen = policy.decide(after)
+        assert chosen == policy.decide(after, mask=fitting) and settings.fits(chosen, after)
+        assert policy.decide(after, steps_taken=0) == policy.decide(after, mask=plain)
+        return
+    pytest.fail("no held-out context where the last step's mask takes an action away")
 
 
 def test_steps_taken_counts_only_the_current_break(exports, held_out):

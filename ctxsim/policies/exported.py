@@ -235,7 +235,10 @@ class ExportedPolicy(Policy):
         if not isinstance(state, ContextState):
             raise PolicyError(f"decide() takes a ContextState, got {describe_value(state)}", key="state")
         with self._lock:
-            valid = self.settings.mask(state) if mask is None else _checked_mask(mask, len(self.actions))
+            if mask is None:
+                valid = self.settings.mask(state, _checked_steps(state, steps_taken))
+            else:
+                valid = _checked_mask(mask, len(self.actions))
             scores = self.scores(self.observation(state, steps_taken)).astype(np.float64)
         return self.actions[int(np.argmax(np.where(valid, scores, -np.inf)))]
 

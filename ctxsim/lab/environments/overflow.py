@@ -179,7 +179,9 @@ class ContextOverflowEnv(ConfiguredEnv):
     is valid, it allows the recovery actions (excluded or not), else every action,
     so that a masked learner can act — such a step runs nothing (a wasted step, as
     an invalid action of an unmasked learner is: ``info["valid_action"]`` False) and
-    counts toward ``max_steps``.
+    counts toward ``max_steps``. With ``mask_overflowing_last_step: true`` the last
+    of ``max_steps`` also masks the valid actions whose result would still be over
+    the target, when any action fits (so no allowed action forces the recovery).
 
     ### Observation
 
