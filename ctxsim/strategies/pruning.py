@@ -150,7 +150,7 @@ class SupersedeWrites(_Prune):
 
     id = "supersede_writes"
     display_name = "Supersede writes"
-    summary = "Remove file writes whose file is read back or written again later (shell heredocs: the body only)."
+    summary = "Remove file writes whose file is read back or written again later (a shell heredoc loses its body in place)."
     Params = SupersedeParams
 
     def _removed(self, state: ContextState) -> list[ContextUnit]:
