@@ -24,11 +24,14 @@ Paths rule: a path is normalized (``posixpath.normpath``: ``./x.py`` is ``x.py``
 from __future__ import annotations
 
 import posixpath
+import re
 import shlex
 from dataclasses import dataclass
 
 #: characters a path may not hold to be read as one literal file (globs, variables, ...)
 _NOT_LITERAL = set("*?[]{}$`~")
+#: what every write or read starts with (a quick test before the shell words are read)
+_START = re.compile(r"\s*(cd\s+\S+\s*&&\s*)?(cat|nl|tee)\s")
 #: the whole-file read commands: the words before the path
 _READS = (("cat",), ("cat", "-n"), ("nl",), ("nl", "-ba"))
 
@@ -47,6 +50,8 @@ class FileCommand:
 
 def file_command(command: str) -> FileCommand | None:
     """The whole-file write or read ``command`` is, else None (module docstring)."""
+    if not _START.match(command):
+        return None
     text = command.lstrip()
     first, newline, rest = text.partition("\n")
     words = _words(first)
