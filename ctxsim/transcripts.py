@@ -68,7 +68,8 @@ DURABILITY_BY_TOOL: dict[str, str] = {
 TARGET_KEYS = ("path", "filename", "file_name", "file", "url")
 DEMONSTRATION_MARK = "--- DEMONSTRATION ---"
 
-_TOOL_CALL = re.compile(r"^\[tool_call\] (\S+) ?(.*)$", re.MULTILINE)
+#: a ``[tool_call] NAME ARGS_JSON`` line of an assistant unit: (NAME, ARGS_JSON)
+TOOL_CALL_LINE = re.compile(r"^\[tool_call\] (\S+) ?(.*)$", re.MULTILINE)
 _FENCED_BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 #: language tags of a fenced block that is an action to run (no tag: SWE-agent's commands)
 COMMAND_TAGS = ("", "bash", "sh", "shell", "console")
@@ -308,7 +309,7 @@ def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
         priority = 2
         if role == "assistant":
             turn += 1
-            calls = list(message.get("_calls") or [(None, m[1], m[2]) for m in _TOOL_CALL.finditer(content)])
+            calls = list(message.get("_calls") or [(None, m[1], m[2]) for m in TOOL_CALL_LINE.finditer(content)])
             command = None if calls else _final_command(content)
         elif role == "tool":
             wanted = message.get("tool_call_id")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
 from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import get_strategy
 from ctxsim.strategies.pruning import DCP_PROTECTED_TOOLS, call_target, error_text
+from ctxsim.strategies.shell import FileCommand, file_command, superseded_command
 from ctxsim.strategies.window_compaction import MIN_SUMMARY_TOKENS, summary_overhead
 
 PRUNE_IDS = ("dedupe_tool_results", "supersede_writes", "purge_errors")
@@ -294,3 +296,172 @@ def test_prunings_touch_exactly_the_planted_units_of_generated_scenarios(scenari
     assert expected, f"scenario {scenario} plants nothing for {sid}"
     assert set(result.removed) | set(result.compressed) == expected
     assert result.state.history[-1] == sid
+
+
+# ---- shell tools: a bash-only agent's heredoc writes ---------------------------------
+SHELL_WRITES = {
+    "cat > check.py << 'EOF'\nprint(1)\nEOF": "check.py",
+    "cat <<'EOF' > ./check.py\nprint(1)\nEOF": "check.py",
+    "cat <<EOF >check.py\nprint(1)\nEOF": "check.py",
+    'cat << "END" > pkg/../check.py\nprint(1)\nEND\n': "check.py",
+    "cd /testbed && cat > check.py << 'EOF'\nprint(1)\nEOF": "/testbed/check.py",
+    "cd /testbed && cat <<'EOF' > /tmp/check.py\nprint(1)\nEOF": "/tmp/check.py",
+    "tee notes.txt <<EOF\nhello\nEOF": "notes.txt",
+    "cat <<-EOF > check.py\n\tprint(1)\n\tEOF": "check.py",
+    "cat > check.py << 'EOF'\nprint(1)\nEOF\npython check.py": "check.py",
+}
+SHELL_READS = {
+    "cat check.py": "check.py",
+    "cat ./check.py": "check.py",
+    "nl -ba check.py": "check.py",
+    "nl check.py": "check.py",
+    "cat -n check.py": "check.py",
+    "cd /testbed && cat check.py": "/testbed/check.py",
+    "cd /testbed && nl -ba src/../check.py": "/testbed/check.py",
+    "  cat '/testbed/check.py'\n": "/testbed/check.py",
+}
+SHELL_NEITHER = (
+    "cat check.py | head -20", "nl -ba check.py | sed -n '1,20p'", "sed -n '1,20p' check.py", "head -n 20 check.py",
+    "grep -n def check.py", "cat check.py && python check.py", "cat check.py; ls", "cat a.py b.py", "cat *.py",
+    "cat $FILE", "cat", "cat >> check.py << 'EOF'\nprint(1)\nEOF", "cat > check.py << 'EOF' && python check.py\nx\nEOF",
+    "cat > check.py << 'EOF'\nprint(1)\n", "tee -a log.txt <<EOF\nx\nEOF", "cd /testbed; cat check.py",
+    "cd /testbed && cat check.py | wc -l", "echo 'print(1)' > check.py", "python - <<'EOF'\nprint(1)\nEOF",
+    "cat 'unbalanced.py", "ls -la",
+)
+
+
+@pytest.mark.parametrize("command, path", SHELL_WRITES.items())
+def test_shell_reader_finds_whole_file_heredoc_writes(command, path):
+    op = file_command(command)
+    assert op is not None and (op.kind, op.path) == ("write", path)
+    start, end = op.body
+    assert command[start:end].strip() in ("print(1)", "hello")
+
+
+@pytest.mark.parametrize("command, path", SHELL_READS.items())
+def test_shell_reader_finds_whole_file_reads(command, path):
+    assert file_command(command) == FileCommand("read", path)
+
+
+@pytest.mark.parametrize("command", SHELL_NEITHER)
+def test_shell_reader_refuses_partial_and_chained_commands(command):
+    assert file_command(command) is None
+
+
+def test_superseded_command_keeps_the_first_line_the_delimiter_and_what_follows():
+    command = "cd /testbed && cat <<'EOF' > check.py\nimport sys\nprint(sys.argv)\nEOF\npython check.py a"
+    assert superseded_command(command, file_command(command), "[gone]") == (
+        "cd /testbed && cat <<'EOF' > check.py\n[gone]\nEOF\npython check.py a"
+    )
+    empty = "cat > empty.py << 'EOF'\nEOF"
+    assert superseded_command(empty, file_command(empty), "[gone]") == empty
+
+
+QUIET = "<returncode>0</returncode>\n<output>\n</output>"
+SCRIPT = "\n".join(f"print('case {k}: the value is', {k} * 17)" for k in range(30))
+
+
+def bash_turn(i: int, command: str, output: str = QUIET, *, outcome: str = "success", priority: int = 2,
+              pinned: bool = False, thought: str = "Let me do the next step.") -> tuple[ContextUnit, ContextUnit]:
+    """An assistant unit holding a ``[tool_call] bash`` line and the tool result of that call
+    (the units the transcript reader makes of a bash-only agent's turn)."""
+    arguments = {"command": command}
+    assistant = ContextUnit(id=f"a{i}", type="message", role="assistant", turn=i, priority=priority, pinned=pinned,
+                            content=f"{thought}\n[tool_call] bash {json.dumps(arguments)}")
+    result = ContextUnit(id=f"r{i}", type="tool_result", role="tool", turn=i, content=output,
+                         tool=ToolEnvelope("bash", f"c{i}", ToolEnvelope.canonical_arguments(arguments), outcome=outcome))
+    return assistant, result
+
+
+def bash_state(*turns: tuple[ContextUnit, ContextUnit]) -> ContextState:
+    return state_of([message(0, TASK)] + [u for turn in turns for u in turn])
+
+
+def call_commands(unit: ContextUnit) -> list[str]:
+    """The commands of a unit's ``[tool_call] bash`` lines (each line's JSON must parse)."""
+    return [json.loads(line.split(" ", 2)[2])["command"] for line in unit.content.splitlines()
+            if line.startswith("[tool_call] bash ")]
+
+
+WRITE = f"cat > check.py << 'EOF'\n{SCRIPT}\nEOF"
+
+
+def test_supersede_rewrites_a_shell_write_that_is_shown_again_later():
+    state = bash_state(bash_turn(1, WRITE, thought="I will write a check.\nIt prints thirty cases."),
+                       bash_turn(2, "python check.py", "<returncode>0</returncode>\n<output>\ncase 0\n</output>"),
+                       bash_turn(3, "cat check.py", f"<returncode>0</returncode>\n<output>\n{SCRIPT}\n</output>"))
+    strategy, result = apply_with_contract("supersede_writes", state)
+    assert strategy.applicable(state) and strategy.select(state) == [state.unit("a1")]
+    assert result.removed == () and result.compressed == ("a1",)
+    assert result.state.unit_ids == state.unit_ids
+    rewritten = result.state.unit("a1")
+    assert rewritten.content.splitlines()[:2] == ["I will write a check.", "It prints thirty cases."]
+    assert call_commands(rewritten) == ["cat > check.py << 'EOF'\n[superseded: check.py is shown again later]\nEOF"]
+    escaped = json.dumps(SCRIPT)[1:-1]  # the body as the call line's JSON holds it
+    assert escaped in state.unit("a1").content and escaped not in rewritten.content
+    assert all(result.state.unit(uid) == state.unit(uid) for uid in state.unit_ids if uid != "a1")
+    assert result.state.total_tokens < state.total_tokens - 300
+    assert result.cost.llm_calls == 0
+
+
+def test_supersede_rewrites_a_shell_write_that_is_written_again_later():
+    second = f"cd /testbed && cat <<'EOF' > ./check.py\n{SCRIPT}\nprint('done')\nEOF\npython check.py"
+    state = bash_state(bash_turn(1, f"cd /testbed && {WRITE}"), bash_turn(2, second, outcome="failure"))
+    _, result = apply_with_contract("supersede_writes", state)
+    assert result.compressed == ("a1",) and result.removed == ()
+    assert call_commands(result.state.unit("a1")) == [
+        "cd /testbed && cat > check.py << 'EOF'\n[superseded: /testbed/check.py is written again later]\nEOF"
+    ]
+    assert result.state.unit("a2") == state.unit("a2")  # the newest write holds the file's content
+
+
+def test_supersede_names_the_nearest_later_command_of_the_path():
+    shown = f"<returncode>0</returncode>\n<output>\n{SCRIPT}\n</output>"
+    state = bash_state(bash_turn(1, WRITE), bash_turn(2, "nl -ba check.py", shown), bash_turn(3, WRITE), bash_turn(4, "cat ./check.py", shown))
+    result = get_strategy("supersede_writes").apply(state)
+    assert result.compressed == ("a1", "a3")
+    assert "shown again later" in result.state.unit("a1").content and "shown again later" in result.state.unit("a3").content
+
+
+@pytest.mark.parametrize(
+    "later",
+    (bash_turn(2, "sed -n '1,40p' check.py"), bash_turn(2, "cat check.py | head -40"), bash_turn(2, "cat other.py"),
+     bash_turn(2, "cat check.py", "<returncode>1</returncode>\n<output>\ncat: check.py: No such file or directory\n</output>",
+               outcome="failure"),
+     bash_turn(2, "cd /testbed && cat check.py"), bash_turn(2, f"cat >> check.py << 'EOF'\n{SCRIPT}\nEOF")),
+    ids=("sed-n", "piped", "other-path", "failed-read", "other-directory", "append"),
+)
+def test_supersede_leaves_shell_writes_without_a_later_whole_file_read_or_write(later):
+    state = bash_state(bash_turn(1, WRITE), later)
+    strategy = get_strategy("supersede_writes")
+    assert not strategy.applicable(state) and not strategy.apply(state).changed
+
+
+def test_supersede_never_touches_a_pinned_caller_and_keeps_a_p1_caller_in_place():
+    read = bash_turn(2, "cat check.py", f"<returncode>0</returncode>\n<output>\n{SCRIPT}\n</output>")
+    pinned = bash_state(bash_turn(1, WRITE, pinned=True), read)
+    assert not get_strategy("supersede_writes").applicable(pinned)
+    p1 = bash_state(bash_turn(1, WRITE, priority=1), read)
+    _, result = apply_with_contract("supersede_writes", p1)
+    assert result.compressed == ("a1",) and result.state.unit("a1").priority == 1
+
+
+def test_supersede_shell_tools_are_a_parameter_and_later_writes_are_rewritten_once_shorter_only():
+    read = bash_turn(2, "cat check.py")
+    assert not get_strategy("supersede_writes", shell_tools=()).applicable(bash_state(bash_turn(1, WRITE), read))
+    tiny = bash_state(bash_turn(1, "cat > check.py << 'EOF'\nx\nEOF"), read)  # the marker is not shorter than "x"
+    assert not get_strategy("supersede_writes").applicable(tiny)
+
+
+def test_supersede_rewrites_only_the_superseded_call_of_a_unit_with_several():
+    other = f"cat > keep.py << 'EOF'\n{SCRIPT}\nEOF"
+    caller = ContextUnit(id="a1", type="message", role="assistant", turn=1,
+                         content="Two files.\n" + "\n".join(f"[tool_call] bash {json.dumps({'command': c})}" for c in (WRITE, other)))
+    results = [ContextUnit(id=f"r1{k}", type="tool_result", role="tool", turn=1, content=QUIET,
+                           tool=ToolEnvelope("bash", f"c1{k}", ToolEnvelope.canonical_arguments({"command": c})))
+               for k, c in enumerate((WRITE, other))]
+    state = state_of([message(0, TASK), caller, *results, *bash_turn(2, "cat check.py")])
+    _, result = apply_with_contract("supersede_writes", state)
+    assert call_commands(result.state.unit("a1")) == [
+        "cat > check.py << 'EOF'\n[superseded: check.py is shown again later]\nEOF", other
+    ]

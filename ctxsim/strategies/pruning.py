@@ -1,7 +1,8 @@
 """Design 004's automatic pruning (OpenCode DCP) and keep-recent compaction.
 
-Three zero-LLM-cost prunings of tool results: ``dedupe_tool_results`` (older copies
-of identical calls), ``supersede_writes`` (file writes read back later) and
+Three zero-LLM-cost prunings of tool calls: ``dedupe_tool_results`` (older copies
+of identical calls), ``supersede_writes`` (file writes read back or written again
+later; a shell heredoc loses its body in the unit that made the call) and
 ``purge_errors`` (old failed calls keep only their error). They remove redundancy,
 not information, so they run to completion whatever the target (design 004 runs them
 on every compaction); tools named in ``protected_tools`` are never pruned.
@@ -14,15 +15,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from functools import lru_cache
 
 from pydantic import Field
 
 from ..latency import Cost
 from ..model import ContextState, ContextUnit, ToolEnvelope
+from ..transcripts import TOOL_CALL_LINE
 from .base import RANK_PRUNE, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, unchanged
 from .common import replace_span, summarize_units
 from .registry import register
+from .shell import FileCommand, file_command, superseded_command
 from .window_compaction import JOIN_SLACK_TOKENS, MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_header_tokens, summary_saves
 
 #: OpenCode DCP's tools that are never pruned (design 004 §2.2)
@@ -108,10 +112,12 @@ class DedupeToolResults(_Prune):
 
 
 class SupersedeParams(PruneParams):
-    """``write_tools`` / ``read_tools``: tool names that write / read a file."""
+    """``write_tools`` / ``read_tools``: tool names that write / read a file;
+    ``shell_tools``: tool names that run a shell command (``{"command": ...}``)."""
 
     write_tools: tuple[str, ...] = ("write_file", "edit_file", "create_file")
     read_tools: tuple[str, ...] = ("read_file",)
+    shell_tools: tuple[str, ...] = ("bash",)
 
 
 @register
@@ -123,17 +129,32 @@ class SupersedeWrites(_Prune):
     target whose outcome is not ``failure``) is removed: the read captures the
     file's current state. Writes may be P1 and are removed all the same.
 
+    Shell tools (a bash-only agent): a whole-file heredoc write of a shell call
+    (:func:`~.shell.file_command`, paths compared normalized) is superseded when a
+    later whole-file read of the same path (``cat P``, ``nl -ba P``) did not fail,
+    or when a later whole-file write of the same path replaced it (an extension of
+    design 004: the earlier content is gone from the file). The written text lives
+    in the assistant unit that made the call (its ``[tool_call] NAME ARGS`` line
+    with the result's tool name and arguments; the nearest assistant unit before
+    the result), so that unit is rewritten in place (same id, P1 kept): the
+    heredoc's body in that call line becomes ``[superseded: P is shown again
+    later]`` / ``[superseded: P is written again later]`` (after the nearest later
+    read or write), the line stays ``[tool_call] NAME`` + valid JSON, every other
+    line is kept, and the few-token result stays. A unit whose rewrite would not be
+    shorter, or that is pinned, is left alone.
+
     Parameters: ``write_tools`` (default write_file, edit_file, create_file),
-    ``read_tools`` (default read_file), ``protected_tools`` (DCP's list). Ignores
-    the target. Cost: bookkeeping only.
+    ``read_tools`` (default read_file), ``shell_tools`` (default bash),
+    ``protected_tools`` (DCP's list). Ignores the target. Cost: bookkeeping only.
     """
 
     id = "supersede_writes"
     display_name = "Supersede writes"
-    summary = "Remove file writes whose file is read back later (the read holds the current state)."
+    summary = "Remove file writes whose file is read back or written again later (a shell heredoc loses its body in place)."
     Params = SupersedeParams
 
-    def select(self, state):
+    def _removed(self, state: ContextState) -> list[ContextUnit]:
+        """Write-tool results whose target is read later, in order."""
         writes, reads = set(self.params.write_tools), set(self.params.read_tools)
         read_later: set[str] = set()
         superseded = []
@@ -146,6 +167,96 @@ class SupersedeWrites(_Prune):
             elif u.tool.tool_name in writes and target in read_later and not u.pinned:
                 superseded.append(u)
         return superseded[::-1]
+
+    def _rewritten(self, state: ContextState) -> dict[str, ContextUnit]:
+        """Assistant unit id -> its rewrite, for every caller of a superseded shell write."""
+        shells = set(self.params.shell_tools)
+        later: dict[str, str] = {}  # path -> what its nearest later whole-file command did
+        markers: dict[str, dict[tuple[str, str], str]] = {}  # caller id -> call key -> marker
+        for u in reversed(self.tool_units(state)):
+            op = _shell_file_command(u.tool.arguments) if u.tool.tool_name in shells else None
+            if op is None:
+                continue
+            if op.kind == "read":
+                if u.tool.outcome != "failure":
+                    later[op.path] = "shown"
+                continue
+            if op.path in later:
+                caller = _caller(state, u)
+                if caller is not None and not caller.pinned:
+                    marker = f"[superseded: {op.path} is {later[op.path]} again later]"
+                    markers.setdefault(caller.id, {})[u.tool.call_key] = marker
+            later[op.path] = "written"
+        out = {}
+        for uid, calls in markers.items():
+            unit = state.unit(uid)
+            rewritten = unit.with_content(_without_bodies(unit.content, calls))
+            if rewritten.token_count < unit.token_count:
+                out[uid] = rewritten
+        return out
+
+    def select(self, state):
+        """The write results to remove and the assistant units to rewrite, in order."""
+        picked = {u.id for u in self._removed(state)} | set(self._rewritten(state))
+        return [u for u in state.units if u.id in picked]
+
+    def run(self, state, ctx):
+        gone = {u.id for u in self._removed(state)}
+        rewritten = self._rewritten(state)
+        if not gone and not rewritten:
+            return unchanged(state, "nothing to prune")
+        units = [rewritten.get(u.id, u) for u in state.units if u.id not in gone]
+        return Outcome(state.with_units(units, applied=self.id), Cost(units_touched=len(gone) + len(rewritten)))
+
+
+@lru_cache(maxsize=16_384)
+def _shell_file_command(arguments: str) -> FileCommand | None:
+    """The whole-file write or read of a shell call's JSON arguments (``command``), else None."""
+    command = _command_argument(arguments)
+    return file_command(command) if command is not None else None
+
+
+def _command_argument(arguments: str) -> str | None:
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return None
+    command = parsed.get("command") if isinstance(parsed, dict) else None
+    return command if isinstance(command, str) else None
+
+
+def _caller(state: ContextState, result: ContextUnit) -> ContextUnit | None:
+    """The assistant unit that made ``result``'s call: the nearest assistant unit before
+    it, when one of its ``[tool_call]`` lines has the result's tool name and arguments."""
+    for unit in reversed(state.units[: state.position(result.id)]):
+        if unit.role == "assistant":
+            found = any(_call_key(m) == result.tool.call_key for m in TOOL_CALL_LINE.finditer(unit.content))
+            return unit if found else None
+    return None
+
+
+def _call_key(line: re.Match) -> tuple[str, str] | None:
+    """(tool name, canonical arguments) of a ``[tool_call]`` line, None when its JSON is not an object."""
+    try:
+        parsed = json.loads(line[2] or "{}")
+    except ValueError:
+        return None
+    return (line[1], ToolEnvelope.canonical_arguments(parsed)) if isinstance(parsed, dict) else None
+
+
+def _without_bodies(content: str, markers: dict[tuple[str, str], str]) -> str:
+    """``content`` with the heredoc body of each call line keyed in ``markers`` replaced
+    by its marker (the line's JSON dumped again, every other key and line kept)."""
+
+    def rewrite(line: re.Match) -> str:
+        key = _call_key(line)
+        if key not in markers:
+            return line[0]
+        parsed = json.loads(line[2])
+        parsed["command"] = superseded_command(parsed["command"], _shell_file_command(key[1]), markers[key])
+        return f"[tool_call] {line[1]} {json.dumps(parsed)}"
+
+    return TOOL_CALL_LINE.sub(rewrite, content)
 
 
 class PurgeParams(PruneParams):
