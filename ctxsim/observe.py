@@ -35,7 +35,7 @@ from .strategies import StrategyContext
 from .strategies.pruning import DedupeToolResults, PurgeErrors, SupersedeWrites
 
 #: bumped whenever a feature is added, removed, reordered or redefined
-OBSERVATION_VERSION = 2
+OBSERVATION_VERSION = 3
 
 #: design 001's ``old_threshold``: the first 60 % of units are "old"
 OLD_SHARE = 0.6

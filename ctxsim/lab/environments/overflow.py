@@ -186,7 +186,7 @@ class ContextOverflowEnv(ConfiguredEnv):
     ### Observation
 
     ``Box(float32)`` of ``33 + K`` features, computed by
-    :func:`ctxsim.observe.observe` (version ``OBSERVATION_VERSION`` = 2), the same
+    :func:`ctxsim.observe.observe` (version ``OBSERVATION_VERSION`` = 3), the same
     function the deployable policy calls. "Tokens" are request tokens (content plus
     message framing); shares are of the units' tokens.
 
@@ -211,7 +211,8 @@ class ContextOverflowEnv(ConfiguredEnv):
     | relevance_low_share | [0, 1]  | token share of units under 0.5 normalized relevance       |
     | old_share           | [0, 1]  | token share of the oldest 60 % of units                   |
     | duplicate_share     | [0, 1]  | token share of older copies of identical tool calls       |
-    | superseded_share    | [0, 1]  | token share of file writes read back later                |
+    | superseded_share    | [0, 1]  | token share of units holding file writes read back or     |
+    |                     |         | written again later (write results, shell-write calls)    |
     | error_share         | [0, 1]  | token share of failed tool calls                          |
     | summarized_share    | [0, 1]  | token share of summaries (summary_depth > 0)              |
     | summary_depth       | [0, 1]  | deepest summary_depth / 4                                 |
