@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxsim import sentences
 from ctxsim.errors import StrategyError
 from strategy_contract import apply_with_contract
 
@@ -24,6 +25,7 @@ from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.common import relevance_scores
 from ctxsim.strategies.seed001 import BRIEF_PLACEHOLDER
+from ctxsim.summarize.rules import must_keep_sentences
 from ctxsim.tokens import count_messages, count_tokens
 
 SEED001_IDS = ("summarize_old", "prioritize_recent", "content_type_chunking", "discard_low_rel", "hybrid")
@@ -492,6 +494,24 @@ def test_content_type_chunking_ratios_merge_and_validate():
         get_strategy("content_type_chunking", compress_ratios={"video": 0.5})
     with pytest.raises(StrategyError, match="compress_ratios"):
         get_strategy("content_type_chunking", compress_ratios={"code": 0})
+
+
+def test_content_type_chunking_applicable_splits_no_text_when_a_unit_compresses_by_its_size():
+    # a large P1 user message first (its must-keep sentences need a sentence split), then an
+    # assistant message whose compression needs no must-keep sentence: the answer reads no text
+    p1 = unit(0, priority=1, role="user", content=prose(0, 400) + " Never push to main.")
+    chatty = unit(1, role="assistant", content=prose(1, 200))
+    strategy = get_strategy("content_type_chunking")
+    sentences.segments.cache_clear()
+    assert must_keep_sentences(chatty) == () and sentences.segments.cache_info().misses == 0
+    assert strategy.applicable(state_of([p1, chatty], limit=100))
+    assert sentences.segments.cache_info().misses == 0, "no sentence split on the way to the answer"
+    # the same answer as a scan in unit order: the P1 message alone compresses (its rule is kept) ...
+    assert strategy.applicable(state_of([p1], limit=100)) and sentences.segments.cache_info().misses > 0
+    assert "Never push to main." in must_keep_sentences(p1)
+    # ... and units that compress neither by size nor by content leave it inapplicable
+    small = [unit(2, role="assistant", words=10), unit(3, priority=1, role="user", words=10)]
+    assert not strategy.applicable(state_of(small, limit=10))
 
 
 # ---- discard_low_rel -------------------------------------------------------------------------

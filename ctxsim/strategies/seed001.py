@@ -25,7 +25,7 @@ from ..coherence import centroid
 from ..minify import compress_log, minify_code
 from ..model import ContextState, ContextUnit
 from ..summarize.extractive import must_carry
-from ..summarize.rules import must_keep_sentences
+from ..summarize.rules import may_keep_sentences, must_keep_sentences
 from ..summarize.structured import item_lines
 from ..tokens import count_tokens
 from .base import (
@@ -369,16 +369,24 @@ class ContentTypeChunking(Strategy):
     def _eligible(self, state: ContextState) -> list[ContextUnit]:
         return [u for u in state.units if not u.pinned and u.type in TYPE_CLASS and self._ratio(u) < 1]
 
+    def _compresses(self, unit: ContextUnit, ctx: StrategyContext) -> bool:
+        """Whether :meth:`run` changes ``unit`` (for text and other: whether it tries)."""
+        if TYPE_CLASS[unit.type] in ("code", "log"):
+            new = self._cheap(unit)
+            return new is not None and count_tokens(new) < unit.token_count
+        return _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx)
+
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
+        # any unit that compresses; the answer is the same in any order, so the units
+        # decided by their size alone (prose without must-keep sentences) go first and
+        # a cold context's text is read only when none of them compresses
+        by_size: list[ContextUnit] = []
+        read: list[ContextUnit] = []
         for unit in self._eligible(state):
-            if TYPE_CLASS[unit.type] in ("code", "log"):
-                new = self._cheap(unit)
-                if new is not None and count_tokens(new) < unit.token_count:
-                    return True
-            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx):
-                return True
-        return False
+            prose = TYPE_CLASS[unit.type] not in ("code", "log")
+            (by_size if prose and not may_keep_sentences(unit) else read).append(unit)
+        return any(self._compresses(u, ctx) for u in by_size) or any(self._compresses(u, ctx) for u in read)
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         changed: dict[str, ContextUnit] = {}

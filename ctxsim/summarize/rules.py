@@ -81,11 +81,20 @@ def holds_user_rule(unit: ContextUnit) -> bool:
     return bool(user_rule_sentences(unit))
 
 
+def may_keep_sentences(unit: ContextUnit) -> bool:
+    """Whether :func:`must_keep_sentences` of ``unit`` can be non-empty, from its
+    role, type and priority alone (no text read): a prose unit (not code or a log)
+    that is P1 or has a user or system role."""
+    return unit.type not in ("code", "log") and (unit.priority == 1 or unit.role in RULE_ROLES)
+
+
 def must_keep_sentences(unit: ContextUnit) -> tuple[str, ...]:
     """Sentences an in-place compression of ``unit`` keeps verbatim, in order:
-    its user rules, and for a P1 unit also every prose sentence carrying a value."""
-    rule_role = unit.role in RULE_ROLES and unit.type not in ("code", "log")
-    return _must_keep(unit.content, unit.type in ("code", "log"), rule_role, unit.priority == 1)
+    its user rules, and for a P1 unit also every prose sentence carrying a value
+    (none, without splitting the text, when :func:`may_keep_sentences` is False)."""
+    if not may_keep_sentences(unit):
+        return ()
+    return _must_keep(unit.content, unit.role in RULE_ROLES, unit.priority == 1)
 
 
 #: how many distinct texts the sentence memos below hold
@@ -99,10 +108,11 @@ def _rule_sentences(content: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=MEMO_SIZE)
-def _must_keep(content: str, by_line: bool, rule_role: bool, p1: bool) -> tuple[str, ...]:
+def _must_keep(content: str, rule_role: bool, p1: bool) -> tuple[str, ...]:
+    """:func:`must_keep_sentences` of a prose unit's ``content``."""
     rules = set(_rule_sentences(content)) if rule_role else set()
     out: list[str] = []
-    for seg in segments(content, by_line=by_line):
+    for seg in segments(content):
         sentence = content[seg.start : seg.end]
         if sentence in rules or (p1 and not seg.code and VALUE.search(sentence)):
             out.append(sentence)
