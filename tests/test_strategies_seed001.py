@@ -25,6 +25,7 @@ from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.common import relevance_scores
 from ctxsim.strategies.seed001 import BRIEF_PLACEHOLDER
+from ctxsim.summarize import rules
 from ctxsim.summarize.rules import must_keep_sentences
 from ctxsim.tokens import count_messages, count_tokens
 
@@ -540,6 +541,20 @@ def test_discard_low_rel_needs_four_unpinned_units():
     three = state_of([unit(i) for i in range(3)] + [unit(3, pinned=True)], limit=10)
     assert not strategy.applicable(three) and not strategy.apply(three).changed
     assert strategy.applicable(state_of([unit(i) for i in range(4)], limit=10))
+
+
+def test_discard_low_rel_applicable_reads_rules_only_when_the_other_units_do_not_suffice():
+    strategy = get_strategy("discard_low_rel")
+    ruled = [unit(i, role="user", content=f"Never drop table {i} of the schema.") for i in range(0, 8, 2)]
+    plain = [unit(i, role="assistant") for i in range(1, 9, 2)]
+    rules._rule_sentences.cache_clear()
+    assert strategy.applicable(state_of([*ruled, *plain], limit=10))  # four droppable assistant units suffice
+    assert rules._rule_sentences.cache_info().misses == 0, "no user message read for its rules"
+    # the same answer as counting every droppable unit: three assistant units need a fourth droppable one,
+    # which a user message stating a rule is not and one without a rule is
+    for users, expected in ((ruled, False), ([unit(0, role="user")], True)):
+        state = state_of([*users, *plain[:3]], limit=10)
+        assert strategy.applicable(state) is expected is (strategy._count(state) > 0)
 
 
 def login_state() -> ContextState:

@@ -25,7 +25,7 @@ from ..coherence import centroid
 from ..minify import compress_log, minify_code
 from ..model import ContextState, ContextUnit
 from ..summarize.extractive import must_carry
-from ..summarize.rules import may_keep_sentences, must_keep_sentences
+from ..summarize.rules import may_keep_sentences, may_state_rule, must_keep_sentences
 from ..summarize.structured import item_lines
 from ..tokens import count_tokens
 from .base import (
@@ -277,7 +277,7 @@ class PrioritizeRecent(Strategy):
         n = len(state.units)
         scores, cost = relevance_scores(state, state.units, ctx, p.priority_boost)
         pool = range(n - math.ceil(n * p.recent_bias))
-        low = [i for i in pool if not _kept_whole(state.units[i], p.drop_p1) and scores[i] < p.rel_threshold]
+        low = [i for i in pool if scores[i] < p.rel_threshold and not _kept_whole(state.units[i], p.drop_p1)]
         low.sort(key=lambda i: (scores[i], i))
         return [state.units[i] for i in low], cost
 
@@ -456,12 +456,24 @@ class DiscardLowRel(Strategy):
     keeps_p1 = True
     Params = DiscardLowRelParams
 
+    def _discarded(self, droppable: int) -> int:
+        """How many of ``droppable`` units go (never fewer for more units)."""
+        return droppable - math.ceil(droppable * (1 - self.params.discard_percent))
+
     def _count(self, state: ContextState) -> int:
-        n = sum(not _kept_whole(u, self.params.drop_p1) for u in state.units)
-        return n - math.ceil(n * (1 - self.params.discard_percent))
+        return self._discarded(sum(not _kept_whole(u, self.params.drop_p1) for u in state.units))
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
-        return self._count(state) > 0
+        # _count(state) > 0: as the count discarded never falls when droppable units are
+        # added, counting stops once it is positive; the units that cannot state a user
+        # rule are counted first, so rules are read only when they do not suffice
+        droppable = 0
+        for unit in sorted(state.units, key=may_state_rule):
+            if not _kept_whole(unit, self.params.drop_p1):
+                droppable += 1
+                if self._discarded(droppable) > 0:
+                    return True
+        return False
 
     def _placeholder(self, discarded: list[ContextUnit]) -> ContextUnit:
         ids = source_ids_of(discarded)

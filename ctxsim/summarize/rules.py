@@ -69,9 +69,15 @@ def is_user_rule(sentence: str) -> bool:
     return bool(_INSTRUCTION.search(text))
 
 
+def may_state_rule(unit: ContextUnit) -> bool:
+    """Whether ``unit`` can state a user rule, from its role and type alone (no text
+    read): user and system prose."""
+    return unit.role in RULE_ROLES and unit.type not in ("code", "log")
+
+
 def user_rule_sentences(unit: ContextUnit) -> list[str]:
     """The sentences of ``unit`` that state a user rule (user and system prose only)."""
-    if unit.role not in RULE_ROLES or unit.type in ("code", "log"):
+    if not may_state_rule(unit):
         return []
     return list(_rule_sentences(unit.content))
 
@@ -85,7 +91,7 @@ def may_keep_sentences(unit: ContextUnit) -> bool:
     """Whether :func:`must_keep_sentences` of ``unit`` can be non-empty, from its
     role, type and priority alone (no text read): a prose unit (not code or a log)
     that is P1 or has a user or system role."""
-    return unit.type not in ("code", "log") and (unit.priority == 1 or unit.role in RULE_ROLES)
+    return may_state_rule(unit) or (unit.priority == 1 and unit.type not in ("code", "log"))
 
 
 def must_keep_sentences(unit: ContextUnit) -> tuple[str, ...]:
