@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxsim import sentences
 from ctxsim.errors import StrategyError
 from strategy_contract import apply_with_contract
 
@@ -24,6 +25,8 @@ from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.strategies.common import relevance_scores
 from ctxsim.strategies.seed001 import BRIEF_PLACEHOLDER
+from ctxsim.summarize import rules
+from ctxsim.summarize.rules import must_keep_sentences
 from ctxsim.tokens import count_messages, count_tokens
 
 SEED001_IDS = ("summarize_old", "prioritize_recent", "content_type_chunking", "discard_low_rel", "hybrid")
@@ -494,6 +497,24 @@ def test_content_type_chunking_ratios_merge_and_validate():
         get_strategy("content_type_chunking", compress_ratios={"code": 0})
 
 
+def test_content_type_chunking_applicable_splits_no_text_when_a_unit_compresses_by_its_size():
+    # a large P1 user message first (its must-keep sentences need a sentence split), then an
+    # assistant message whose compression needs no must-keep sentence: the answer reads no text
+    p1 = unit(0, priority=1, role="user", content=prose(0, 400) + " Never push to main.")
+    chatty = unit(1, role="assistant", content=prose(1, 200))
+    strategy = get_strategy("content_type_chunking")
+    sentences.segments.cache_clear()
+    assert must_keep_sentences(chatty) == () and sentences.segments.cache_info().misses == 0
+    assert strategy.applicable(state_of([p1, chatty], limit=100))
+    assert sentences.segments.cache_info().misses == 0, "no sentence split on the way to the answer"
+    # the same answer as a scan in unit order: the P1 message alone compresses (its rule is kept) ...
+    assert strategy.applicable(state_of([p1], limit=100)) and sentences.segments.cache_info().misses > 0
+    assert "Never push to main." in must_keep_sentences(p1)
+    # ... and units that compress neither by size nor by content leave it inapplicable
+    small = [unit(2, role="assistant", words=10), unit(3, priority=1, role="user", words=10)]
+    assert not strategy.applicable(state_of(small, limit=10))
+
+
 # ---- discard_low_rel -------------------------------------------------------------------------
 
 
@@ -520,6 +541,20 @@ def test_discard_low_rel_needs_four_unpinned_units():
     three = state_of([unit(i) for i in range(3)] + [unit(3, pinned=True)], limit=10)
     assert not strategy.applicable(three) and not strategy.apply(three).changed
     assert strategy.applicable(state_of([unit(i) for i in range(4)], limit=10))
+
+
+def test_discard_low_rel_applicable_reads_rules_only_when_the_other_units_do_not_suffice():
+    strategy = get_strategy("discard_low_rel")
+    ruled = [unit(i, role="user", content=f"Never drop table {i} of the schema.") for i in range(0, 8, 2)]
+    plain = [unit(i, role="assistant") for i in range(1, 9, 2)]
+    rules._rule_sentences.cache_clear()
+    assert strategy.applicable(state_of([*ruled, *plain], limit=10))  # four droppable assistant units suffice
+    assert rules._rule_sentences.cache_info().misses == 0, "no user message read for its rules"
+    # the same answer as counting every droppable unit: three assistant units need a fourth droppable one,
+    # which a user message stating a rule is not and one without a rule is
+    for users, expected in ((ruled, False), ([unit(0, role="user")], True)):
+        state = state_of([*users, *plain[:3]], limit=10)
+        assert strategy.applicable(state) is expected is (strategy._count(state) > 0)
 
 
 def login_state() -> ContextState:

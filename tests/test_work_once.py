@@ -98,3 +98,16 @@ def test_one_expansion_computes_each_distinct_input_once(counted, scenario):
     assert list(counted["originals"].values()) == [1]  # every outcome is scored against the one original
     assert sentences.segments.cache_info().hits > 0 and count_tokens.cache_info().hits > 0
     assert pruning._path_argument.cache_info().hits > 0  # every state's mask and observation read the same calls
+
+
+def test_the_action_mask_of_a_new_context_splits_no_text_for_must_keep_sentences():
+    """A cold ``decide`` computes the action mask of a new context: content_type_chunking is
+    answered from the sizes of units that can have no must-keep sentence, so no unit's text is
+    split for them (a large P1 message was split on every new context)."""
+    state = build_context(find_scenario("chat-10k"), 7)
+    state = state.with_units(state.units[:50])
+    rules._must_keep.cache_clear()
+    settings = EpisodeSettings()
+    mask = settings.mask(state)
+    assert mask[settings.actions.index("content_type_chunking")]
+    assert rules._must_keep.cache_info().misses == 0

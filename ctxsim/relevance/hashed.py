@@ -199,9 +199,16 @@ class HashedTfidfEmbedder(CachedEmbedder):
         weights = (1.0 + np.log(counts)) * key_idf[order[starts]]
         unique = keys[starts]
         buckets = ((unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)).astype(np.int64)
-        # features of one text that share a bucket add up, in the order of their keys
-        cells, inverse = np.unique(key_owner[starts] * DIM + buckets, return_inverse=True)
-        values = np.bincount(inverse, weights=weights)
+        # features of one text that share a bucket add up, in the order of their keys (a
+        # stable sort by cell keeps that order within a cell)
+        cells = key_owner[starts] * DIM + buckets
+        by_cell = np.argsort(cells, kind="stable")
+        cells = cells[by_cell]
+        first = np.empty(len(cells), dtype=bool)
+        first[0] = True
+        np.not_equal(cells[1:], cells[:-1], out=first[1:])
+        values = np.bincount(np.cumsum(first) - 1, weights=weights[by_cell])
+        cells = cells[first]
         rows = cells // DIM
         norms = np.sqrt(np.bincount(rows, weights=values**2, minlength=len(texts)))
         return SparseRows(

@@ -25,7 +25,7 @@ from ..coherence import centroid
 from ..minify import compress_log, minify_code
 from ..model import ContextState, ContextUnit
 from ..summarize.extractive import must_carry
-from ..summarize.rules import must_keep_sentences
+from ..summarize.rules import may_keep_sentences, may_state_rule, must_keep_sentences
 from ..summarize.structured import item_lines
 from ..tokens import count_tokens
 from .base import (
@@ -277,7 +277,7 @@ class PrioritizeRecent(Strategy):
         n = len(state.units)
         scores, cost = relevance_scores(state, state.units, ctx, p.priority_boost)
         pool = range(n - math.ceil(n * p.recent_bias))
-        low = [i for i in pool if not _kept_whole(state.units[i], p.drop_p1) and scores[i] < p.rel_threshold]
+        low = [i for i in pool if scores[i] < p.rel_threshold and not _kept_whole(state.units[i], p.drop_p1)]
         low.sort(key=lambda i: (scores[i], i))
         return [state.units[i] for i in low], cost
 
@@ -369,16 +369,24 @@ class ContentTypeChunking(Strategy):
     def _eligible(self, state: ContextState) -> list[ContextUnit]:
         return [u for u in state.units if not u.pinned and u.type in TYPE_CLASS and self._ratio(u) < 1]
 
+    def _compresses(self, unit: ContextUnit, ctx: StrategyContext) -> bool:
+        """Whether :meth:`run` changes ``unit`` (for text and other: whether it tries)."""
+        if TYPE_CLASS[unit.type] in ("code", "log"):
+            new = self._cheap(unit)
+            return new is not None and count_tokens(new) < unit.token_count
+        return _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx)
+
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
+        # any unit that compresses; the answer is the same in any order, so the units
+        # decided by their size alone (prose without must-keep sentences) go first and
+        # a cold context's text is read only when none of them compresses
+        by_size: list[ContextUnit] = []
+        read: list[ContextUnit] = []
         for unit in self._eligible(state):
-            if TYPE_CLASS[unit.type] in ("code", "log"):
-                new = self._cheap(unit)
-                if new is not None and count_tokens(new) < unit.token_count:
-                    return True
-            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx):
-                return True
-        return False
+            prose = TYPE_CLASS[unit.type] not in ("code", "log")
+            (by_size if prose and not may_keep_sentences(unit) else read).append(unit)
+        return any(self._compresses(u, ctx) for u in by_size) or any(self._compresses(u, ctx) for u in read)
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         changed: dict[str, ContextUnit] = {}
@@ -448,12 +456,24 @@ class DiscardLowRel(Strategy):
     keeps_p1 = True
     Params = DiscardLowRelParams
 
+    def _discarded(self, droppable: int) -> int:
+        """How many of ``droppable`` units go (never fewer for more units)."""
+        return droppable - math.ceil(droppable * (1 - self.params.discard_percent))
+
     def _count(self, state: ContextState) -> int:
-        n = sum(not _kept_whole(u, self.params.drop_p1) for u in state.units)
-        return n - math.ceil(n * (1 - self.params.discard_percent))
+        return self._discarded(sum(not _kept_whole(u, self.params.drop_p1) for u in state.units))
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
-        return self._count(state) > 0
+        # _count(state) > 0: as the count discarded never falls when droppable units are
+        # added, counting stops once it is positive; the units that cannot state a user
+        # rule are counted first, so rules are read only when they do not suffice
+        droppable = 0
+        for unit in sorted(state.units, key=may_state_rule):
+            if not _kept_whole(unit, self.params.drop_p1):
+                droppable += 1
+                if self._discarded(droppable) > 0:
+                    return True
+        return False
 
     def _placeholder(self, discarded: list[ContextUnit]) -> ContextUnit:
         ids = source_ids_of(discarded)

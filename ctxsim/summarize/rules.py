@@ -69,9 +69,15 @@ def is_user_rule(sentence: str) -> bool:
     return bool(_INSTRUCTION.search(text))
 
 
+def may_state_rule(unit: ContextUnit) -> bool:
+    """Whether ``unit`` can state a user rule, from its role and type alone (no text
+    read): user and system prose."""
+    return unit.role in RULE_ROLES and unit.type not in ("code", "log")
+
+
 def user_rule_sentences(unit: ContextUnit) -> list[str]:
     """The sentences of ``unit`` that state a user rule (user and system prose only)."""
-    if unit.role not in RULE_ROLES or unit.type in ("code", "log"):
+    if not may_state_rule(unit):
         return []
     return list(_rule_sentences(unit.content))
 
@@ -81,11 +87,20 @@ def holds_user_rule(unit: ContextUnit) -> bool:
     return bool(user_rule_sentences(unit))
 
 
+def may_keep_sentences(unit: ContextUnit) -> bool:
+    """Whether :func:`must_keep_sentences` of ``unit`` can be non-empty, from its
+    role, type and priority alone (no text read): a prose unit (not code or a log)
+    that is P1 or has a user or system role."""
+    return may_state_rule(unit) or (unit.priority == 1 and unit.type not in ("code", "log"))
+
+
 def must_keep_sentences(unit: ContextUnit) -> tuple[str, ...]:
     """Sentences an in-place compression of ``unit`` keeps verbatim, in order:
-    its user rules, and for a P1 unit also every prose sentence carrying a value."""
-    rule_role = unit.role in RULE_ROLES and unit.type not in ("code", "log")
-    return _must_keep(unit.content, unit.type in ("code", "log"), rule_role, unit.priority == 1)
+    its user rules, and for a P1 unit also every prose sentence carrying a value
+    (none, without splitting the text, when :func:`may_keep_sentences` is False)."""
+    if not may_keep_sentences(unit):
+        return ()
+    return _must_keep(unit.content, unit.role in RULE_ROLES, unit.priority == 1)
 
 
 #: how many distinct texts the sentence memos below hold
@@ -99,10 +114,11 @@ def _rule_sentences(content: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=MEMO_SIZE)
-def _must_keep(content: str, by_line: bool, rule_role: bool, p1: bool) -> tuple[str, ...]:
+def _must_keep(content: str, rule_role: bool, p1: bool) -> tuple[str, ...]:
+    """:func:`must_keep_sentences` of a prose unit's ``content``."""
     rules = set(_rule_sentences(content)) if rule_role else set()
     out: list[str] = []
-    for seg in segments(content, by_line=by_line):
+    for seg in segments(content):
         sentence = content[seg.start : seg.end]
         if sentence in rules or (p1 and not seg.code and VALUE.search(sentence)):
             out.append(sentence)
