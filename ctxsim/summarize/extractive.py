@@ -61,7 +61,7 @@ from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_joined, count_tokens
-from .rules import VALUE, is_user_rule, mentions_rule
+from .rules import VALUE, is_user_rule, may_hold, mentions_rule
 from ..sentences import segments
 from .structured import (
     SUMMARY_RENDER_VERSION,
@@ -94,10 +94,12 @@ PICKED_SHARE = 4
 #: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
 CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts")
 
-DECISION = re.compile(
-    r"\b(?:decided|decide to|chose|chosen|choose to|will use|agreed|going with|opted|settled on)\b", re.I
-)
+DECISION_WORDS = ("decided", "decide to", "chose", "chosen", "choose to", "will use", "agreed", "going with", "opted",
+                  "settled on")
+DECISION = re.compile(rf"\b(?:{'|'.join(DECISION_WORDS)})\b", re.I)
 OPEN_ITEM = re.compile(r"\bTODO\b|\bFIXME\b|\[ \]|\b(?:next|pending|blocked)\b", re.IGNORECASE)
+#: every match of ``OPEN_ITEM`` holds one of these (in some case)
+OPEN_ITEM_WORDS = ("todo", "fixme", "[ ]", "next", "pending", "blocked")
 
 _BULLET = re.compile(r"^[-*•+]\s+")
 
@@ -208,6 +210,7 @@ class ExtractiveSummarizer:
             fixed_cost=0,
             marginal=marginal,
             tokens=lambda chosen: text_rendering_tokens(separators, chosen),
+            least=lambda c, _opened: count_tokens(c.payload),  # counted for ``sizes``: a lookup
             fill_ratio=FILL_RATIO,
         )
         out = text_rendering(separators, chosen or [])
@@ -412,34 +415,33 @@ def must_carry(units: Sequence[ContextUnit]) -> dict[str, tuple]:
 def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[str, str, float]:
     """(section, sentence, tier) of one sentence of a unit: a code or log line
     (``code``), of a user or system message or a summary (``rule_role``), of a
-    ``plan_ref`` unit (``plan``). Computed once per distinct input."""
-    section = _section(sentence, code, rule_role, plan)
-    if section == "rules":
-        tier = 0.0 if is_user_rule(sentence) else 0.5
-    elif section != "notes" and VALUE.search(sentence):
-        tier = 1.0
+    ``plan_ref`` unit (``plan``). Computed once per distinct input; each pattern is
+    searched at most once, and a keyword pattern only when the sentence may hold
+    one of its words (:func:`~ctxsim.summarize.rules.may_hold`)."""
+    if code:
+        section = "open_items" if plan or _open_item(sentence) else "notes"
+    elif rule_role and mentions_rule(sentence):
+        return "rules", sentence, 0.0 if is_user_rule(sentence) else 0.5
+    elif may_hold(DECISION_WORDS, sentence) and DECISION.search(sentence):
+        section = "decisions"
+    elif plan or _open_item(sentence):
+        section = "open_items"
     else:
-        tier = 2.0
-    return section, sentence, tier
+        section = "facts"  # when it holds a value (below), else notes
+    if section == "notes":
+        return section, sentence, 2.0
+    if VALUE.search(sentence):
+        return section, sentence, 1.0
+    return "notes" if section == "facts" else section, sentence, 2.0
+
+
+def _open_item(sentence: str) -> bool:
+    return may_hold(OPEN_ITEM_WORDS, sentence) and OPEN_ITEM.search(sentence) is not None
 
 
 def _rule_role(role: str, type_: str) -> bool:
     """Whether a unit's sentences can be rules: a user or system message, or a summary."""
     return role in ("user", "system") or type_ == "summary"
-
-
-def _section(sentence: str, code: bool, rule_role: bool, plan: bool) -> str:
-    if code:
-        return "open_items" if plan or OPEN_ITEM.search(sentence) else "notes"
-    if rule_role and mentions_rule(sentence):
-        return "rules"
-    if DECISION.search(sentence):
-        return "decisions"
-    if plan or OPEN_ITEM.search(sentence):
-        return "open_items"
-    if VALUE.search(sentence):
-        return "facts"
-    return "notes"
 
 
 def _text_pieces(text: str) -> tuple[list[str], list[str]]:

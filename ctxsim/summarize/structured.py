@@ -231,6 +231,23 @@ def _line_cost(item: str | ToolOutcome | ArtifactRef) -> int:
     return count_tokens(item_lines(item) + "\n")
 
 
+#: characters ``str.split`` cuts at that cl100k's pre-tokenizer does not take for whitespace
+_NOT_WHITESPACE = ("\x1c", "\x1d", "\x1e", "\x1f")
+
+
+def _line_words(item: str | ToolOutcome | ArtifactRef) -> int:
+    """A lower bound of :func:`_line_cost` that needs no encoding: the words of the
+    item's lines (the marker ``-`` is one). cl100k's pre-tokenizer never puts two
+    words (runs without whitespace) in one piece, and each piece is a token or more.
+    Python also splits at the separators U+001C..U+001F, which are not whitespace to
+    the pre-tokenizer: a text holding one, or any text when counts are estimates, is
+    bounded by 0."""
+    text = item_lines(item)
+    if not encoding_available() or any(c in text for c in _NOT_WHITESPACE):
+        return 0
+    return len(text.split())
+
+
 def _title_cost(section: str) -> int:
     return count_tokens(_FIELD_TO_TITLE[section] + ":\n")
 
@@ -305,6 +322,7 @@ def fit_candidates(
     fixed_cost: int,
     marginal: Callable[[Candidate, set[str]], int],
     tokens: Callable[[list[Candidate]], int],
+    least: Callable[[Candidate, set[str]], int] = lambda cand, opened: 0,
     fill_ratio: float = 0.95,
 ) -> list[Candidate] | None:
     """The candidates (best first) whose rendering fits ``target_tokens``.
@@ -313,8 +331,11 @@ def fit_candidates(
     candidate ``c`` adds given the sections already opened (an upper bound: the
     tokenizer may merge across a line break, never split more), ``tokens(chosen)``
     the exact count of the rendering of ``chosen`` (counted from memoized pieces by
-    the callers: the growing rendering is never re-encoded). Candidates are
-    tried best first and skipped when they do not fit. While the exact count of the
+    the callers: the growing rendering is never re-encoded), ``least(c, opened)`` a
+    lower bound of ``marginal`` that needs no encoding: a candidate whose bound
+    does not fit is skipped without pricing it (the choice is the same; a long
+    input leaves most candidates so). Candidates are tried best first and skipped
+    when they do not fit. While the exact count of the
     rendering is under ``fill_ratio`` of the budget, the best skipped candidate that
     fits whole is added, else (once) the word-boundary prefix that fills the room
     best among the ``CUT_CANDIDATES`` best skipped texts. The rendering never
@@ -327,6 +348,9 @@ def fit_candidates(
     skipped: list[Candidate] = []
     opened: set[str] = set()
     for cand in ranked:
+        if used + least(cand, opened) > target_tokens:
+            skipped.append(cand)
+            continue
         extra = marginal(cand, opened)
         if used + extra <= target_tokens:
             chosen.append(cand)
@@ -345,7 +369,7 @@ def fit_candidates(
             return chosen
         room = target_tokens - exact
         opened = {c.section for c in chosen}
-        addition = next((c for c in skipped if marginal(c, opened) <= room), None)
+        addition = next((c for c in skipped if least(c, opened) <= room and marginal(c, opened) <= room), None)
         if addition is not None:
             skipped.remove(addition)
         elif not cut_made:
@@ -384,12 +408,16 @@ def fit_summary(
     def marginal(cand: Candidate, opened: set[str]) -> int:
         return _line_cost(cand.payload) + (0 if cand.section in opened else _title_cost(cand.section))
 
+    def least(cand: Candidate, opened: set[str]) -> int:
+        return _line_words(cand.payload) + (0 if cand.section in opened else _title_cost(cand.section))
+
     chosen = fit_candidates(
         ranked,
         target_tokens,
         fixed_cost=count_tokens(base.header() + "\n"),
         marginal=marginal,
         tokens=lambda cands: summary_tokens(base, cands),
+        least=least,
         fill_ratio=fill_ratio,
     )
     return None if chosen is None else _assemble(base, chosen)
