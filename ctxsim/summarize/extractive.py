@@ -274,23 +274,27 @@ class ExtractiveSummarizer:
             return by_score
         top = s.max()
         rel = s / top if top > 0 else s
-        best_sim = np.zeros(len(members))
-        free = np.ones(len(members), dtype=bool)
-        picked: list[int] = []
         lam = self.mmr_lambda
+        gain, penalty = lam * rel, 1 - lam  # penalty > 0 here
+        # the largest similarity of each candidate to those picked; +inf once picked,
+        # so its value is -inf and argmax (first maximum) only ever takes a free one
+        best_sim = np.zeros(len(members))
+        value = np.empty(len(members))
+        picked: list[int] = []
         expected_picks = tokens / max(float(sizes[members].mean()), 1.0)
         if len(members) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(members):
             gram = similarity.among(members)  # most of the group is picked: all its similarities in one join
             similar_to = gram.__getitem__
         else:  # few picked of many: only the rows of the picked candidates
             similar_to = lambda k: similarity.to_row(members[k])[members]  # noqa: E731
+        member_sizes = sizes[members].tolist()
         while len(picked) < len(members) and tokens > 0:
-            value = np.where(free, lam * rel - (1 - lam) * best_sim, -np.inf)
+            np.subtract(gain, np.multiply(penalty, best_sim, out=value), out=value)
             k = int(np.argmax(value))
             picked.append(int(members[k]))
-            free[k] = False
-            tokens -= sizes[members[k]]
-            best_sim = np.maximum(best_sim, similar_to(k))
+            tokens -= member_sizes[k]
+            np.maximum(best_sim, similar_to(k), out=best_sim)
+            best_sim[k] = np.inf
         taken = set(picked)
         return picked + [i for i in by_score if i not in taken]
 

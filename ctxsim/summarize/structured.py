@@ -232,20 +232,21 @@ def _line_cost(item: str | ToolOutcome | ArtifactRef) -> int:
 
 
 #: characters ``str.split`` cuts at that cl100k's pre-tokenizer does not take for whitespace
-_NOT_WHITESPACE = ("\x1c", "\x1d", "\x1e", "\x1f")
+_NOT_WHITESPACE = re.compile("[\x1c-\x1f]")
 
 
+@lru_cache(maxsize=65_536)
 def _line_words(item: str | ToolOutcome | ArtifactRef) -> int:
     """A lower bound of :func:`_line_cost` that needs no encoding: the words of the
     item's lines (the marker ``-`` is one). cl100k's pre-tokenizer never puts two
     words (runs without whitespace) in one piece, and each piece is a token or more.
     Python also splits at the separators U+001C..U+001F, which are not whitespace to
     the pre-tokenizer: a text holding one, or any text when counts are estimates, is
-    bounded by 0."""
-    text = item_lines(item)
-    if not encoding_available() or any(c in text for c in _NOT_WHITESPACE):
+    bounded by 0. Once per distinct item, like :func:`_line_cost`."""
+    text = item if isinstance(item, str) else item.line()
+    if not encoding_available() or _NOT_WHITESPACE.search(text):
         return 0
-    return len(text.split())
+    return 1 + len(text.split())
 
 
 def _title_cost(section: str) -> int:
