@@ -1,10 +1,13 @@
-"""The work of one cold extractive summary: the fit prices (encodes) only candidates
-that may fit, and a sentence's patterns are searched at most once, a keyword pattern
-only when the sentence may hold one of its keywords. The shortcuts decide nothing:
-their bounds hold on every sentence of the shipped scenarios."""
+"""The work of one cold extractive summary: the fit prices only candidates that may
+fit, a plain sentence's line is priced from the sentence's own count (not encoded
+again), and a sentence's patterns are searched at most once, a keyword pattern only
+when the sentence may hold one of its keywords. The shortcuts decide nothing: their
+bounds and counts hold on every sentence of the shipped scenarios."""
 
 from __future__ import annotations
 
+import random
+import string
 from collections import Counter
 
 import pytest
@@ -15,6 +18,7 @@ from ctxsim.lab.scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
 from ctxsim.sentences import segments
 from ctxsim.summarize import extractive, rules, structured
 from ctxsim.summarize.structured import ArtifactRef, ToolOutcome
+from ctxsim.tokens import count_tokens
 
 
 class CountingPattern:
@@ -113,3 +117,18 @@ def test_the_word_bound_never_exceeds_the_line_cost(sentences):
     for item in items:
         assert structured._line_words(item) <= structured._line_cost(item), item
     assert sum(structured._line_words(s) == structured._line_cost(s) for s in sentences) > 0  # the bound is tight
+
+
+def test_a_sentence_line_is_counted_from_the_sentence(sentences):
+    """``- sentence\\n`` costs what the encoder says, from the sentence's own count: on every
+    shipped sentence and on random ASCII text (punctuation runs, spaces, digits)."""
+    rng = random.Random(7)
+    alphabet = string.ascii_letters + string.digits + string.punctuation + "     "
+    texts = sentences + [rng.choice(string.ascii_letters) + "".join(rng.choices(alphabet, k=rng.randint(0, 30)))
+                         for _ in range(20_000)]
+    derived = [t for t in texts if structured._sentence_line_cost(t) is not None]
+    assert len(derived) > len(texts) / 2
+    assert [structured._sentence_line_cost(t) for t in derived] == [count_tokens("- " + t + "\n") for t in derived]
+    for text in ("  leading space", "trailing space ", "(see below)", "naïve café", "tab\there", "", "1 apple"):
+        assert structured._sentence_line_cost(text) is None  # counted whole instead
+        assert structured._line_cost(text) == count_tokens(structured.item_lines(text) + "\n")

@@ -227,8 +227,38 @@ class Candidate(NamedTuple):
 
 @lru_cache(maxsize=65_536)
 def _line_cost(item: str | ToolOutcome | ArtifactRef) -> int:
-    """Tokens of an item's lines with their final line break (once per distinct item)."""
+    """Tokens of an item's lines with their final line break (once per distinct item):
+    of a plain sentence, from the count of the sentence itself (:func:`_sentence_line_cost`)."""
+    if isinstance(item, str) and encoding_available():
+        cost = _sentence_line_cost(item)
+        if cost is not None:
+            return cost
     return count_tokens(item_lines(item) + "\n")
+
+
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+_LAST_MARKS = re.compile(r" ?[^ A-Za-z0-9]+\Z")
+
+
+def _sentence_line_cost(text: str) -> int | None:
+    """Tokens of ``"- " + text + "\n"`` from the counts of ``text``, its first word
+    and its closing marks (all memoized: a summary's sentences were counted for
+    ranking, and words and marks recur), for a printable ASCII ``text`` that starts
+    with a letter and does not end with a space; else None.
+
+    cl100k's pre-tokenizer cuts such a line into ``-``, the first word with the space
+    before it, ``text``'s own pieces between, and its last piece with the line break:
+    a line break after a letter or digit is a piece of its own, after punctuation it
+    joins the marks before it (with the space before them, if any). Byte-pair merges
+    stay within a piece, so the pieces' counts add up."""
+    if not (text.isascii() and text.isprintable() and text[:1].isalpha()) or text[-1] == " ":
+        return None
+    word = _FIRST_WORD.match(text).group()
+    head = 1 + count_tokens(" " + word) - count_tokens(word)  # the marker, then " word" for "word"
+    if text[-1].isalnum():
+        return head + count_tokens(text) + 1
+    marks = _LAST_MARKS.search(text).group()
+    return head + count_tokens(text) - count_tokens(marks) + count_tokens(marks + "\n")
 
 
 #: characters ``str.split`` cuts at that cl100k's pre-tokenizer does not take for whitespace
