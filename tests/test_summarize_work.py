@@ -132,3 +132,14 @@ def test_a_sentence_line_is_counted_from_the_sentence(sentences):
     for text in ("  leading space", "trailing space ", "(see below)", "naïve café", "tab\there", "", "1 apple"):
         assert structured._sentence_line_cost(text) is None  # counted whole instead
         assert structured._line_cost(text) == count_tokens(structured.item_lines(text) + "\n")
+
+
+@pytest.mark.parametrize("scenario", ["chat-10k", "prior-summaries", "code-heavy", "transcript-marshmallow"])
+def test_a_summary_is_counted_from_its_lines(scenario):
+    state = build_context(find_scenario(scenario), 1)
+    summarizer = extractive.ExtractiveSummarizer()
+    for budget in (40, 150, 600):
+        for start in range(0, len(state.units), 9):
+            result = summarizer.summarize_units(state.units[start : start + 12], budget, task=state.task, depth=start % 2)
+            assert result.structured is not None
+            assert structured.rendered_tokens(result.structured) == count_tokens(result.text) == result.token_count

@@ -78,6 +78,7 @@ from .structured import (
     fit_summary,
     parse_summary,
     prefix_within,
+    rendered_tokens,
 )
 
 SUMMARIZER_VERSION = "extractive-2"
@@ -181,8 +182,7 @@ class ExtractiveSummarizer:
         if summary is None:  # the budget cannot even hold the header: plain best text
             text = prefix_within("\n".join(_text_of(c.payload) for c in ranked), budget)
             return SummaryResult(text, None, count_tokens(text), input_tokens)
-        text = summary.render()
-        return SummaryResult(text, summary, count_tokens(text), input_tokens)
+        return SummaryResult(summary.render(), summary, rendered_tokens(summary), input_tokens)
 
     # ---- text -----------------------------------------------------------------
     def _summarize_text(self, text: str, target_tokens: int, task: str, keep: tuple[str, ...]) -> SummaryResult:

@@ -307,6 +307,13 @@ def summary_tokens(base: StructuredSummary, chosen: Sequence[Candidate]) -> int:
     return total - _line_cost(last.payload) + count_tokens(item_lines(last.payload))
 
 
+def rendered_tokens(summary: StructuredSummary) -> int:
+    """Exact tokens of ``summary.render()``, from the memoized counts of its lines
+    (:func:`summary_tokens`)."""
+    items = [Candidate(name, item, (0, k)) for name, _ in SECTIONS for k, item in enumerate(getattr(summary, name))]
+    return summary_tokens(summary, items)
+
+
 def prefix_within(text: str, max_tokens: int, cost: Callable[[str], int] = count_tokens) -> str:
     """The longest prefix of ``text`` ending at a word boundary whose cost fits.
 
