@@ -71,8 +71,7 @@ def may_hold(words: tuple[str, ...], sentence: str) -> bool:
     not ASCII can match through Unicode case folding (``ſ`` for ``s``): True."""
     if not sentence.isascii():
         return True
-    lower = sentence.lower()
-    return any(word in lower for word in words)
+    return any(map(sentence.lower().__contains__, words))
 
 
 def is_user_rule(sentence: str) -> bool:
