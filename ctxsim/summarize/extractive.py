@@ -20,8 +20,9 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    the same sections, so rules and facts survive summaries of summaries. A unit's
    candidates, with their texts and token counts (:class:`UnitColumns`), are worked
    out once per distinct content, type, role, tool envelope and meta
-   (:func:`unit_items`), each sentence is classified once (:func:`classify`): the
-   same unit seen in many states costs one lookup.
+   (:func:`unit_items`), each sentence is classified once (:func:`classify`, each
+   pattern searched at most once, a keyword pattern only when one of its words is
+   there): the same unit seen in many states costs one lookup.
 2. Scores. ``0.6·centrality + 0.4·relevance to task + 0.1·recency``, where
    centrality is the cosine to the token-weighted centroid of all candidates
    (embedder similarities), times the unit's priority weight (P1 or pinned 1.5,
@@ -41,7 +42,10 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    partial sentence; the rendering never exceeds the target and, when the input
    holds enough material, reaches 95 % of it. The growing summary is counted from
    the memoized counts of its lines, never re-encoded
-   (:func:`~ctxsim.summarize.structured.summary_tokens`).
+   (:func:`~ctxsim.summarize.structured.summary_tokens`), and so is the result; a
+   candidate whose word count cannot fit is not priced, and a plain sentence's
+   line is priced from the sentence's own count (ranking counted it), not encoded
+   again.
 
 Results are cached (see :mod:`ctxsim.summarize.structured`) under a sha256 of the
 units and every parameter and version that shapes the output.
