@@ -20,8 +20,9 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    the same sections, so rules and facts survive summaries of summaries. A unit's
    candidates, with their texts and token counts (:class:`UnitColumns`), are worked
    out once per distinct content, type, role, tool envelope and meta
-   (:func:`unit_items`), each sentence is classified once (:func:`classify`): the
-   same unit seen in many states costs one lookup.
+   (:func:`unit_items`), each sentence is classified once (:func:`classify`, each
+   pattern searched at most once, a keyword pattern only when one of its words is
+   there): the same unit seen in many states costs one lookup.
 2. Scores. ``0.6·centrality + 0.4·relevance to task + 0.1·recency``, where
    centrality is the cosine to the token-weighted centroid of all candidates
    (embedder similarities), times the unit's priority weight (P1 or pinned 1.5,
@@ -41,7 +42,10 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    partial sentence; the rendering never exceeds the target and, when the input
    holds enough material, reaches 95 % of it. The growing summary is counted from
    the memoized counts of its lines, never re-encoded
-   (:func:`~ctxsim.summarize.structured.summary_tokens`).
+   (:func:`~ctxsim.summarize.structured.summary_tokens`), and so is the result; a
+   candidate whose word count cannot fit is not priced, and a plain sentence's
+   line is priced from the sentence's own count (ranking counted it), not encoded
+   again.
 
 Results are cached (see :mod:`ctxsim.summarize.structured`) under a sha256 of the
 units and every parameter and version that shapes the output.
@@ -61,7 +65,7 @@ from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_joined, count_tokens
-from .rules import VALUE, is_user_rule, mentions_rule
+from .rules import VALUE, is_user_rule, may_hold, mentions_rule
 from ..sentences import segments
 from .structured import (
     SUMMARY_RENDER_VERSION,
@@ -78,6 +82,7 @@ from .structured import (
     fit_summary,
     parse_summary,
     prefix_within,
+    rendered_tokens,
 )
 
 SUMMARIZER_VERSION = "extractive-2"
@@ -94,10 +99,12 @@ PICKED_SHARE = 4
 #: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
 CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes", "artifacts")
 
-DECISION = re.compile(
-    r"\b(?:decided|decide to|chose|chosen|choose to|will use|agreed|going with|opted|settled on)\b", re.I
-)
+DECISION_WORDS = ("decided", "decide to", "chose", "chosen", "choose to", "will use", "agreed", "going with", "opted",
+                  "settled on")
+DECISION = re.compile(rf"\b(?:{'|'.join(DECISION_WORDS)})\b", re.I)
 OPEN_ITEM = re.compile(r"\bTODO\b|\bFIXME\b|\[ \]|\b(?:next|pending|blocked)\b", re.IGNORECASE)
+#: every match of ``OPEN_ITEM`` holds one of these (in some case)
+OPEN_ITEM_WORDS = ("todo", "fixme", "[ ]", "next", "pending", "blocked")
 
 _BULLET = re.compile(r"^[-*•+]\s+")
 
@@ -179,8 +186,7 @@ class ExtractiveSummarizer:
         if summary is None:  # the budget cannot even hold the header: plain best text
             text = prefix_within("\n".join(_text_of(c.payload) for c in ranked), budget)
             return SummaryResult(text, None, count_tokens(text), input_tokens)
-        text = summary.render()
-        return SummaryResult(text, summary, count_tokens(text), input_tokens)
+        return SummaryResult(summary.render(), summary, rendered_tokens(summary), input_tokens)
 
     # ---- text -----------------------------------------------------------------
     def _summarize_text(self, text: str, target_tokens: int, task: str, keep: tuple[str, ...]) -> SummaryResult:
@@ -208,6 +214,7 @@ class ExtractiveSummarizer:
             fixed_cost=0,
             marginal=marginal,
             tokens=lambda chosen: text_rendering_tokens(separators, chosen),
+            least=lambda c, _opened: count_tokens(c.payload),  # counted for ``sizes``: a lookup
             fill_ratio=FILL_RATIO,
         )
         out = text_rendering(separators, chosen or [])
@@ -271,23 +278,27 @@ class ExtractiveSummarizer:
             return by_score
         top = s.max()
         rel = s / top if top > 0 else s
-        best_sim = np.zeros(len(members))
-        free = np.ones(len(members), dtype=bool)
-        picked: list[int] = []
         lam = self.mmr_lambda
+        gain, penalty = lam * rel, 1 - lam  # penalty > 0 here
+        # the largest similarity of each candidate to those picked; +inf once picked,
+        # so its value is -inf and argmax (first maximum) only ever takes a free one
+        best_sim = np.zeros(len(members))
+        value = np.empty(len(members))
+        picked: list[int] = []
         expected_picks = tokens / max(float(sizes[members].mean()), 1.0)
         if len(members) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(members):
             gram = similarity.among(members)  # most of the group is picked: all its similarities in one join
             similar_to = gram.__getitem__
         else:  # few picked of many: only the rows of the picked candidates
             similar_to = lambda k: similarity.to_row(members[k])[members]  # noqa: E731
+        member_sizes = sizes[members].tolist()
         while len(picked) < len(members) and tokens > 0:
-            value = np.where(free, lam * rel - (1 - lam) * best_sim, -np.inf)
+            np.subtract(gain, np.multiply(penalty, best_sim, out=value), out=value)
             k = int(np.argmax(value))
             picked.append(int(members[k]))
-            free[k] = False
-            tokens -= sizes[members[k]]
-            best_sim = np.maximum(best_sim, similar_to(k))
+            tokens -= member_sizes[k]
+            np.maximum(best_sim, similar_to(k), out=best_sim)
+            best_sim[k] = np.inf
         taken = set(picked)
         return picked + [i for i in by_score if i not in taken]
 
@@ -412,34 +423,33 @@ def must_carry(units: Sequence[ContextUnit]) -> dict[str, tuple]:
 def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[str, str, float]:
     """(section, sentence, tier) of one sentence of a unit: a code or log line
     (``code``), of a user or system message or a summary (``rule_role``), of a
-    ``plan_ref`` unit (``plan``). Computed once per distinct input."""
-    section = _section(sentence, code, rule_role, plan)
-    if section == "rules":
-        tier = 0.0 if is_user_rule(sentence) else 0.5
-    elif section != "notes" and VALUE.search(sentence):
-        tier = 1.0
+    ``plan_ref`` unit (``plan``). Computed once per distinct input; each pattern is
+    searched at most once, and a keyword pattern only when the sentence may hold
+    one of its words (:func:`~ctxsim.summarize.rules.may_hold`)."""
+    if code:
+        section = "open_items" if plan or _open_item(sentence) else "notes"
+    elif rule_role and mentions_rule(sentence):
+        return "rules", sentence, 0.0 if is_user_rule(sentence) else 0.5
+    elif may_hold(DECISION_WORDS, sentence) and DECISION.search(sentence):
+        section = "decisions"
+    elif plan or _open_item(sentence):
+        section = "open_items"
     else:
-        tier = 2.0
-    return section, sentence, tier
+        section = "facts"  # when it holds a value (below), else notes
+    if section == "notes":
+        return section, sentence, 2.0
+    if VALUE.search(sentence):
+        return section, sentence, 1.0
+    return "notes" if section == "facts" else section, sentence, 2.0
+
+
+def _open_item(sentence: str) -> bool:
+    return may_hold(OPEN_ITEM_WORDS, sentence) and OPEN_ITEM.search(sentence) is not None
 
 
 def _rule_role(role: str, type_: str) -> bool:
     """Whether a unit's sentences can be rules: a user or system message, or a summary."""
     return role in ("user", "system") or type_ == "summary"
-
-
-def _section(sentence: str, code: bool, rule_role: bool, plan: bool) -> str:
-    if code:
-        return "open_items" if plan or OPEN_ITEM.search(sentence) else "notes"
-    if rule_role and mentions_rule(sentence):
-        return "rules"
-    if DECISION.search(sentence):
-        return "decisions"
-    if plan or OPEN_ITEM.search(sentence):
-        return "open_items"
-    if VALUE.search(sentence):
-        return "facts"
-    return "notes"
 
 
 def _text_pieces(text: str) -> tuple[list[str], list[str]]:

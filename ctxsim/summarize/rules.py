@@ -34,6 +34,9 @@ _RULE_WORDS = re.compile(
     r"\b(?:never|always|must|should|prefer|constraints?|rules?|polic(?:y|ies)|requirements?)\b|\bdo not\b|\bdon['’]t\b",
     re.IGNORECASE,
 )
+#: every match of ``_RULE_WORDS`` holds one of these (in some case)
+_RULE_STEMS = ("never", "always", "must", "should", "prefer", "constraint", "rule", "polic", "requirement", "do not",
+               "don't", "don’t")
 #: where an instruction can start: the sentence, a clause after punctuation, or a softener
 _CLAUSE = (
     r"(?:^|[:;,(—–-]\s*(?:and\s+|but\s+|so\s+)?"
@@ -58,7 +61,17 @@ VALUE = re.compile(
 
 def mentions_rule(sentence: str) -> bool:
     """Broad test: the sentence speaks of a rule or constraint (section filing)."""
-    return bool(_RULE_WORDS.search(sentence))
+    return may_hold(_RULE_STEMS, sentence) and _RULE_WORDS.search(sentence) is not None
+
+
+def may_hold(words: tuple[str, ...], sentence: str) -> bool:
+    """False only when a case-insensitive pattern every match of which holds one of
+    ``words`` (lower case) cannot match ``sentence``: an ASCII sentence holding none of
+    them in any case. A cheap test before the pattern's own search. A sentence that is
+    not ASCII can match through Unicode case folding (``ſ`` for ``s``): True."""
+    if not sentence.isascii():
+        return True
+    return any(map(sentence.lower().__contains__, words))
 
 
 def is_user_rule(sentence: str) -> bool:

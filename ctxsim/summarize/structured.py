@@ -227,8 +227,56 @@ class Candidate(NamedTuple):
 
 @lru_cache(maxsize=65_536)
 def _line_cost(item: str | ToolOutcome | ArtifactRef) -> int:
-    """Tokens of an item's lines with their final line break (once per distinct item)."""
+    """Tokens of an item's lines with their final line break (once per distinct item):
+    of a plain sentence, from the count of the sentence itself (:func:`_sentence_line_cost`)."""
+    if isinstance(item, str) and encoding_available():
+        cost = _sentence_line_cost(item)
+        if cost is not None:
+            return cost
     return count_tokens(item_lines(item) + "\n")
+
+
+_FIRST_WORD = re.compile(r"[A-Za-z]+")
+_LAST_MARKS = re.compile(r" ?[^ A-Za-z0-9]+\Z")
+
+
+def _sentence_line_cost(text: str) -> int | None:
+    """Tokens of ``"- " + text + "\n"`` from the counts of ``text``, its first word
+    and its closing marks (all memoized: a summary's sentences were counted for
+    ranking, and words and marks recur), for a printable ASCII ``text`` that starts
+    with a letter and does not end with a space; else None.
+
+    cl100k's pre-tokenizer cuts such a line into ``-``, the first word with the space
+    before it, ``text``'s own pieces between, and its last piece with the line break:
+    a line break after a letter or digit is a piece of its own, after punctuation it
+    joins the marks before it (with the space before them, if any). Byte-pair merges
+    stay within a piece, so the pieces' counts add up."""
+    if not (text.isascii() and text.isprintable() and text[:1].isalpha()) or text[-1] == " ":
+        return None
+    word = _FIRST_WORD.match(text).group()
+    head = 1 + count_tokens(" " + word) - count_tokens(word)  # the marker, then " word" for "word"
+    if text[-1].isalnum():
+        return head + count_tokens(text) + 1
+    marks = _LAST_MARKS.search(text).group()
+    return head + count_tokens(text) - count_tokens(marks) + count_tokens(marks + "\n")
+
+
+#: characters ``str.split`` cuts at that cl100k's pre-tokenizer does not take for whitespace
+_NOT_WHITESPACE = re.compile("[\x1c-\x1f]")
+
+
+@lru_cache(maxsize=65_536)
+def _line_words(item: str | ToolOutcome | ArtifactRef) -> int:
+    """A lower bound of :func:`_line_cost` that needs no encoding: the words of the
+    item's lines (the marker ``-`` is one). cl100k's pre-tokenizer never puts two
+    words (runs without whitespace) in one piece, and each piece is a token or more.
+    Python also splits at the separators U+001C..U+001F, which are not whitespace to
+    the pre-tokenizer: a text holding one, or any text when counts are estimates, is
+    bounded by 0. Once per distinct item, like :func:`_line_cost`."""
+    text = item if isinstance(item, str) else item.line()
+    if not encoding_available() or _NOT_WHITESPACE.search(text):
+        return 0
+    return 1 + len(text.split())
 
 
 def _title_cost(section: str) -> int:
@@ -257,6 +305,13 @@ def summary_tokens(base: StructuredSummary, chosen: Sequence[Candidate]) -> int:
         if (_SECTION_ORDER[cand.section], cand.position) >= (_SECTION_ORDER[last.section], last.position):
             last = cand  # the rendering's last line (sections in order, items by position)
     return total - _line_cost(last.payload) + count_tokens(item_lines(last.payload))
+
+
+def rendered_tokens(summary: StructuredSummary) -> int:
+    """Exact tokens of ``summary.render()``, from the memoized counts of its lines
+    (:func:`summary_tokens`)."""
+    items = [Candidate(name, item, (0, k)) for name, _ in SECTIONS for k, item in enumerate(getattr(summary, name))]
+    return summary_tokens(summary, items)
 
 
 def prefix_within(text: str, max_tokens: int, cost: Callable[[str], int] = count_tokens) -> str:
@@ -305,6 +360,7 @@ def fit_candidates(
     fixed_cost: int,
     marginal: Callable[[Candidate, set[str]], int],
     tokens: Callable[[list[Candidate]], int],
+    least: Callable[[Candidate, set[str]], int] = lambda cand, opened: 0,
     fill_ratio: float = 0.95,
 ) -> list[Candidate] | None:
     """The candidates (best first) whose rendering fits ``target_tokens``.
@@ -313,8 +369,11 @@ def fit_candidates(
     candidate ``c`` adds given the sections already opened (an upper bound: the
     tokenizer may merge across a line break, never split more), ``tokens(chosen)``
     the exact count of the rendering of ``chosen`` (counted from memoized pieces by
-    the callers: the growing rendering is never re-encoded). Candidates are
-    tried best first and skipped when they do not fit. While the exact count of the
+    the callers: the growing rendering is never re-encoded), ``least(c, opened)`` a
+    lower bound of ``marginal`` that needs no encoding: a candidate whose bound
+    does not fit is skipped without pricing it (the choice is the same; a long
+    input leaves most candidates so). Candidates are tried best first and skipped
+    when they do not fit. While the exact count of the
     rendering is under ``fill_ratio`` of the budget, the best skipped candidate that
     fits whole is added, else (once) the word-boundary prefix that fills the room
     best among the ``CUT_CANDIDATES`` best skipped texts. The rendering never
@@ -327,6 +386,9 @@ def fit_candidates(
     skipped: list[Candidate] = []
     opened: set[str] = set()
     for cand in ranked:
+        if used + least(cand, opened) > target_tokens:
+            skipped.append(cand)
+            continue
         extra = marginal(cand, opened)
         if used + extra <= target_tokens:
             chosen.append(cand)
@@ -345,7 +407,7 @@ def fit_candidates(
             return chosen
         room = target_tokens - exact
         opened = {c.section for c in chosen}
-        addition = next((c for c in skipped if marginal(c, opened) <= room), None)
+        addition = next((c for c in skipped if least(c, opened) <= room and marginal(c, opened) <= room), None)
         if addition is not None:
             skipped.remove(addition)
         elif not cut_made:
@@ -384,12 +446,16 @@ def fit_summary(
     def marginal(cand: Candidate, opened: set[str]) -> int:
         return _line_cost(cand.payload) + (0 if cand.section in opened else _title_cost(cand.section))
 
+    def least(cand: Candidate, opened: set[str]) -> int:
+        return _line_words(cand.payload) + (0 if cand.section in opened else _title_cost(cand.section))
+
     chosen = fit_candidates(
         ranked,
         target_tokens,
         fixed_cost=count_tokens(base.header() + "\n"),
         marginal=marginal,
         tokens=lambda cands: summary_tokens(base, cands),
+        least=least,
         fill_ratio=fill_ratio,
     )
     return None if chosen is None else _assemble(base, chosen)
