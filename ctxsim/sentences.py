@@ -94,9 +94,8 @@ def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
         start, pos = pos, pos + len(line)
         body = line.rstrip("\r\n")
         if not body.strip():
-            if block is not None:
-                _flush(text, block, out)
-                block = None
+            _flush(text, block, out)
+            block = None
             continue
         end = start + len(body)
         fence = bool(_FENCE.match(body))
@@ -105,18 +104,15 @@ def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
             block[1] = end  # wrapped prose
             continue
         if in_fence or fence or (not _LIST_ITEM.match(body) and _is_code_line(body)):
-            if block is not None:
-                _flush(text, block, out)
-                block = None
+            _flush(text, block, out)
+            block = None
             lead = len(body) - len(body.lstrip())
             out.append(Segment(start + lead, start + len(body.rstrip()), True))
             in_fence = in_fence != fence
             continue
-        if block is not None:
-            _flush(text, block, out)
-        block = [start, end]
-    if block is not None:
         _flush(text, block, out)
+        block = [start, end]
+    _flush(text, block, out)
     return tuple(out)
 
 
@@ -137,8 +133,11 @@ def _is_code_line(body: str) -> bool:
     return _CODE_LINE.match(body) is not None or body.rstrip().endswith(_CODE_END)
 
 
-def _flush(text: str, block: list[int], out: list[Segment]) -> None:
-    """Split one prose block into sentences and append them to ``out``."""
+def _flush(text: str, block: list[int] | None, out: list[Segment]) -> None:
+    """Split one prose block into sentences and append them to ``out`` (None: no
+    block is open, nothing to do)."""
+    if block is None:
+        return
     start, end = block
     chunk = text[start:end]
     first_word_end = len(chunk) - len(chunk.lstrip()) + len((chunk.split(None, 1) or [""])[0])
