@@ -234,12 +234,11 @@ class ExportedPolicy(Policy):
         """
         if not isinstance(state, ContextState):
             raise PolicyError(f"decide() takes a ContextState, got {describe_value(state)}", key="state")
+        given = None if mask is None else _checked_mask(mask, len(self.actions))
+        steps = _checked_steps(state, steps_taken)
         with self._lock:
-            if mask is None:
-                valid = self.settings.mask(state, _checked_steps(state, steps_taken))
-            else:
-                valid = _checked_mask(mask, len(self.actions))
-            scores = self.scores(self.observation(state, steps_taken)).astype(np.float64)
+            valid = self.settings.mask(state, steps) if given is None else given
+            scores = self.scores(self.observation(state, steps)).astype(np.float64)
         return self.actions[int(np.argmax(np.where(valid, scores, -np.inf)))]
 
     # ---- the Policy protocol -------------------------------------------------------

@@ -50,13 +50,19 @@ def call_target(tool: ToolEnvelope) -> str | None:
 def _path_argument(arguments: str) -> str | None:
     """The first path argument of a call's JSON arguments (once per distinct text: every
     observation and mask of a context reads the same calls)."""
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        return None
-    if not isinstance(parsed, dict):
+    parsed = _json_object(arguments)
+    if parsed is None:
         return None
     return next((str(parsed[k]) for k in _PATH_ARGUMENTS if parsed.get(k)), None)
+
+
+def _json_object(text: str) -> dict | None:
+    """A call's JSON arguments as a dict; None when they are not a JSON object."""
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
 
 class _Prune(Strategy):
@@ -217,11 +223,7 @@ def _shell_file_command(arguments: str) -> FileCommand | None:
 
 
 def _command_argument(arguments: str) -> str | None:
-    try:
-        parsed = json.loads(arguments)
-    except ValueError:
-        return None
-    command = parsed.get("command") if isinstance(parsed, dict) else None
+    command = (_json_object(arguments) or {}).get("command")
     return command if isinstance(command, str) else None
 
 
@@ -237,11 +239,8 @@ def _caller(state: ContextState, result: ContextUnit) -> ContextUnit | None:
 
 def _call_key(line: re.Match) -> tuple[str, str] | None:
     """(tool name, canonical arguments) of a ``[tool_call]`` line, None when its JSON is not an object."""
-    try:
-        parsed = json.loads(line[2] or "{}")
-    except ValueError:
-        return None
-    return (line[1], ToolEnvelope.canonical_arguments(parsed)) if isinstance(parsed, dict) else None
+    parsed = _json_object(line[2] or "{}")
+    return None if parsed is None else (line[1], ToolEnvelope.canonical_arguments(parsed))
 
 
 def _without_bodies(content: str, markers: dict[tuple[str, str], str]) -> str:

@@ -56,8 +56,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import NamedTuple
 from itertools import repeat
+from typing import NamedTuple
 
 import numpy as np
 
