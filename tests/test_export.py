@@ -437,6 +437,32 @@ def test_decide_masks_overflowing_actions_on_the_last_step_when_the_settings_say
     pytest.fail("no held-out context where the last step's mask takes an action away")
 
 
+def test_a_run_trained_to_look_ahead_acts_so_and_its_export_too(exports, tmp_path, held_out):
+    from ctxsim.lab.train import train
+    from ctxsim.policies.lookahead import look_ahead
+
+    config = experiment("MaskablePPO", name="export_ahead", lookahead=True,
+                        env_config={"actions": ACTIONS, "max_steps": 2, "target": "warning"})
+    run = train(config, out=tmp_path / "runs", progress=False)
+    trained = get_policy(str(run))
+    exported = load(export_run(run, tmp_path / "export", seeds=1).out)
+    assert trained.lookahead and exported.spec.lookahead
+    for _, _, state in held_out:
+        episode = OverflowEpisode(state, exported.settings)
+        if episode.done:
+            continue
+        top = exported.decide(state, mask=episode.action_mask(), steps_taken=0)
+        assert exported.ranked(episode)[0] == top and trained.ranked(episode)[0] == top
+        assert exported.act(episode) == trained.act(episode) == look_ahead(episode, exported.ranked)
+        assert exported.break_context(state).chain == run_episode(trained, state, exported.settings, 0).chain
+    plain = load(exports["MaskablePPO"].out)  # trained without look-ahead: the top action, always
+    assert not plain.spec.lookahead
+    for _, _, state in held_out:
+        episode = OverflowEpisode(state, plain.settings)
+        if not episode.done:
+            assert plain.act(episode) == plain.ranked(episode)[0] == plain.decide(state, mask=episode.action_mask())
+
+
 def test_steps_taken_counts_only_the_current_break(exports, held_out):
     policy = load(exports["MaskablePPO"].out)
     _, _, state = held_out[1]

@@ -97,6 +97,11 @@ class ExperimentConfig(BaseModel):
         False, description="standardize observations with the mean and variance of the training contexts' states "
         "(the warm start's states when there is one), frozen (VecNormalize)",
     )
+    lookahead: bool = Field(
+        False, description="the trained policy acts looking ahead with its own ranking (ctxsim.policies.lookahead): "
+        "a top action whose continuation can only end in a recovery gives way to the first that ends under the "
+        "target, else to one that ends in a recovery the policy chooses rather than a forced one",
+    )
     source: str | None = Field(None, description="file the experiment came from (set by the loader)")
 
     @model_validator(mode="after")

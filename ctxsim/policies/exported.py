@@ -2,8 +2,8 @@
 
 :func:`ctxsim.lab.export.export_run` writes an export directory; its ``policy/`` folder
 holds ``policy.json`` (the spec: format version, observation features and
-:data:`~ctxsim.observe.OBSERVATION_VERSION`, actions, the episode settings, the
-observation normalization, the network's layers) and ``weights.npz`` (one
+:data:`~ctxsim.observe.OBSERVATION_VERSION`, actions, the episode settings, whether it
+looks ahead, the observation normalization, the network's layers) and ``weights.npz`` (one
 ``layers.<i>.weight`` / ``layers.<i>.bias`` pair per dense layer). :func:`load`
 takes the export directory or its ``policy/`` folder (``get_policy(path)`` too)
 and returns an :class:`ExportedPolicy`:
@@ -15,6 +15,10 @@ and returns an :class:`ExportedPolicy`:
 * ``break_context(state)`` — one :class:`~ctxsim.episode.OverflowEpisode` under the
   policy's own settings (masks, ``max_steps``, forced recovery, the seed reward),
   optionally logged to JSONL in the transition schema of :mod:`ctxsim.transitions`;
+  when the spec says ``lookahead`` (the run's experiment did), each step is chosen by
+  :func:`ctxsim.policies.lookahead.look_ahead` on the network's ranking, so the break
+  avoids a forced recovery its own choices can avoid (``decide`` sees one state and
+  takes the top action);
 * ``compact_messages(messages, limit)`` — the same on an agent's own chat message
   list, returned as chat messages (:mod:`ctxsim.messages`);
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
@@ -53,6 +57,7 @@ from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, current_break, feature_names, observe
 from ..transitions import TransitionWriter
 from ..validation import check_input, validate
+from .lookahead import look_ahead, ranked_actions
 from .registry import Policy, register_loader, run_episode
 
 FORMAT = "ctxsim-exported-policy"
@@ -127,6 +132,7 @@ class PolicySpec(_Spec):
     observation: ObservationSpec
     actions: Annotated[list[str], Field(min_length=1)]
     settings: dict[str, Any]
+    lookahead: bool = False
     normalization: NormalizationSpec | None
     network: NetworkSpec
 
@@ -250,8 +256,16 @@ class ExportedPolicy(Policy):
                 key="actions",
             )
 
+    def ranked(self, episode: OverflowEpisode) -> list[str]:
+        """The episode's valid actions, highest score first (ties: lower index first)."""
+        with self._lock:
+            scores = self.scores(self.observation(episode.state, episode.steps_taken))
+        return ranked_actions(self.actions, episode.action_mask(), scores)
+
     def act(self, episode: OverflowEpisode) -> str:
         self.check(episode.settings)
+        if self.spec.lookahead:
+            return look_ahead(episode, self.ranked)
         return self.decide(episode.state, mask=episode.action_mask(), steps_taken=episode.steps_taken)
 
     # ---- a whole break -------------------------------------------------------------

@@ -5,7 +5,9 @@
 the algorithm the run's resolved config names (MaskablePPO from sb3-contrib; PPO,
 A2C or DQN from stable-baselines3). The policy acts greedily with the episode's
 action mask: the action with the highest logit (PPO, A2C, MaskablePPO) or
-Q-value (DQN) among the valid ones; ties go to the lower index.
+Q-value (DQN) among the valid ones; ties go to the lower index. A run whose
+experiment says ``lookahead: true`` acts by
+:func:`ctxsim.policies.lookahead.look_ahead` on that ranking instead.
 
 The observation is :func:`ctxsim.observe.observe` of the episode's state with an
 :class:`~ctxsim.observe.ObservationConfig` taken from the episode's settings
@@ -26,6 +28,7 @@ from ...errors import PolicyError
 from ...observe import ObservationConfig, current_break, feature_names, observe
 from ..runs import CONFIG_FILE, MODEL_FILE, algorithm_class, read_normalization, run_config
 from ...policies.exported import Normalization, NormalizationSpec
+from ...policies.lookahead import look_ahead, ranked_actions
 from ...policies.registry import Policy, register_loader
 
 
@@ -37,9 +40,12 @@ def recognizes(path: Path) -> bool:
 class SB3Policy(Policy):
     """A loaded SB3 model acting greedily under the action mask (module docstring)."""
 
-    def __init__(self, model, algo: str, trained_actions: tuple[str, ...] | None, name: str, normalization=None) -> None:
+    def __init__(
+        self, model, algo: str, trained_actions: tuple[str, ...] | None, name: str, normalization=None, lookahead: bool = False
+    ) -> None:
         self.model, self.algo, self.trained_actions, self.name = model, algo, trained_actions, name
         self.normalization = normalization  # a policies.exported.Normalization, or None
+        self.lookahead = lookahead  # act with ctxsim.policies.lookahead.look_ahead
 
     def scores(self, obs: np.ndarray) -> np.ndarray:
         """The network's logits (PPO, A2C, MaskablePPO) or Q-values (DQN) for one raw
@@ -68,12 +74,17 @@ class SB3Policy(Policy):
         if shape != expected:
             raise PolicyError(f"policy '{self.name}' expects observations of shape {expected}, got {shape}")
 
-    def act(self, episode: OverflowEpisode) -> str:
+    def ranked(self, episode: OverflowEpisode) -> list[str]:
+        """The episode's valid actions, highest score first (ties: lower index first)."""
         settings = episode.settings
-        self.check(settings)
         obs = observe(current_break(episode.state, episode.steps_taken), ObservationConfig.of(settings))
-        scores = np.where(episode.action_mask(), self.scores(obs).astype(np.float64), -np.inf)
-        return settings.actions[int(np.argmax(scores))]
+        return ranked_actions(settings.actions, episode.action_mask(), self.scores(obs))
+
+    def act(self, episode: OverflowEpisode) -> str:
+        self.check(episode.settings)
+        if self.lookahead:
+            return look_ahead(episode, self.ranked)
+        return self.ranked(episode)[0]
 
 
 def _load_failure(exc: Exception) -> str:
@@ -99,7 +110,8 @@ def load_sb3_policy(path: str | Path) -> SB3Policy:
     stats = read_normalization(run_dir)
     normalization = None if stats is None else Normalization.of(NormalizationSpec(**stats))
     actions = (config.get("env_config") or {}).get("actions")
-    return SB3Policy(model, algo, tuple(actions) if actions else None, str(path), normalization)
+    lookahead = bool(config["experiment"].get("lookahead", False))
+    return SB3Policy(model, algo, tuple(actions) if actions else None, str(path), normalization, lookahead)
 
 
 register_loader(recognizes, load_sb3_policy)

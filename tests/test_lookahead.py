@@ -1,0 +1,162 @@
+"""Acting on a ranking while looking ahead for a forced recovery (ctxsim.policies.lookahead)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ctxsim.episode import EpisodeSettings, OverflowEpisode
+from ctxsim.lab.contexts import build_context
+from ctxsim.policies import Policy, run_episode
+from ctxsim.policies.lookahead import look_ahead, ranked_actions
+
+#: strategies that often leave a context over its target, strategies that cut until it
+#: fits, and the recovery mode
+ACTIONS = ("dedupe_tool_results", "purge_errors", "prioritize_recent", "discard_low_rel", "remove_oldest",
+           "remove_low_priority", "fresh_start")
+#: only strategies that stop short (no remove_*, truncate or summary): two steps of them
+#: often cannot fit, and which first step can depends on the context
+WEAK = ("dedupe_tool_results", "purge_errors", "discard_low_rel", "prioritize_recent", "fresh_start")
+
+
+@pytest.fixture(scope="module")
+def contexts(scenario_suite):
+    names = ("local-14b-floor", "mild-overflow", "pinned-instructions", "tool-dupes", "gpt4-6000", "fragmented",
+             "log-heavy", "plan-heavy", "severe-overflow", "transcript-marshmallow")
+    by_name = {s.name: s for s in scenario_suite}
+    return [build_context(by_name[name], seed) for name in names for seed in (0, 1)]
+
+
+def preferring(order: tuple[str, ...]):
+    """A ranking: the valid actions in the order ``order`` gives them."""
+    return lambda episode: sorted(episode.valid_actions(), key=order.index)
+
+
+def ends_clean(episode: OverflowEpisode) -> bool:
+    """Over and under the target, with no recovery chosen or forced."""
+    return episode.done and not episode.forced_recovery and episode.chain[-1] != "fresh_start"
+
+
+def test_ranked_actions_sorts_the_valid_ones_and_keeps_the_order_on_ties():
+    actions = ("a", "b", "c", "d")
+    assert ranked_actions(actions, np.array([True, True, False, True]), np.array([0.5, 2.0, 9.0, 0.5])) == ["b", "a", "d"]
+    assert ranked_actions(actions, np.array([False, False, False, True]), np.zeros(4)) == ["d"]
+
+
+def test_one_step_left_it_skips_the_actions_that_stay_over_the_target(contexts):
+    settings = EpisodeSettings(actions=ACTIONS, max_steps=1)
+    checked = 0
+    for state in contexts:
+        episode = OverflowEpisode(state, settings)
+        if episode.done:
+            continue
+        clean = {}
+        for action in episode.valid_actions():
+            child = episode.copy()
+            child.step(action)
+            clean[action] = ends_clean(child)
+        stuck = [a for a, ok in clean.items() if not ok and a != "fresh_start"]
+        fitting = [a for a, ok in clean.items() if ok]
+        if not stuck or not fitting:
+            continue
+        ranking = tuple(stuck) + ("fresh_start",) + tuple(fitting)
+        assert look_ahead(episode, preferring(ranking)) == fitting[0]
+        plain = episode.copy()
+        plain.step(stuck[0])
+        assert plain.forced_recovery  # what acting on the top action alone would do
+        checked += 1
+    assert checked >= 3
+
+
+def best_end(episode: OverflowEpisode, action: str) -> int:
+    """Brute force over every continuation: 2 some ends clean, 1 some ends in a chosen
+    recovery, 0 every one is forced to recover."""
+    child = episode.copy()
+    step = child.step(action)
+    if child.done:
+        return 0 if child.forced_recovery else 1 if step.result.recovery else 2
+    return max(best_end(child, after) for after in child.valid_actions())
+
+
+def test_two_steps_left_it_takes_the_first_action_some_continuation_finishes(contexts):
+    settings = EpisodeSettings(actions=WEAK, max_steps=2)
+    ranking = preferring(WEAK)
+    avoided = 0
+    for state in contexts:
+        episode = OverflowEpisode(state, settings)
+        if episode.done:
+            continue
+        order = ranking(episode)
+        ends = [best_end(episode, a) for a in order]
+        expected = order[ends.index(2)] if 2 in ends else order[ends.index(1)] if 1 in ends else order[0]
+        assert look_ahead(episode, ranking) == expected
+        avoided += expected != order[0]
+    assert avoided >= 2  # the top action was a dead end there
+
+
+class _LookingAhead(Policy):
+    name = "test:looking-ahead"
+
+    def __init__(self, ranking):
+        self.ranking = ranking
+
+    def act(self, episode):
+        return look_ahead(episode, self.ranking)
+
+
+class _Top(_LookingAhead):
+    def act(self, episode):
+        return self.ranking(episode)[0]
+
+
+def test_a_policy_acting_so_ends_cleanly_whenever_its_ranking_can(contexts):
+    settings = EpisodeSettings(actions=WEAK, max_steps=2)
+    ranking = preferring(WEAK)
+    rescued = 0
+    for state in contexts:
+        ahead = run_episode(_LookingAhead(ranking), state, settings, 0)
+        top = run_episode(_Top(ranking), state, settings, 0)
+        start = OverflowEpisode(state, settings)
+        can = start.done or max(best_end(start, a) for a in start.valid_actions())
+        assert ends_clean(ahead) == (can == 2 or start.done)
+        assert not ahead.forced_recovery  # fresh_start is always there to choose instead
+        rescued += ends_clean(ahead) and not ends_clean(top)
+    assert rescued >= 2
+
+
+def test_a_recovery_the_ranking_puts_first_is_taken_as_it_is(contexts):
+    settings = EpisodeSettings(actions=ACTIONS, max_steps=2)
+    ranking = preferring(("fresh_start",) + ACTIONS[:-1])
+    episodes = [OverflowEpisode(state, settings) for state in contexts]
+    assert all(look_ahead(e, ranking) == "fresh_start" for e in episodes if not e.done)
+
+
+def test_with_no_clean_end_it_prefers_a_chosen_recovery_to_a_forced_one(contexts):
+    order = ("purge_errors", "dedupe_tool_results", "fresh_start")
+    recovering = EpisodeSettings(actions=order, max_steps=1)
+    stuck = EpisodeSettings(actions=order[:2], max_steps=1)  # no recovery mode among the actions
+    checked = 0
+    for state in contexts:
+        episode = OverflowEpisode(state, recovering)
+        if episode.done or any(best_end(episode, a) == 2 for a in episode.valid_actions()):
+            continue
+        assert look_ahead(episode, preferring(order)) == "fresh_start"
+        without = OverflowEpisode(state, stuck)
+        if without.valid_actions():
+            assert look_ahead(without, preferring(order)) == preferring(order)(without)[0]
+        checked += 1
+    assert checked >= 3
+
+
+def test_the_search_stops_at_its_budget_and_takes_the_top_action(contexts):
+    settings = EpisodeSettings(actions=WEAK, max_steps=2)
+    ranking = preferring(WEAK)
+    for state in contexts:
+        episode = OverflowEpisode(state, settings)
+        if episode.done:
+            continue
+        order = ranking(episode)
+        if look_ahead(episode, ranking) != order[0]:  # a dead end came first: one try cannot get past it
+            assert look_ahead(episode, ranking, budget=1) == order[0]
+            return
+    pytest.fail("no context put a dead end first")
