@@ -165,6 +165,18 @@ def idf(word: str) -> float:
     return _FEATURE.unpack(_word_features(word))[1]
 
 
+def _stable_order(values: np.ndarray, bits: int) -> np.ndarray:
+    """The stable ascending order (an argsort) of integers in ``[0, 2**bits)``: one
+    stable sort per 16 bits, least significant first (numpy sorts 16-bit integers
+    stably by radix, in linear time)."""
+    values = values.astype(np.uint64, copy=False)
+    order = np.argsort((values & np.uint64(0xFFFF)).astype(np.uint16), kind="stable")
+    for shift in range(16, bits, 16):
+        digits = ((values[order] >> np.uint64(shift)) & np.uint64(0xFFFF)).astype(np.uint16)
+        order = order[np.argsort(digits, kind="stable")]
+    return order
+
+
 class HashedTfidfEmbedder(CachedEmbedder):
     """Hashed unigram+bigram sublinear-tf x background-idf vectors (``DIM`` dims)."""
 
@@ -182,28 +194,28 @@ class HashedTfidfEmbedder(CachedEmbedder):
         idfs = features["idf"]
         # unigram keys are the 32-bit hashes; bigram keys (within one text) mix both
         # hashes into 64 bits with bit 63 set, so the two kinds of key never coincide
+        # and every unigram key sorts before every bigram key
         inner = owner[:-1] == owner[1:]
         bigrams = ((hashes[:-1][inner] * _BIGRAM_MIX) ^ hashes[1:][inner]) | np.uint64(1 << 63)
-        keys = np.concatenate([hashes, bigrams])
-        key_owner = np.concatenate([owner, owner[:-1][inner]])
-        key_idf = np.concatenate([idfs, ((idfs[:-1] + idfs[1:]) / 2)[inner]])
-        # count each distinct (text, key): one stable sort by key keeps the texts of a
-        # key in order (each kind of key is laid out text by text), so the runs of
-        # equal (key, text) are contiguous and each starts at its first occurrence,
-        # whose idf is the run's
-        order = np.argsort(keys, kind="stable")
-        keys, key_owner = keys[order], key_owner[order]
+        # order by key, stably (each kind of key is laid out text by text, so the runs of
+        # equal (key, text) are contiguous and each starts at its first occurrence, whose
+        # idf is the run's); the two kinds sort apart, the 32-bit one by radix
+        by_word, by_pair = _stable_order(hashes, 32), np.argsort(bigrams, kind="stable")
+        keys = np.concatenate([hashes[by_word], bigrams[by_pair]])
+        key_owner = np.concatenate([owner[by_word], owner[:-1][inner][by_pair]])
+        key_idf = np.concatenate([idfs[by_word], ((idfs[:-1] + idfs[1:]) / 2)[inner][by_pair]])
         change = (keys[1:] != keys[:-1]) | (key_owner[1:] != key_owner[:-1])
         starts = np.concatenate([[0], np.flatnonzero(change) + 1])
         counts = np.diff(starts, append=len(keys))
-        weights = (1.0 + np.log(counts)) * key_idf[order[starts]]
+        weights = (1.0 + np.log(counts)) * key_idf[starts]
         unique = keys[starts]
-        buckets = ((unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)).astype(np.int64)
+        buckets = (unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)
         # features of one text that share a bucket add up, in the order of their keys (a
-        # stable sort by cell keeps that order within a cell)
-        cells = key_owner[starts] * DIM + buckets
-        by_cell = np.argsort(cells, kind="stable")
-        cells = cells[by_cell]
+        # stable sort by (text, bucket) keeps that order within a cell)
+        unique_owner = key_owner[starts]
+        by_bucket = _stable_order(buckets, DIM.bit_length() - 1)
+        by_cell = by_bucket[_stable_order(unique_owner[by_bucket], max(len(texts) - 1, 1).bit_length())]
+        cells = unique_owner[by_cell] * DIM + buckets[by_cell].astype(np.int64)
         first = np.empty(len(cells), dtype=bool)
         first[0] = True
         np.not_equal(cells[1:], cells[:-1], out=first[1:])
