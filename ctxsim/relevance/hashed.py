@@ -141,6 +141,12 @@ def _chunk_features(chunk: str) -> bytes:
     core = chunk.strip(".,'")
     if core.isalnum():
         return _RAW_FEATURES[core]
+    # letters joined by ``.``, ``,`` and ``_`` only (a dotted name, a file name, an
+    # identifier): without a digit no ``.`` or ``,`` is inside a token, so the tokens
+    # are those of the runs of letters, the ``_``-parts of raw tokens
+    joined = core.replace(".", "_").replace(",", "_")
+    if joined.replace("_", "").isalpha():
+        return b"".join([_RAW_FEATURES[part] for part in joined.split("_") if part])
     return b"".join(map(_RAW_FEATURES.__getitem__, _RAW_TOKEN.findall(core)))
 
 
