@@ -29,6 +29,7 @@ from ctxsim.relevance import (
     register_embedder,
     similarity,
 )
+from ctxsim.relevance import hashed
 from ctxsim.relevance.hashed import DIM, RANK_SCALE, RARE_RANK, STOP_WORDS, HashedTfidfEmbedder, idf, tokenize
 from ctxsim.tokens import encode, encoding_available
 
@@ -321,6 +322,28 @@ _ALPHABET = st.sampled_from(list("aAzZ09_'’.,-/( \n\x1fΣσİǅß٣²") + ["ge
 def test_hashed_rows_equal_the_reference_definition_on_any_text(texts):
     assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
     assert [tokenize(t) for t in texts] == [_reference_tokens(t) for t in texts]
+
+
+def test_an_identifier_of_letters_joined_by_dots_and_underscores_skips_the_token_regex(monkeypatch):
+    texts = ["same.total.issue_whole west_issue_morning.py, System.about_claim.", "getUser_name.Py"]
+    calls: list[str] = []
+
+    class CountingPattern:
+        def findall(self, text):
+            calls.append(text)
+            return _REF_TOKEN.findall(text)
+
+    monkeypatch.setattr(hashed, "_RAW_TOKEN", CountingPattern())
+    monkeypatch.setattr(hashed, "_CHUNK_FEATURES", hashed._Memo(hashed._chunk_features, 100))  # nothing seen yet
+    assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
+    assert calls == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.lists(st.integers(0, 2**40 - 1), max_size=300))
+def test_stable_order_is_a_stable_argsort(bits, values):
+    values = np.array(values, dtype=np.uint64) & np.uint64((1 << bits) - 1)
+    assert np.array_equal(hashed._stable_order(values, bits), np.argsort(values, kind="stable"))
 
 
 def test_cosine_to_query_repeats_its_scores_and_hands_out_copies():
