@@ -34,6 +34,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..tokens import encode, encoding_available
+from .chunk_table import ChunkTable
 from .embedder import CachedEmbedder, SparseRows
 
 DIM = 1 << 12
@@ -166,6 +167,27 @@ def _features(text: str) -> bytes:
     return b"".join(map(_CHUNK_FEATURES.__getitem__, text.translate(_SEPARATORS).split()))
 
 
+#: the pieces of large batches of ASCII texts, found with numpy (same features)
+_TABLE = ChunkTable(_chunk_features, _FEATURE_DTYPE)
+#: a batch with fewer ASCII characters is read chunk by chunk (numpy costs more there)
+TABLE_MIN_CHARS = 4096
+
+
+def _batch_features(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the (hash, idf) features of the tokens of all texts, text after text and in
+    order, as ``_FEATURE_DTYPE`` records; how many each text has)."""
+    plain = [text.isascii() for text in texts]
+    if sum(len(text) for text, ascii_ in zip(texts, plain) if ascii_) < TABLE_MIN_CHARS:
+        packed = [_features(text) for text in texts]
+        return np.frombuffer(b"".join(packed), _FEATURE_DTYPE), np.array([len(p) // _FEATURE.size for p in packed])
+    if all(plain):
+        return _TABLE.features(texts)
+    records, counts = _TABLE.features([text for text, ascii_ in zip(texts, plain) if ascii_])
+    found = iter(np.split(records, np.cumsum(counts)[:-1]))
+    parts = [next(found) if ascii_ else np.frombuffer(_features(text), _FEATURE_DTYPE) for text, ascii_ in zip(texts, plain)]
+    return np.concatenate(parts), np.array([len(p) for p in parts])
+
+
 def idf(word: str) -> float:
     """Background idf of a normalized token (see the module docstring)."""
     return _FEATURE.unpack(_word_features(word))[1]
@@ -191,11 +213,10 @@ class HashedTfidfEmbedder(CachedEmbedder):
 
     def _compute(self, texts: list[str]) -> SparseRows:
         # all texts at once: word hashes and idfs in one array, with the text of each
-        packed = [_features(text) for text in texts]
-        features = np.frombuffer(b"".join(packed), dtype=_FEATURE_DTYPE)
+        features, counts = _batch_features(texts)
         if not features.size:
             return SparseRows((len(texts), DIM), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
-        owner = np.repeat(np.arange(len(texts), dtype=np.int64), [len(p) // _FEATURE.size for p in packed])
+        owner = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
         hashes = features["hash"].astype(np.uint64)
         idfs = features["idf"]
         # unigram keys are the 32-bit hashes; bigram keys (within one text) mix both
