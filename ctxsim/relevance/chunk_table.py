@@ -7,10 +7,11 @@ digits and ``_.,'``. A chunk without a digit is cut further at ``.``, ``,`` and 
 dotted name or identifier made of known words is known pieces. :class:`ChunkTable`
 finds the pieces of a whole batch with array operations: a piece of up to 16 bytes is
 two little-endian uint64 words (no piece holds a zero byte, so the words are the piece),
-looked up in a sorted table of the pieces seen before; only a new piece and one longer
-than 16 bytes are read as strings, and each piece's features are computed once, by the
-``features_of`` it is given. The features of every piece seen are kept as one run of
-records; the table starts over empty when it holds ``max_pieces`` pieces.
+looked up, all pieces at once, in an open-addressing hash table of the pieces seen
+before; only a new piece and one longer than 16 bytes are read as strings, and each
+piece's features are computed once, by the ``features_of`` it is given. The features of
+every piece seen are kept as one run of records; a table that holds ``max_pieces``
+pieces starts over empty at its next call.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _KINDS = bytes(
 ) + bytes(128)
 #: the low ``k`` bytes of a uint64, k = 0..8
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
-#: odd multipliers that mix a piece's two words into the table's sort key
+#: odd multipliers that mix a piece's two words into its first slot
 _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
 KEY_BYTES = 16
 #: slots of an empty table (a power of two)
