@@ -75,16 +75,15 @@ class ChunkTable:
     def _features(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         joined = " ".join(texts)
         raw = joined.encode("ascii")
-        data = np.frombuffer(raw, np.uint8)
         starts, ends = self._pieces(raw)
         owner = np.searchsorted(np.cumsum([len(t) + 1 for t in texts]), starts, side="right")
         lengths = ends - starts
-        padded = np.zeros(len(data) + KEY_BYTES, np.uint8)
-        padded[: len(data)] = data
         # the uint64 that starts at each byte (a view); bytes past a piece are masked off
-        at = np.ndarray((len(data) + KEY_BYTES - 7,), "<u8", padded, strides=(1,))
+        at = np.ndarray((len(raw) + KEY_BYTES - 7,), "<u8", raw + bytes(KEY_BYTES), strides=(1,))
         low = at[starts] & _LOW_BYTES[np.minimum(lengths, 8)]
-        high = at[starts + 8] & _LOW_BYTES[np.clip(lengths - 8, 0, 8)]
+        high = np.zeros(len(starts), np.uint64)
+        wide = np.flatnonzero(lengths > 8)
+        high[wide] = at[starts[wide] + 8] & _LOW_BYTES[np.minimum(lengths[wide] - 8, 8)]
         short = lengths <= KEY_BYTES
         runs = self._find(low, high, short)
         self._read_new(joined, runs, starts, ends, low, high)
