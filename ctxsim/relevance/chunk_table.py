@@ -21,11 +21,14 @@ from collections.abc import Callable
 
 import numpy as np
 
+#: the ASCII characters besides letters and digits that a chunk holds
+CHUNK_PUNCTUATION = "_.,'"
 #: each ASCII byte's kind, as a bytes.translate table: a gap between chunks, a byte of a
 #: chunk (letters and ``'``), a digit, or a byte that cuts a chunk without a digit
 _GAP, _PLAIN, _DIGIT, _CUT = 0, 1, 2, 3
 _KINDS = bytes(
-    _DIGIT if chr(b).isdigit() else _CUT if chr(b) in "._," else _PLAIN if chr(b).isalnum() or chr(b) == "'" else _GAP
+    _DIGIT if chr(b).isdigit() else _CUT if chr(b) in "._," else
+    _PLAIN if chr(b).isalnum() or chr(b) in CHUNK_PUNCTUATION else _GAP
     for b in range(128)
 ) + bytes(128)
 #: the low ``k`` bytes of a uint64, k = 0..8

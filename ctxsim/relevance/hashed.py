@@ -34,7 +34,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..tokens import encode, encoding_available
-from .chunk_table import ChunkTable
+from .chunk_table import CHUNK_PUNCTUATION, ChunkTable
 from .embedder import CachedEmbedder, SparseRows
 
 DIM = 1 << 12
@@ -158,7 +158,7 @@ _CHUNK_FEATURES = _Memo(_chunk_features, 200_000)
 #: rule looks across one, so the tokens of a text are those of the chunks between them,
 #: in order (and a path or an identifier list splits into chunks that repeat)
 _SEPARATORS = {
-    c: " " for c in range(128) if not (chr(c).isalnum() or chr(c) in "_.,'" or chr(c).isspace())
+    c: " " for c in range(128) if not (chr(c).isalnum() or chr(c) in CHUNK_PUNCTUATION or chr(c).isspace())
 }
 
 
