@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -130,10 +131,20 @@ def feature_names(config: ObservationConfig) -> list[str]:
 
 
 def observation_bounds(config: ObservationConfig) -> tuple[np.ndarray, np.ndarray]:
-    """(low, high) float32 vectors: every observation lies inside them."""
+    """(low, high) float32 vectors: every observation lies inside them (new arrays)."""
+    low, high = _bounds(config)
+    return low.copy(), high.copy()
+
+
+@lru_cache(maxsize=64)
+def _bounds(config: ObservationConfig) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`observation_bounds`, read-only and built once per config (every
+    observation clips to them)."""
     feats = _features(config)
     low = np.array([lo for _, lo, _ in feats], dtype=np.float32)
     high = np.array([hi for _, _, hi in feats], dtype=np.float32)
+    low.setflags(write=False)
+    high.setflags(write=False)
     return low, high
 
 
@@ -211,6 +222,6 @@ def observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
     applied = set(state.history)
     values += [float(sid in applied) for sid in config.actions]
     values.append(max(0, config.max_steps - steps) / config.max_steps)
-    low, high = observation_bounds(config)
+    low, high = _bounds(config)
     vector = np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0, posinf=MAX_USAGE, neginf=-1.0)
     return np.clip(vector, low, high).astype(np.float32)

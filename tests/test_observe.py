@@ -60,6 +60,20 @@ def test_vector_matches_names_bounds_and_dtype():
     assert [n for n in names if n.startswith("applied_")] == [f"applied_{a}" for a in ACTIONS]
 
 
+def test_bounds_are_built_once_per_config_and_handed_out_as_new_arrays(monkeypatch):
+    import ctxsim.observe as observe_module
+
+    config = ObservationConfig(actions=("summarize_old", "fresh_start"), max_steps=9)  # no other test's config
+    built = []
+    features = observe_module._features
+    monkeypatch.setattr(observe_module, "_features", lambda c: built.append(c) or features(c))
+    state = make_state([msg("a", "fix the parser bug in parse.py"), msg("b", "the weather is nice")])
+    assert np.array_equal(observe(state, config), observe(state, config))
+    low, high = observation_bounds(config)
+    low[:] = 7.0  # the caller's copy
+    assert len(built) == 1 and not np.any(observation_bounds(config)[0] == 7.0)
+
+
 def test_observe_is_a_pure_function():
     state = build_context(find_scenario("chat-10k", DEFAULT_SUITE), 1)
     again = build_context(find_scenario("chat-10k", DEFAULT_SUITE), 1)

@@ -12,7 +12,7 @@ import zlib
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxsim.errors import ConfigError
@@ -29,6 +29,8 @@ from ctxsim.relevance import (
     register_embedder,
     similarity,
 )
+from ctxsim.relevance import hashed
+from ctxsim.relevance.chunk_table import ChunkTable
 from ctxsim.relevance.hashed import DIM, RANK_SCALE, RARE_RANK, STOP_WORDS, HashedTfidfEmbedder, idf, tokenize
 from ctxsim.tokens import encode, encoding_available
 
@@ -297,7 +299,15 @@ _TRICKY = [
 ]
 
 
-def test_hashed_rows_equal_the_reference_definition_on_real_contexts():
+@pytest.fixture(params=["strings", "table"])
+def feature_path(request, monkeypatch):
+    """Each batch read chunk by chunk, or (however small) by a fresh chunk table."""
+    monkeypatch.setattr(hashed, "TABLE_MIN_CHARS", 0 if request.param == "table" else 10**12)
+    monkeypatch.setattr(hashed, "_TABLE", ChunkTable(hashed._chunk_features, hashed._FEATURE_DTYPE))
+    return request.param
+
+
+def test_hashed_rows_equal_the_reference_definition_on_real_contexts(feature_path):
     from ctxsim.lab.contexts import build_context
     from ctxsim.lab.scenarios import find_scenario
 
@@ -313,14 +323,64 @@ def test_hashed_rows_equal_the_reference_definition_on_real_contexts():
     assert fresh.embed(texts).tobytes() == HashedTfidfEmbedder().embed(texts[::-1])[::-1].tobytes()
 
 
-_ALPHABET = st.sampled_from(list("aAzZ09_'’.,-/( \n\x1fΣσİǅß٣²") + ["getUser", "HTTPServer", "aB_cD", "1,250", "v3.2", "the"])
+_ALPHABET = st.sampled_from(list("aAzZ09_'’.,-/( \n\x1fΣσİǅß٣²") + ["getUser", "HTTPServer", "aB_cD", "1,250", "v3.2", "the",
+                                                                        "issue_whole.py", "a.b_c", "x" * 17, "de.ab.cd" * 3])
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.lists(_ALPHABET | st.characters(), max_size=30).map("".join), min_size=1, max_size=6))
-def test_hashed_rows_equal_the_reference_definition_on_any_text(texts):
+def test_hashed_rows_equal_the_reference_definition_on_any_text(feature_path, texts):
     assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
     assert [tokenize(t) for t in texts] == [_reference_tokens(t) for t in texts]
+
+
+def test_an_identifier_of_letters_joined_by_dots_and_underscores_skips_the_token_regex(monkeypatch):
+    texts = ["same.total.issue_whole west_issue_morning.py, System.about_claim.", "getUser_name.Py"]
+    calls: list[str] = []
+
+    class CountingPattern:
+        def findall(self, text):
+            calls.append(text)
+            return _REF_TOKEN.findall(text)
+
+    monkeypatch.setattr(hashed, "_RAW_TOKEN", CountingPattern())
+    monkeypatch.setattr(hashed, "_CHUNK_FEATURES", hashed._Memo(hashed._chunk_features, 100))  # nothing seen yet
+    assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
+    assert calls == []
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 40), st.lists(st.integers(0, 2**40 - 1), max_size=300))
+def test_stable_order_is_a_stable_argsort(bits, values):
+    values = np.array(values, dtype=np.uint64) & np.uint64((1 << bits) - 1)
+    assert np.array_equal(hashed._stable_order(values, bits), np.argsort(values, kind="stable"))
+
+
+def test_a_chunk_table_reads_each_new_piece_once_and_known_pieces_never():
+    read: list[str] = []
+
+    def features_of(piece):
+        read.append(piece)
+        return hashed._chunk_features(piece)
+
+    table = ChunkTable(features_of, hashed._FEATURE_DTYPE)
+    texts = ["cd same/total && cat issue_whole.py; issue_whole.total v3.2.1", "x" * 40 + " the issue_whole " + "x" * 40]
+    records, counts = table.features(texts)
+    assert sorted(read) == sorted({"cd", "same", "total", "cat", "issue", "whole", "py", "v3.2.1", "x" * 40, "the"})
+    assert records.tobytes() == b"".join(hashed._features(t) for t in texts)
+    assert counts.tolist() == [len(hashed._features(t)) // hashed._FEATURE.size for t in texts]
+    read.clear()
+    again, _ = table.features(texts[::-1])
+    assert read == [] and again.tobytes() == b"".join(hashed._features(t) for t in texts[::-1])
+
+
+def test_a_chunk_table_grows_and_starts_over_at_its_bound():
+    words = [f"w{i:x}q" * (1 + i % 5) for i in range(3000)]  # short and long pieces
+    table = ChunkTable(hashed._chunk_features, hashed._FEATURE_DTYPE, max_pieces=2500)
+    first, _ = table.features([" ".join(words)])
+    assert len(table) == 3000 and first.tobytes() == hashed._features(" ".join(words))
+    again, _ = table.features([" ".join(words[::-1])])  # full: starts over, then holds them again
+    assert len(table) == 3000 and again.tobytes() == hashed._features(" ".join(words[::-1]))
 
 
 def test_cosine_to_query_repeats_its_scores_and_hands_out_copies():

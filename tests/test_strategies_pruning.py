@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 from functools import lru_cache
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
 from ctxsim.lab.scenarios import find_scenario
 from ctxsim.strategies import get_strategy
 from ctxsim.strategies.pruning import DCP_PROTECTED_TOOLS, call_target, error_text
+from ctxsim.strategies import shell
 from ctxsim.strategies.shell import FileCommand, file_command, superseded_command
 from ctxsim.strategies.window_compaction import MIN_SUMMARY_TOKENS, summary_overhead
 
@@ -346,6 +348,29 @@ def test_shell_reader_finds_whole_file_reads(command, path):
 @pytest.mark.parametrize("command", SHELL_NEITHER)
 def test_shell_reader_refuses_partial_and_chained_commands(command):
     assert file_command(command) is None
+
+
+def _shlex_words(line):
+    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        return list(lexer)
+    except ValueError:
+        return None
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(alphabet="ab./-_=~*?#$`{}[]!%+:,01 \t\r();<>|&'\"\\é\u00a0\x0b", max_size=30))
+def test_shell_words_of_any_line_are_shlex_words(line):
+    assert shell._words(line) == _shlex_words(line)
+
+
+def test_shell_words_of_a_plain_line_are_read_without_shlex(monkeypatch):
+    line = "cd /testbed && cat <<'EOF' >check.py"
+    expected = _shlex_words(line)
+    monkeypatch.setattr(shell.shlex, "shlex", None)  # a call would raise
+    assert shell._words(line) == expected == ["cd", "/testbed", "&&", "cat", "<<", "EOF", ">", "check.py"]
 
 
 def test_superseded_command_keeps_the_first_line_the_delimiter_and_what_follows():

@@ -34,6 +34,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..tokens import encode, encoding_available
+from .chunk_table import CHUNK_PUNCTUATION, ChunkTable
 from .embedder import CachedEmbedder, SparseRows
 
 DIM = 1 << 12
@@ -141,6 +142,12 @@ def _chunk_features(chunk: str) -> bytes:
     core = chunk.strip(".,'")
     if core.isalnum():
         return _RAW_FEATURES[core]
+    # letters joined by ``.``, ``,`` and ``_`` only (a dotted name, a file name, an
+    # identifier): without a digit no ``.`` or ``,`` is inside a token, so the tokens
+    # are those of the runs of letters, the ``_``-parts of raw tokens
+    joined = core.replace(".", "_").replace(",", "_")
+    if joined.replace("_", "").isalpha():
+        return b"".join([_RAW_FEATURES[part] for part in joined.split("_") if part])
     return b"".join(map(_RAW_FEATURES.__getitem__, _RAW_TOKEN.findall(core)))
 
 
@@ -151,7 +158,7 @@ _CHUNK_FEATURES = _Memo(_chunk_features, 200_000)
 #: rule looks across one, so the tokens of a text are those of the chunks between them,
 #: in order (and a path or an identifier list splits into chunks that repeat)
 _SEPARATORS = {
-    c: " " for c in range(128) if not (chr(c).isalnum() or chr(c) in "_.,'" or chr(c).isspace())
+    c: " " for c in range(128) if not (chr(c).isalnum() or chr(c) in CHUNK_PUNCTUATION or chr(c).isspace())
 }
 
 
@@ -160,9 +167,42 @@ def _features(text: str) -> bytes:
     return b"".join(map(_CHUNK_FEATURES.__getitem__, text.translate(_SEPARATORS).split()))
 
 
+#: the pieces of large batches of ASCII texts, found with numpy (same features)
+_TABLE = ChunkTable(_chunk_features, _FEATURE_DTYPE)
+#: a batch with fewer ASCII characters is read chunk by chunk (numpy costs more there)
+TABLE_MIN_CHARS = 4096
+
+
+def _batch_features(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(the (hash, idf) features of the tokens of all texts, text after text and in
+    order, as ``_FEATURE_DTYPE`` records; how many each text has)."""
+    plain = [text.isascii() for text in texts]
+    if sum(len(text) for text, ascii_ in zip(texts, plain) if ascii_) < TABLE_MIN_CHARS:
+        packed = [_features(text) for text in texts]
+        return np.frombuffer(b"".join(packed), _FEATURE_DTYPE), np.array([len(p) // _FEATURE.size for p in packed])
+    if all(plain):
+        return _TABLE.features(texts)
+    records, counts = _TABLE.features([text for text, ascii_ in zip(texts, plain) if ascii_])
+    found = iter(np.split(records, np.cumsum(counts)[:-1]))
+    parts = [next(found) if ascii_ else np.frombuffer(_features(text), _FEATURE_DTYPE) for text, ascii_ in zip(texts, plain)]
+    return np.concatenate(parts), np.array([len(p) for p in parts])
+
+
 def idf(word: str) -> float:
     """Background idf of a normalized token (see the module docstring)."""
     return _FEATURE.unpack(_word_features(word))[1]
+
+
+def _stable_order(values: np.ndarray, bits: int) -> np.ndarray:
+    """The stable ascending order (an argsort) of integers in ``[0, 2**bits)``: one
+    stable sort per 16 bits, least significant first (numpy sorts 16-bit integers
+    stably by radix, in linear time)."""
+    values = values.astype(np.uint64, copy=False)
+    order = np.argsort((values & np.uint64(0xFFFF)).astype(np.uint16), kind="stable")
+    for shift in range(16, bits, 16):
+        digits = ((values[order] >> np.uint64(shift)) & np.uint64(0xFFFF)).astype(np.uint16)
+        order = order[np.argsort(digits, kind="stable")]
+    return order
 
 
 class HashedTfidfEmbedder(CachedEmbedder):
@@ -173,37 +213,36 @@ class HashedTfidfEmbedder(CachedEmbedder):
 
     def _compute(self, texts: list[str]) -> SparseRows:
         # all texts at once: word hashes and idfs in one array, with the text of each
-        packed = [_features(text) for text in texts]
-        features = np.frombuffer(b"".join(packed), dtype=_FEATURE_DTYPE)
+        features, counts = _batch_features(texts)
         if not features.size:
             return SparseRows((len(texts), DIM), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
-        owner = np.repeat(np.arange(len(texts), dtype=np.int64), [len(p) // _FEATURE.size for p in packed])
+        owner = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
         hashes = features["hash"].astype(np.uint64)
         idfs = features["idf"]
         # unigram keys are the 32-bit hashes; bigram keys (within one text) mix both
         # hashes into 64 bits with bit 63 set, so the two kinds of key never coincide
+        # and every unigram key sorts before every bigram key
         inner = owner[:-1] == owner[1:]
         bigrams = ((hashes[:-1][inner] * _BIGRAM_MIX) ^ hashes[1:][inner]) | np.uint64(1 << 63)
-        keys = np.concatenate([hashes, bigrams])
-        key_owner = np.concatenate([owner, owner[:-1][inner]])
-        key_idf = np.concatenate([idfs, ((idfs[:-1] + idfs[1:]) / 2)[inner]])
-        # count each distinct (text, key): one stable sort by key keeps the texts of a
-        # key in order (each kind of key is laid out text by text), so the runs of
-        # equal (key, text) are contiguous and each starts at its first occurrence,
-        # whose idf is the run's
-        order = np.argsort(keys, kind="stable")
-        keys, key_owner = keys[order], key_owner[order]
+        # order by key, stably (each kind of key is laid out text by text, so the runs of
+        # equal (key, text) are contiguous and each starts at its first occurrence, whose
+        # idf is the run's); the two kinds sort apart, the 32-bit one by radix
+        by_word, by_pair = _stable_order(hashes, 32), np.argsort(bigrams, kind="stable")
+        keys = np.concatenate([hashes[by_word], bigrams[by_pair]])
+        key_owner = np.concatenate([owner[by_word], owner[:-1][inner][by_pair]])
+        key_idf = np.concatenate([idfs[by_word], ((idfs[:-1] + idfs[1:]) / 2)[inner][by_pair]])
         change = (keys[1:] != keys[:-1]) | (key_owner[1:] != key_owner[:-1])
         starts = np.concatenate([[0], np.flatnonzero(change) + 1])
         counts = np.diff(starts, append=len(keys))
-        weights = (1.0 + np.log(counts)) * key_idf[order[starts]]
+        weights = (1.0 + np.log(counts)) * key_idf[starts]
         unique = keys[starts]
-        buckets = ((unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)).astype(np.int64)
+        buckets = (unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)
         # features of one text that share a bucket add up, in the order of their keys (a
-        # stable sort by cell keeps that order within a cell)
-        cells = key_owner[starts] * DIM + buckets
-        by_cell = np.argsort(cells, kind="stable")
-        cells = cells[by_cell]
+        # stable sort by (text, bucket) keeps that order within a cell)
+        unique_owner = key_owner[starts]
+        by_bucket = _stable_order(buckets, DIM.bit_length() - 1)
+        by_cell = by_bucket[_stable_order(unique_owner[by_bucket], max(len(texts) - 1, 1).bit_length())]
+        cells = unique_owner[by_cell] * DIM + buckets[by_cell].astype(np.int64)
         first = np.empty(len(cells), dtype=bool)
         first[0] = True
         np.not_equal(cells[1:], cells[:-1], out=first[1:])

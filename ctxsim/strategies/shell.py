@@ -32,6 +32,9 @@ from dataclasses import dataclass
 _NOT_LITERAL = set("*?[]{}$`~")
 #: what every write or read starts with (a quick test before the shell words are read)
 _START = re.compile(r"\s*(cd\s+\S+\s*&&\s*)?(cat|nl|tee)\s")
+#: a shell word or a run of operator characters of a line without double quotes or
+#: backslashes (a single-quoted part of a word is literal; its quotes go)
+_PLAIN_WORD = re.compile(r"[();<>|&]+|(?:[^ \t\r\n();<>|&']+|'[^']*')+")
 #: the whole-file read commands: the words before the path
 _READS = (("cat",), ("cat", "-n"), ("nl",), ("nl", "-ba"))
 
@@ -77,7 +80,13 @@ def superseded_command(command: str, write: FileCommand, marker: str) -> str:
 
 
 def _words(line: str) -> list[str] | None:
-    """Shell words of one line, operators apart (``>P`` is ``>``, ``P``); None when unbalanced."""
+    """Shell words of one line, operators apart (``>P`` is ``>``, ``P``); None when unbalanced.
+
+    A line without double quotes or backslashes and with its single quotes paired is
+    read by :data:`_PLAIN_WORD` (what shlex gives it, several times faster); any other
+    by shlex."""
+    if '"' not in line and "\\" not in line and not line.count("'") % 2:
+        return [word.replace("'", "") if "'" in word else word for word in _PLAIN_WORD.findall(line)]
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
