@@ -35,7 +35,8 @@ Benchmarks (``--only NAME``, repeatable):
 * ``oracle`` — exhaustive search per context vs one seed-chain episode;
 * ``sweep`` — sweep episodes/s with 1 and 2 workers (fresh processes);
 * ``export`` — ``decide`` latency of an exported policy (target < 5 ms; on 50
-  units < 1 ms or at most one tiktoken pass cold, < 0.2 ms warm);
+  units < 1 ms or at most one tiktoken pass cold, < 0.2 ms warm), and what look-ahead
+  adds to a whole ``break_context``;
 * ``window`` — ContextWindow add and build p95 (design 000: 10 ms / 200 ms);
 * ``compaction`` — ``compact_keep_recent`` on 100 messages (design 004: < 5 s);
 * ``soak`` — ``--steps N`` env steps of the default spec with its pool (as training
@@ -809,6 +810,16 @@ def bench_export(bench: Bench) -> list[Row]:
     everything = np.ones(len(policy.actions), dtype=bool)
     masked_t = timed(lambda state: policy.decide(state, mask=everything), repeat=bench.reps(10, 2), warmup=0,
                      before=cold(bench))
+    ahead = load(bench.scratch / "export")
+    ahead.spec = ahead.spec.model_copy(update={"lookahead": True})
+    breaks: dict[bool, list[float]] = {False: [], True: []}
+    for i in range(bench.reps(12, 2) * 2):  # each break on a new context, the two kinds in turn
+        chosen = ahead if i % 2 else policy
+        state = cold(bench)()
+        start = time.perf_counter()
+        chosen.break_context(state)
+        breaks[chosen is ahead].append((time.perf_counter() - start) * 1000)
+    plain_break, ahead_break = Timing(tuple(breaks[False])), Timing(tuple(breaks[True]))
     target = f"< {DECIDE_BUDGET_MS:g} ms"
     units = f"{len(sample.units)} units"
     ref50_text = f"{ms(ref50)} (tiktoken, its text; median per context)"
@@ -817,7 +828,9 @@ def bench_export(bench: Bench) -> list[Row]:
         f"contexts (the issue's size), the others whole contexts; before the cold {DECIDE_UNITS}-unit row the policy "
         f"decided {bench.reps(DECIDE_WARMUP_CONTEXTS, 2)} other new contexts (untimed), so the word tables are as warm "
         "as in a running agent while every timed context is new; its ratio is the median over contexts of decide / "
-        "one tiktoken encode of that context's text, timed back to back.")
+        "one tiktoken encode of that context's text, timed back to back. break_context: the same policy acting on "
+        "its top action and with look-ahead (ctxsim.policies.lookahead; the spec's lookahead set), in turn on new "
+        f"{BENCH_SCENARIO} contexts, one break each.")
     return [
         Row("export", f"decide, {DECIDE_UNITS} units (cold context)", timing_text(cold50_t, True), ref50_text, cold50_ratio,
             f"< {DECIDE_COLD_MS:g} ms or <= 1x", cold50_t.median < DECIDE_COLD_MS or cold50_ratio <= 1.0),
@@ -830,6 +843,9 @@ def bench_export(bench: Bench) -> list[Row]:
             masked_t.median / ref_t.median, target, masked_t.median < DECIDE_BUDGET_MS),
         Row("export", f"decide, {units} (same context again)", timing_text(warm_t, True), ref,
             warm_t.median / ref_t.median, target, warm_t.median < DECIDE_BUDGET_MS),
+        Row("export", f"break_context with look-ahead, {units} (cold context)", timing_text(ahead_break, True),
+            f"{ms(plain_break.median)} (break_context on the top action, other cold contexts)",
+            ahead_break.median / plain_break.median),
     ]
 
 
