@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ctxsim.lab.environments.overflow import ContextOverflowEnv
-from ctxsim.lab.environments.conversation_stream import ENV_ID, ConversationStreamEnv
+from ctxsim.lab.environments.conversation_stream import ENV_ID, ONE_DEPTH, ConversationStreamEnv
 from ctxsim.errors import ConfigError, ScenarioError
 from ctxsim.model import ContextUnit
 from ctxsim.observe import ObservationConfig, observe
@@ -113,8 +113,8 @@ def test_pickled_env_continues_identically():
     assert env.session.done and twin.session.done
 
 
-def test_same_actions_masks_and_observation_as_context_overflow():
-    stream = make()
+def test_one_depth_has_the_same_actions_masks_and_observation_as_context_overflow():
+    stream = make(**ONE_DEPTH)
     overflow = ContextOverflowEnv({"target": "warning"})
     assert stream.actions == overflow.actions
     assert stream.observation_space == overflow.observation_space
