@@ -23,6 +23,10 @@ SMALL = {"scenario_names": ["gpt4-6000", "tool-dupes"], "contexts_per_scenario":
          "probes": {"turns": [12, 20, 28], "min_age_turns": 5}}
 
 
+#: the environment as it was before break depths and session features, and as it is by default
+CONFIGS = pytest.mark.parametrize("variant", [ONE_DEPTH, {}], ids=["one-depth", "default"])
+
+
 def registered() -> bool:
     """True once ctxsim.lab.environments registers ConversationStream-v0 (the lead's one line)."""
     from ctxsim.lab.environments import env_ids
@@ -47,11 +51,12 @@ def rollout(env: ConversationStreamEnv, seed: int, pick=lambda mask, i: int(np.f
     raise AssertionError("episode did not end")
 
 
-def test_gymnasium_and_sb3_env_checkers_pass_with_warnings_as_errors():
+@CONFIGS
+def test_gymnasium_and_sb3_env_checkers_pass_with_warnings_as_errors(variant):
     from gymnasium.utils.env_checker import check_env
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    one = {**SMALL, "scenario_names": ["gpt4-6000"]}
+    one = {**SMALL, "scenario_names": ["gpt4-6000"], **variant}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         if registered():  # through gymnasium.make: the render modes are checked too
@@ -65,8 +70,9 @@ def test_gymnasium_and_sb3_env_checkers_pass_with_warnings_as_errors():
         assert "ConversationStream-v0" in env.render() and "Probes" in env.render()
 
 
-def test_same_seed_gives_the_same_episode_step_by_step():
-    (a, info_a), (b, info_b) = rollout(make(), 3), rollout(make(), 3)
+@CONFIGS
+def test_same_seed_gives_the_same_episode_step_by_step(variant):
+    (a, info_a), (b, info_b) = rollout(make(**variant), 3), rollout(make(**variant), 3)
     assert len(a) == len(b) > 2
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x[0], y[0])
@@ -74,8 +80,9 @@ def test_same_seed_gives_the_same_episode_step_by_step():
     assert info_a["stream"] == info_b["stream"] and info_a["events"] == info_b["events"]
 
 
-def test_episode_plays_the_whole_conversation_and_rewards_sum_their_terms():
-    env = make()
+@CONFIGS
+def test_episode_plays_the_whole_conversation_and_rewards_sum_their_terms(variant):
+    env = make(**variant)
     obs, info = env.reset(seed=1)
     assert env.observation_space.contains(obs) and info["stream"]["overflow_events"] == 1
     assert info["tokens"] > info["target_tokens"] == int(0.8 * info["limit"])
@@ -98,8 +105,9 @@ def test_episode_plays_the_whole_conversation_and_rewards_sum_their_terms():
         env.step(0)
 
 
-def test_pickled_env_continues_identically():
-    env = make()
+@CONFIGS
+def test_pickled_env_continues_identically(variant):
+    env = make(**variant)
     env.reset(seed=2)
     env.step(int(np.flatnonzero(env.action_masks())[0]))
     twin = pickle.loads(pickle.dumps(env))

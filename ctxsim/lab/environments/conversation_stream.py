@@ -166,29 +166,46 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     ### Action Space
 
-    ``Discrete(K)`` over ``config["actions"]``, exactly as ContextOverflow-v0 (same
-    default ids, same order, same masks from the event's ``OverflowEpisode``), so
-    policies transfer between the two environments:
+    ``Discrete(K × D)``: a strategy of ``config["actions"]`` (``K``, ContextOverflow-v0's
+    ids in its order) and a break depth of ``config["break_depths"]`` (``D``; shares
+    of the limit, default 0.8, 0.6, 0.4). Action ``a`` is strategy ``a % K`` at depth
+    ``a // K`` (:mod:`ctxsim.lab.stream.actions`; ``env.action_names`` spells them
+    ``<id>@<depth>``). An event is broken to the lower of the warning threshold and
+    depth × limit: the first depth, 0.8, is design 001's threshold, as on
+    ContextOverflow-v0; deeper ones leave more room before the next overflow and ask
+    more of the chain (success, and ``max_steps``' forced recovery, are measured
+    against the depth's target). With the defaults:
 
-    | Num | Strategy id           | Num | Strategy id     |
-    |-----|-----------------------|-----|-----------------|
-    | 0   | summarize_old         | 3   | discard_low_rel |
-    | 1   | prioritize_recent     | 4   | hybrid          |
-    | 2   | content_type_chunking | 5   | fresh_start     |
+    | Num      | Strategy id           | Num      | Strategy id     |
+    |----------|-----------------------|----------|-----------------|
+    | 0, 6, 12 | summarize_old         | 3, 9, 15 | discard_low_rel |
+    | 1, 7, 13 | prioritize_recent     | 4, 10, 16| hybrid          |
+    | 2, 8, 14 | content_type_chunking | 5, 11, 17| fresh_start     |
 
-    ``action_masks()`` (also ``info["action_mask"]``): valid iff not excluded by the
-    budget and ``applicable`` to the event's context — on a turn that rehydrated,
-    strategies see ``skip_aggressive`` (design 002), so externalize and drop are
-    masked; a recovery action is always valid.
+    (0–5 at 0.8, 6–11 at 0.6, 12–17 at 0.4.) ``action_masks()`` (also
+    ``info["action_mask"]``): before an event's first step, each depth's block is
+    the event's mask at that depth (valid iff not excluded by the budget and
+    ``applicable`` toward that target — on a turn that rehydrated, strategies see
+    ``skip_aggressive`` (design 002), so externalize and drop are masked; a recovery
+    action is always valid); the first step fixes the event's depth, and later
+    steps allow only that block (an unmasked learner's action of another block runs
+    its strategy at the event's depth). With ``break_depths: [0.8]`` and
+    ``session_features: false`` (``ONE_DEPTH``) the actions, masks and observation
+    are exactly ContextOverflow-v0's, so policies transfer between the two.
 
     ### Observation
 
     :func:`ctxsim.observe.observe` of the event's current context with
     ContextOverflow-v0's :class:`~ctxsim.observe.ObservationConfig` for target
-    ``warning`` — the same vector (version ``OBSERVATION_VERSION``; feature table in
-    :class:`~ctxsim.lab.environments.overflow.ContextOverflowEnv`). Each event starts
-    with an empty strategy history, so the step features count this event's steps.
-    Stream-only signals are in ``info``. After the last step: the final context.
+    ``warning`` (version ``OBSERVATION_VERSION``; feature table in
+    :class:`~ctxsim.lab.environments.overflow.ContextOverflowEnv`), then, with
+    ``session_features`` (default), seven features of the session in [0, 1]
+    (:mod:`ctxsim.lab.stream.features`: over-hits toward the fresh-start trigger and
+    when the oldest leaves its window, share of the conversation to come, turns
+    since the last event, tokens a turn brings, the last and this event's depths).
+    Each event starts with an empty strategy history, so the step features count this
+    event's steps. Other stream signals are in ``info``. After the last step: the
+    final context.
 
     ### Rewards
 
@@ -212,11 +229,11 @@ class ConversationStreamEnv(ConfiguredEnv):
     ### Info
 
     Every step: ``scenario``, ``seed``, ``turn``, ``turns``, ``tokens``, ``limit``,
-    ``target_tokens``, ``chain`` (this event's), ``action_mask``,
+    ``target_tokens`` and ``depth`` (the pending event's), ``chain`` (this event's), ``action_mask``,
     ``skip_aggressive``, ``rehydrated`` (artifacts injected this turn), ``stream``
     (running totals: overflow_events, over_hit_fresh_starts, forced_recoveries,
     compactions, probes_asked / probes_answered / probe_share, probe_share_<kind>
-    per probe kind, facts_retained,
+    per probe kind, facts_retained, break_depth (mean target / limit of the events),
     max_summary_depth, max_summary_tokens, rehydrations, rehydration_loops, …,
     cache_hit_rate, tokens_sent, cached_tokens, cost_usd), ``rewards``; after an
     action also ``action``, ``valid_action``, ``latency_ms``, ``forced_recovery``;
