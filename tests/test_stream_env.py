@@ -161,6 +161,11 @@ def test_experiment_file_names_the_stream_spec(repo_root):
     assert experiment.algo == "MaskablePPO" and experiment.env == "envs/stream.yaml"
     config = ConversationStreamEnv.checked_config({**experiment.env_config})
     assert set(experiment.eval_scenarios) <= {s.name for s in config.suite}
+    # trained on the conversations it is evaluated on (the spec's), its model picked on training-suite scenarios
+    spec = load_yaml(repo_root / "envs" / "stream.yaml", ConfigError)
+    assert config.turns == ConversationStreamEnv.checked_config(spec["config"]).turns == 60
+    assert len(config.break_depths) > 1 and config.session_features
+    assert experiment.validation_scenarios and not set(experiment.validation_scenarios) & set(experiment.eval_scenarios)
 
 
 def test_reset_options_play_a_built_conversation_or_refuse():
@@ -220,6 +225,7 @@ def test_cli_stream_evaluation_takes_first_seed_by_scenario_and_compare(tmp_path
     assert list(df["reward"]) == pytest.approx(list(direct["reward"]))
     printed, text = capsys.readouterr().out, md.read_text()
     assert "mean reward by scenario" in printed and "reward(seed-chain) − reward(policy)" in text
+    assert "probes answered (difference) [95% CI]" in text  # the stream's probe_share, paired as the reward
     by_scenario = direct.groupby(["scenario", "policy"])["reward"].mean()
     assert f"| tool-dupes | {by_scenario['tool-dupes', 'seed-chain']:+.4f} | {by_scenario['tool-dupes', 'only:remove_oldest']:+.4f} |\n" in text
     # refused before any conversation is played: a log, an unknown --compare

@@ -305,8 +305,10 @@ def _comparisons(args: argparse.Namespace, df, sections: list[str], console) -> 
     return 0
 
 
-#: ``--compare``'s columns beside the reward: (results column, heading, format)
-COMPARED = (("probe_score", "probes answered", "+.3f"), ("reduction_pct", "tokens cut, points", "+.1f"))
+#: ``--compare``'s columns beside the reward: (results column, heading, format); a stream
+#: evaluation's CSV has ``probe_share`` (per conversation) where a single-event one has ``probe_score``
+COMPARED = (("probe_score", "probes answered", "+.3f"), ("probe_share", "probes answered", "+.3f"),
+            ("reduction_pct", "tokens cut, points", "+.1f"))
 
 
 def _comparison_rows(df, reference: str) -> tuple[list[str], list[list[str]]]:
