@@ -179,3 +179,10 @@ def test_a_trained_stream_policy_plays_the_evaluation_as_it_plays_the_env(tmp_pa
                     "MaskablePPO", tuple(ACTIONS), "two-depths")
     with pytest.raises(PolicyError, match="observations of shape"):
         stream_player(two, config())
+
+
+def test_every_session_feature_is_documented_in_the_table():
+    from ctxsim.lab.stream import features
+
+    for name in SESSION_FEATURES:
+        assert f"\n{name} " in features.__doc__, name
