@@ -9,7 +9,7 @@ import pytest
 from ctxsim.errors import ConfigError, PolicyError, RecoveryError
 from ctxsim.lab.environments.conversation_stream import ONE_DEPTH, ConversationStreamEnv, make_session
 from ctxsim.lab.environments.overflow import ContextOverflowEnv
-from ctxsim.lab.stream import Conversation, RecoveryTriggers
+from ctxsim.lab.stream import Conversation
 from ctxsim.lab.stream.actions import depth_mask, step_flat
 from ctxsim.lab.stream.features import SESSION_FEATURES, session_features
 from ctxsim.lab.stream.play import play

@@ -16,6 +16,8 @@ differently (:func:`stream_player` picks):
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ...errors import PolicyError
@@ -26,6 +28,9 @@ from .actions import depth_mask, step_flat
 from .features import SESSION_FEATURES, stream_observation
 from .play import EventPlayer, event_seed, play_event
 from .session import StreamSession
+
+if TYPE_CHECKING:
+    from ..environments.conversation_stream import StreamConfig
 
 #: the policies that maximize one event's reward: with several depths they search them too
 EVENT_MAXIMIZERS = ("oracle", "greedy")
@@ -74,7 +79,7 @@ class LearnedStream:
                 return total
 
 
-def stream_player(policy: Policy, config) -> Policy | EventPlayer:
+def stream_player(policy: Policy, config: StreamConfig) -> Policy | EventPlayer:
     """How ``policy`` plays conversations under a validated StreamConfig (module
     docstring). A trained policy whose spaces are neither the environment's nor
     ContextOverflow-v0's raises PolicyError (before anything is played)."""

@@ -20,12 +20,17 @@ Cost: per event, one session copy and one rest-of-conversation play per candidat
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...errors import PolicyError
 from ...policies import Policy, get_policy
 from ...policies.oracle import chains
 from .play import EventPlayer, break_event, play
 from .players import stream_player
 from .session import StreamSession
+
+if TYPE_CHECKING:
+    from ..environments.conversation_stream import StreamConfig
 
 #: prefix of the rollout policies' names: ``rollout:<base policy name or path>``
 PREFIX = "rollout:"
@@ -46,7 +51,7 @@ class Rollout:
         self.base, self.name = base, name
 
     @classmethod
-    def named(cls, name: str, config) -> Rollout:
+    def named(cls, name: str, config: StreamConfig) -> Rollout:
         """The rollout policy of a ``rollout:<base>`` name (the base loaded by
         :func:`ctxsim.policies.get_policy`, playing as :func:`~ctxsim.lab.stream.players.stream_player`
         makes it under the validated StreamConfig ``config``)."""
