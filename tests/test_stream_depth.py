@@ -186,3 +186,12 @@ def test_every_session_feature_is_documented_in_the_table():
 
     for name in SESSION_FEATURES:
         assert f"\n{name} " in features.__doc__, name
+
+
+def test_a_copy_at_a_deeper_depth_shares_the_settings_and_their_memo():
+    s = session()
+    s.choose_depth(2)
+    twin = s.copy()
+    assert twin.episode.settings is s.episode.settings and twin.deeper[1][0] is s.deeper[1][0]
+    twin.step("remove_oldest")
+    assert s.episode.steps_taken == 0 and twin.events and not s.events  # playing the copy leaves the session

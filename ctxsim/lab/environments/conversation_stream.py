@@ -176,11 +176,11 @@ class ConversationStreamEnv(ConfiguredEnv):
     more of the chain (success, and ``max_steps``' forced recovery, are measured
     against the depth's target). With the defaults:
 
-    | Num      | Strategy id           | Num      | Strategy id     |
-    |----------|-----------------------|----------|-----------------|
-    | 0, 6, 12 | summarize_old         | 3, 9, 15 | discard_low_rel |
-    | 1, 7, 13 | prioritize_recent     | 4, 10, 16| hybrid          |
-    | 2, 8, 14 | content_type_chunking | 5, 11, 17| fresh_start     |
+    | Num      | Strategy id           | Num       | Strategy id     |
+    |----------|-----------------------|-----------|-----------------|
+    | 0, 6, 12 | summarize_old         | 3, 9, 15  | discard_low_rel |
+    | 1, 7, 13 | prioritize_recent     | 4, 10, 16 | hybrid          |
+    | 2, 8, 14 | content_type_chunking | 5, 11, 17 | fresh_start     |
 
     (0–5 at 0.8, 6–11 at 0.6, 12–17 at 0.4.) ``action_masks()`` (also
     ``info["action_mask"]``): before an event's first step, each depth's block is

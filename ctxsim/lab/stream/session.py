@@ -243,7 +243,8 @@ class StreamSession:
         never changes this one). The conversation, the settings (with their memo of
         strategy outcomes) and the reward and trigger parameters are shared, since
         nothing mutates them; everything that a turn or an event changes is copied."""
-        shared = (self.conversation, self.settings, self.skip_settings, *self.deeper, self.triggers, self.weights)
+        deeper = [settings for pair in self.deeper for settings in pair]
+        shared = (self.conversation, self.settings, self.skip_settings, *deeper, self.triggers, self.weights)
         return copy.deepcopy(self, {id(obj): obj for obj in shared})
 
     # ---- the agent's side -----------------------------------------------------------
