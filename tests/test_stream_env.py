@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ctxsim.lab.environments.overflow import ContextOverflowEnv
-from ctxsim.lab.environments.conversation_stream import ENV_ID, ConversationStreamEnv
+from ctxsim.lab.environments.conversation_stream import ENV_ID, ONE_DEPTH, ConversationStreamEnv
 from ctxsim.errors import ConfigError, ScenarioError
 from ctxsim.model import ContextUnit
 from ctxsim.observe import ObservationConfig, observe
@@ -21,6 +21,10 @@ from ctxsim.validation import load_yaml
 #: small and fast: 30-turn conversations of two scenarios, two seeds each
 SMALL = {"scenario_names": ["gpt4-6000", "tool-dupes"], "contexts_per_scenario": 2, "turns": 30,
          "probes": {"turns": [12, 20, 28], "min_age_turns": 5}}
+
+
+#: the environment as it was before break depths and session features, and as it is by default
+CONFIGS = pytest.mark.parametrize("variant", [ONE_DEPTH, {}], ids=["one-depth", "default"])
 
 
 def registered() -> bool:
@@ -47,11 +51,12 @@ def rollout(env: ConversationStreamEnv, seed: int, pick=lambda mask, i: int(np.f
     raise AssertionError("episode did not end")
 
 
-def test_gymnasium_and_sb3_env_checkers_pass_with_warnings_as_errors():
+@CONFIGS
+def test_gymnasium_and_sb3_env_checkers_pass_with_warnings_as_errors(variant):
     from gymnasium.utils.env_checker import check_env
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    one = {**SMALL, "scenario_names": ["gpt4-6000"]}
+    one = {**SMALL, "scenario_names": ["gpt4-6000"], **variant}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         if registered():  # through gymnasium.make: the render modes are checked too
@@ -65,8 +70,9 @@ def test_gymnasium_and_sb3_env_checkers_pass_with_warnings_as_errors():
         assert "ConversationStream-v0" in env.render() and "Probes" in env.render()
 
 
-def test_same_seed_gives_the_same_episode_step_by_step():
-    (a, info_a), (b, info_b) = rollout(make(), 3), rollout(make(), 3)
+@CONFIGS
+def test_same_seed_gives_the_same_episode_step_by_step(variant):
+    (a, info_a), (b, info_b) = rollout(make(**variant), 3), rollout(make(**variant), 3)
     assert len(a) == len(b) > 2
     for x, y in zip(a, b):
         np.testing.assert_array_equal(x[0], y[0])
@@ -74,8 +80,9 @@ def test_same_seed_gives_the_same_episode_step_by_step():
     assert info_a["stream"] == info_b["stream"] and info_a["events"] == info_b["events"]
 
 
-def test_episode_plays_the_whole_conversation_and_rewards_sum_their_terms():
-    env = make()
+@CONFIGS
+def test_episode_plays_the_whole_conversation_and_rewards_sum_their_terms(variant):
+    env = make(**variant)
     obs, info = env.reset(seed=1)
     assert env.observation_space.contains(obs) and info["stream"]["overflow_events"] == 1
     assert info["tokens"] > info["target_tokens"] == int(0.8 * info["limit"])
@@ -98,8 +105,9 @@ def test_episode_plays_the_whole_conversation_and_rewards_sum_their_terms():
         env.step(0)
 
 
-def test_pickled_env_continues_identically():
-    env = make()
+@CONFIGS
+def test_pickled_env_continues_identically(variant):
+    env = make(**variant)
     env.reset(seed=2)
     env.step(int(np.flatnonzero(env.action_masks())[0]))
     twin = pickle.loads(pickle.dumps(env))
@@ -113,8 +121,8 @@ def test_pickled_env_continues_identically():
     assert env.session.done and twin.session.done
 
 
-def test_same_actions_masks_and_observation_as_context_overflow():
-    stream = make()
+def test_one_depth_has_the_same_actions_masks_and_observation_as_context_overflow():
+    stream = make(**ONE_DEPTH)
     overflow = ContextOverflowEnv({"target": "warning"})
     assert stream.actions == overflow.actions
     assert stream.observation_space == overflow.observation_space
@@ -153,6 +161,11 @@ def test_experiment_file_names_the_stream_spec(repo_root):
     assert experiment.algo == "MaskablePPO" and experiment.env == "envs/stream.yaml"
     config = ConversationStreamEnv.checked_config({**experiment.env_config})
     assert set(experiment.eval_scenarios) <= {s.name for s in config.suite}
+    # trained on the conversations it is evaluated on (the spec's), its model picked on training-suite scenarios
+    spec = load_yaml(repo_root / "envs" / "stream.yaml", ConfigError)
+    assert config.turns == ConversationStreamEnv.checked_config(spec["config"]).turns == 60
+    assert len(config.break_depths) > 1 and config.session_features
+    assert experiment.validation_scenarios and not set(experiment.validation_scenarios) & set(experiment.eval_scenarios)
 
 
 def test_reset_options_play_a_built_conversation_or_refuse():
@@ -212,6 +225,7 @@ def test_cli_stream_evaluation_takes_first_seed_by_scenario_and_compare(tmp_path
     assert list(df["reward"]) == pytest.approx(list(direct["reward"]))
     printed, text = capsys.readouterr().out, md.read_text()
     assert "mean reward by scenario" in printed and "reward(seed-chain) − reward(policy)" in text
+    assert "probes answered (difference) [95% CI]" in text  # the stream's probe_share, paired as the reward
     by_scenario = direct.groupby(["scenario", "policy"])["reward"].mean()
     assert f"| tool-dupes | {by_scenario['tool-dupes', 'seed-chain']:+.4f} | {by_scenario['tool-dupes', 'only:remove_oldest']:+.4f} |\n" in text
     # refused before any conversation is played: a log, an unknown --compare

@@ -305,8 +305,10 @@ def _comparisons(args: argparse.Namespace, df, sections: list[str], console) -> 
     return 0
 
 
-#: ``--compare``'s columns beside the reward: (results column, heading, format)
-COMPARED = (("probe_score", "probes answered", "+.3f"), ("reduction_pct", "tokens cut, points", "+.1f"))
+#: ``--compare``'s columns beside the reward: (results column, heading, format); a stream
+#: evaluation's CSV has ``probe_share`` (per conversation) where a single-event one has ``probe_score``
+COMPARED = (("probe_score", "probes answered", "+.3f"), ("probe_share", "probes answered", "+.3f"),
+            ("reduction_pct", "tokens cut, points", "+.1f"))
 
 
 def _comparison_rows(df, reference: str) -> tuple[list[str], list[list[str]]]:
@@ -373,7 +375,7 @@ def _experiment_split(args: argparse.Namespace):
 STREAM_SUMMARY = {
     "reward": "mean", "probe_share": "mean", **{f"probe_share_{kind}": "mean" for kind in PROBE_KINDS},
     "facts_retained": "mean", "cache_hit_rate": "mean", "tokens_sent": "mean",
-    "cost_usd": "mean", "overflow_events": "mean", "over_hit_fresh_starts": "mean", "max_summary_depth": "max",
+    "cost_usd": "mean", "overflow_events": "mean", "over_hit_fresh_starts": "mean", "break_depth": "mean", "max_summary_depth": "max",
     "max_summary_tokens": "max", "rehydrations": "sum", "rehydration_loops": "sum",
 }
 

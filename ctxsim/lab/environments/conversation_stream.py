@@ -11,7 +11,6 @@ from pydantic import Field, model_validator
 from ...cache import LRUCache
 from ...errors import ConfigError, ScenarioError, describe_value
 from ...model import MAX_TOKENS, ContextState
-from ...observe import observe
 from ..scenarios import Scenario
 from ..stream import (
     Conversation,
@@ -25,6 +24,8 @@ from ..stream import (
     conversation_for,
     stream_settings,
 )
+from ..stream.actions import action_names, depth_mask, step_flat
+from ..stream.features import SESSION_FEATURES, stream_observation
 from ..stream.session import TRIGGERED_RECOVERY
 from ..pool import scenario_digest
 from ...validation import KeyedValueError
@@ -34,6 +35,11 @@ from .overflow import OverflowConfig
 ENV_ID = "ctxsim/ConversationStream-v0"
 #: random draws of (scenario, seed) tried before giving up on finding a conversation that overflows
 MAX_DRAWS = 200
+#: the default break depths (shares of the limit): design 001's warning threshold, then deeper
+DEFAULT_BREAK_DEPTHS = (0.8, 0.6, 0.4)
+#: one depth and no session features: the environment as it was before either (ContextOverflow-v0's
+#: actions, masks and observation on every event)
+ONE_DEPTH = {"break_depths": [DEFAULT_BREAK_DEPTHS[0]], "session_features": False}
 
 
 class StreamConfig(OverflowConfig):
@@ -60,9 +66,22 @@ class StreamConfig(OverflowConfig):
     """Prices and rules of the prompt cache."""
     stream_reward: StreamRewardWeights = Field(default_factory=StreamRewardWeights)
     """Weights of the stream's reward terms (overflow events, probes, cache hits)."""
+    break_depths: Annotated[
+        tuple[Annotated[float, Field(gt=0, le=1)], ...], Field(min_length=1, max_length=8, strict=False)
+    ] = DEFAULT_BREAK_DEPTHS
+    """How deep an event may be broken: shares of the limit, strictly decreasing; an event is
+    broken to the lower of the warning threshold and the chosen share × limit, so a share at
+    or above the threshold (0.8 by default) is the threshold itself. Each adds a block of
+    ``actions`` to the action space; ``[0.8]`` is one depth, the threshold."""
+    session_features: bool = True
+    """Append the session features (:mod:`ctxsim.lab.stream.features`) to the observation."""
 
     @model_validator(mode="after")
     def _stream_consistent(self) -> StreamConfig:
+        for i in range(1, len(self.break_depths)):
+            if self.break_depths[i] >= self.break_depths[i - 1]:
+                raise KeyedValueError(f"break_depths[{i}]", self.break_depths[i],
+                                      f"must be below break_depths[{i - 1}] ({self.break_depths[i - 1]}): depths go deeper")
         for i, turn in enumerate(self.probes.turns):
             if turn >= self.turns:
                 raise KeyedValueError(f"probes.turns[{i}]", turn, f"must be under turns ({self.turns})")
@@ -96,12 +115,18 @@ def build_conversation(scenario: Scenario, seed: int, config: StreamConfig) -> C
 
 
 def make_session(conversation: Conversation, config: StreamConfig) -> StreamSession:
-    """A session of ``conversation`` under a validated config (settings shared per process)."""
-    settings, skip = stream_settings(config)
+    """A session of ``conversation`` under a validated config (settings shared per
+    process), one settings pair per break depth."""
+    (settings, skip), *deeper = depth_settings(config)
     return StreamSession(
-        conversation, settings, skip, rehydration=config.rehydration, triggers=config.recovery_triggers,
+        conversation, settings, skip, deeper=tuple(deeper), rehydration=config.rehydration, triggers=config.recovery_triggers,
         cache=config.prompt_cache, weights=config.stream_reward,
     )
+
+
+def depth_settings(config: StreamConfig) -> list[tuple]:
+    """The (normal, skip-aggressive) settings of each of the config's break depths, in order."""
+    return [stream_settings(config, depth) for depth in config.break_depths]
 
 
 NO_TERMS = {"event": 0.0, "triggered": 0.0, "overflow": 0.0, "probes": 0.0, "cache": 0.0}
@@ -141,29 +166,46 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     ### Action Space
 
-    ``Discrete(K)`` over ``config["actions"]``, exactly as ContextOverflow-v0 (same
-    default ids, same order, same masks from the event's ``OverflowEpisode``), so
-    policies transfer between the two environments:
+    ``Discrete(K × D)``: a strategy of ``config["actions"]`` (``K``, ContextOverflow-v0's
+    ids in its order) and a break depth of ``config["break_depths"]`` (``D``; shares
+    of the limit, default 0.8, 0.6, 0.4). Action ``a`` is strategy ``a % K`` at depth
+    ``a // K`` (:mod:`ctxsim.lab.stream.actions`; ``env.action_names`` spells them
+    ``<id>@<depth>``). An event is broken to the lower of the warning threshold and
+    depth × limit: the first depth, 0.8, is design 001's threshold, as on
+    ContextOverflow-v0; deeper ones leave more room before the next overflow and ask
+    more of the chain (success, and ``max_steps``' forced recovery, are measured
+    against the depth's target). With the defaults:
 
-    | Num | Strategy id           | Num | Strategy id     |
-    |-----|-----------------------|-----|-----------------|
-    | 0   | summarize_old         | 3   | discard_low_rel |
-    | 1   | prioritize_recent     | 4   | hybrid          |
-    | 2   | content_type_chunking | 5   | fresh_start     |
+    | Num      | Strategy id           | Num       | Strategy id     |
+    |----------|-----------------------|-----------|-----------------|
+    | 0, 6, 12 | summarize_old         | 3, 9, 15  | discard_low_rel |
+    | 1, 7, 13 | prioritize_recent     | 4, 10, 16 | hybrid          |
+    | 2, 8, 14 | content_type_chunking | 5, 11, 17 | fresh_start     |
 
-    ``action_masks()`` (also ``info["action_mask"]``): valid iff not excluded by the
-    budget and ``applicable`` to the event's context — on a turn that rehydrated,
-    strategies see ``skip_aggressive`` (design 002), so externalize and drop are
-    masked; a recovery action is always valid.
+    (0–5 at 0.8, 6–11 at 0.6, 12–17 at 0.4.) ``action_masks()`` (also
+    ``info["action_mask"]``): before an event's first step, each depth's block is
+    the event's mask at that depth (valid iff not excluded by the budget and
+    ``applicable`` toward that target — on a turn that rehydrated, strategies see
+    ``skip_aggressive`` (design 002), so externalize and drop are masked; a recovery
+    action is always valid); the first step fixes the event's depth, and later
+    steps allow only that block (an unmasked learner's action of another block runs
+    its strategy at the event's depth). With ``break_depths: [0.8]`` and
+    ``session_features: false`` (``ONE_DEPTH``) the actions, masks and observation
+    are exactly ContextOverflow-v0's, so policies transfer between the two.
 
     ### Observation
 
     :func:`ctxsim.observe.observe` of the event's current context with
     ContextOverflow-v0's :class:`~ctxsim.observe.ObservationConfig` for target
-    ``warning`` — the same vector (version ``OBSERVATION_VERSION``; feature table in
-    :class:`~ctxsim.lab.environments.overflow.ContextOverflowEnv`). Each event starts
-    with an empty strategy history, so the step features count this event's steps.
-    Stream-only signals are in ``info``. After the last step: the final context.
+    ``warning`` (version ``OBSERVATION_VERSION``; feature table in
+    :class:`~ctxsim.lab.environments.overflow.ContextOverflowEnv`), then, with
+    ``session_features`` (default), seven features of the session in [0, 1]
+    (:mod:`ctxsim.lab.stream.features`: over-hits toward the fresh-start trigger and
+    when the oldest leaves its window, share of the conversation to come, turns
+    since the last event, tokens a turn brings, the last and this event's depths).
+    Each event starts with an empty strategy history, so the step features count this
+    event's steps. Other stream signals are in ``info``. After the last step: the
+    final context.
 
     ### Rewards
 
@@ -187,11 +229,11 @@ class ConversationStreamEnv(ConfiguredEnv):
     ### Info
 
     Every step: ``scenario``, ``seed``, ``turn``, ``turns``, ``tokens``, ``limit``,
-    ``target_tokens``, ``chain`` (this event's), ``action_mask``,
+    ``target_tokens`` and ``depth`` (the pending event's), ``chain`` (this event's), ``action_mask``,
     ``skip_aggressive``, ``rehydrated`` (artifacts injected this turn), ``stream``
     (running totals: overflow_events, over_hit_fresh_starts, forced_recoveries,
     compactions, probes_asked / probes_answered / probe_share, probe_share_<kind>
-    per probe kind, facts_retained,
+    per probe kind, facts_retained, break_depth (mean target / limit of the events),
     max_summary_depth, max_summary_tokens, rehydrations, rehydration_loops, …,
     cache_hit_rate, tokens_sent, cached_tokens, cost_usd), ``rewards``; after an
     action also ``action``, ``valid_action``, ``latency_ms``, ``forced_recovery``;
@@ -218,6 +260,29 @@ class ConversationStreamEnv(ConfiguredEnv):
         super().configure(config)
         wanted = min(self.config["cache_size"], self.context_count)
         _CONVERSATIONS.maxsize = max(_CONVERSATIONS.maxsize, wanted)
+        self.action_space = gym.spaces.Discrete(len(self.actions) * len(self.depths))
+        if self.config["session_features"]:
+            box = self.observation_space
+            extra = len(SESSION_FEATURES)
+            self.observation_space = gym.spaces.Box(
+                np.concatenate([box.low, np.zeros(extra, np.float32)]), np.concatenate([box.high, np.ones(extra, np.float32)]),
+                dtype=np.float32,
+            )
+
+    @property
+    def depths(self) -> tuple[float, ...]:
+        """The break depths (shares of the limit), shallowest first."""
+        return tuple(self.config["break_depths"])
+
+    @property
+    def action_names(self) -> list[str]:
+        """``<strategy id>@<depth>`` for every action, in index order (:mod:`ctxsim.lab.stream.actions`)."""
+        return action_names(self.actions, self.depths)
+
+    @property
+    def feature_names(self) -> list[str]:
+        own = list(SESSION_FEATURES) if self.config["session_features"] else []
+        return super().feature_names + own
 
     # ---- conversations ------------------------------------------------------------------
     def _draw(self, options: dict[str, Any]) -> tuple[str, int | None, StreamSession]:
@@ -262,11 +327,10 @@ class ConversationStreamEnv(ConfiguredEnv):
     def step(self, action):
         if self.session is None or self.session.done:
             raise gym.error.ResetNeeded("call reset() before step()")
-        index = discrete_action(action, len(self.actions))
-        finished = self.session.episode
-        out = self.session.step(index)
+        index = discrete_action(action, self.action_space.n)
+        out = step_flat(self.session, index)
         self._last = out
-        info = self._info(out, out.step.ran, finished)
+        info = self._info(out, out.step.ran)
         return self._observe(), float(out.reward), out.done, False, info
 
     def action_masks(self) -> np.ndarray:
@@ -274,9 +338,7 @@ class ConversationStreamEnv(ConfiguredEnv):
         every action once the conversation is over."""
         if self.session is None:
             raise gym.error.ResetNeeded("call reset() before action_masks()")
-        if self.session.episode is None:
-            return np.ones(len(self.actions), dtype=bool)
-        return self.session.episode.action_mask()
+        return depth_mask(self.session)
 
     # ---- helpers ------------------------------------------------------------------------------
     @property
@@ -287,9 +349,9 @@ class ConversationStreamEnv(ConfiguredEnv):
         return self.session.episode.state if self.session.episode is not None else self.session.state
 
     def _observe(self) -> np.ndarray:
-        return observe(self.state, self.obs_config)
+        return stream_observation(self.session, self.obs_config, self.config["session_features"])
 
-    def _info(self, out: StreamStep | None = None, valid: bool = True, finished=None) -> dict[str, Any]:
+    def _info(self, out: StreamStep | None = None, valid: bool = True) -> dict[str, Any]:
         session = self.session
         episode = session.episode
         info: dict[str, Any] = {
@@ -299,7 +361,8 @@ class ConversationStreamEnv(ConfiguredEnv):
             "turns": len(session.conversation.turns),
             "tokens": self.state.total_tokens,
             "limit": self.state.limit,
-            "target_tokens": self.state.warning_tokens,
+            "target_tokens": episode.target_tokens if episode is not None else self.state.warning_tokens,
+            "depth": self.depths[session.event_depth] if episode is not None else None,
             "chain": list(episode.chain) if episode is not None else [],
             "action_mask": self.action_masks(),
             "skip_aggressive": session.skip_aggressive,
@@ -312,7 +375,7 @@ class ConversationStreamEnv(ConfiguredEnv):
         step = out.step
         info.update(action=step.action, valid_action=valid, latency_ms=step.latency_ms, forced_recovery=step.forced_recovery)
         if out.event_done:
-            info["outcome"] = finished.outcome.to_dict()
+            info["outcome"] = out.outcome.to_dict()
         if out.done:
             info["events"] = session.event_dicts()
         return info
@@ -333,7 +396,7 @@ class ConversationStreamEnv(ConfiguredEnv):
             f"[{'█' * filled}{'░' * (width - filled)}] {usage:.0%}",
         ]
         if episode is not None:
-            lines.append(f"Event chain: {' > '.join(episode.chain) or '(none yet)'}"
+            lines.append(f"Event chain (to {episode.target_tokens:,} tokens): {' > '.join(episode.chain) or '(none yet)'}"
                          + ("  [rehydration turn: externalize/drop masked]" if session.skip_aggressive else ""))
         lines.append(
             f"Probes {m['probes_answered']}/{m['probes_asked']}  cache hit {m['cache_hit_rate']:.0%}  "
@@ -349,7 +412,8 @@ class ConversationStreamEnv(ConfiguredEnv):
         self.__dict__.update(state)
         session = self.session
         if session is not None:
-            settings, skip = stream_settings(self._checked)
-            session.settings, session.skip_settings = settings, skip
+            (session.settings, session.skip_settings), *deeper = depth_settings(self._checked)
+            session.deeper = tuple(deeper)
             if session.episode is not None:
-                session.episode.settings = skip if session.episode.settings.skip_aggressive else settings
+                skip = session.episode.settings.skip_aggressive
+                session.episode.settings = session.depth_settings(session.event_depth, skip)

@@ -15,9 +15,9 @@ class TransitionRecorder(gym.Wrapper):
     """Writes one :mod:`ctxsim.transitions` record per step of the wrapped env.
 
     The wrapped env's unwrapped object must expose ``state`` (the current
-    :class:`~ctxsim.model.ContextState`), ``actions`` (strategy ids by action
-    index) and put ``scenario`` / ``seed`` in its reset info and ``outcome`` in the
-    info of an episode's last step, as ``ContextOverflowEnv`` does. Episodes are
+    :class:`~ctxsim.model.ContextState`) and put ``scenario`` / ``seed`` in its reset
+    info, the applied strategy id as ``action`` in every step's info and ``outcome``
+    in the info of an episode's last step, as ``ContextOverflowEnv`` does. Episodes are
     numbered on from the log's last (0 for a new log), steps from 0 per episode;
     with ``overwrite=False`` an existing log is appended to.
     """
@@ -51,7 +51,7 @@ class TransitionRecorder(gym.Wrapper):
             seed=self._where[1],
             state_before=before,
             observation_before=self._obs,
-            action=core.actions[int(np.asarray(action).item())],
+            action=info["action"],  # the strategy id applied (a stream action also names a depth)
             reward=reward,
             state_after=core.state,
             observation_after=obs,

@@ -4,7 +4,9 @@
 with the environment's own logic (:class:`~ctxsim.lab.stream.StreamSession`): each
 overflow event is run by :func:`ctxsim.policies.run_episode` — a policy's
 ``act(episode)`` returns an action id or its own Strategy (peers), exactly as on
-ContextOverflow-v0 — and handed back to the session. Policies are ``reset`` at
+ContextOverflow-v0 — and handed back to the session, at the first break depth;
+the per-event maximizers (``oracle``, ``greedy``) and trained stream policies choose
+the depth too (:mod:`ctxsim.lab.stream.players`). Policies are ``reset`` at
 every event with :func:`~ctxsim.lab.stream.play.event_seed`, so rows are identical from run to run.
 
 Call it as::
@@ -14,7 +16,8 @@ Call it as::
 
 ``config`` is an override of :meth:`ConversationStreamEnv.default_config` (e.g. an
 ``envs/stream.yaml`` spec's ``config``); a trained policy must have been trained
-with the same ``actions``.
+with the same ``actions`` (and, for a stream policy, the same ``break_depths`` and
+``session_features``).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..environments.conversation_stream import ConversationStreamEnv, build_conv
 from ..evaluate import load_policies
 from ..scenarios import Scenario
 from .play import play
+from .players import stream_player
 from .rollout import Rollout, is_rollout
 
 if TYPE_CHECKING:
@@ -38,7 +42,7 @@ METRICS = (
     "event_reward", "overflow_events", "over_hit_fresh_starts", "forced_recoveries", "compactions", "strategy_steps",
     "probes_asked", "probes_answered", "probe_share", *(f"probe_share_{kind}" for kind in PROBE_KINDS), "facts_retained", "cache_hit_rate", "tokens_sent",
     "cached_tokens", "cost_usd", "max_summary_depth", "max_summary_tokens", "rehydrations", "rehydration_loops",
-    "milestones",
+    "milestones", "break_depth",
 )
 COLUMNS = ("policy", "run", "scenario", "seed", "reward") + METRICS
 
@@ -77,7 +81,8 @@ def evaluate_stream(
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     names = [str(name) for name in dict.fromkeys(policies)]
     plain = load_policies([n for n in names if not is_rollout(n)], note or (lambda text: print(f"note: {text}", file=sys.stderr)))
-    loaded = {n: ((("", Rollout.named(n)),) if is_rollout(n) else plain[n]) for n in names if is_rollout(n) or n in plain}
+    plain = {n: tuple((run, stream_player(policy, checked)) for run, policy in members) for n, members in plain.items()}
+    loaded = {n: ((("", Rollout.named(n, checked)),) if is_rollout(n) else plain[n]) for n in names if is_rollout(n) or n in plain}
     rows: dict[tuple[int, int, int, int], dict[str, Any]] = {}
     for si, scenario in enumerate(chosen):
         for ki, seed in enumerate(seeds):

@@ -10,7 +10,6 @@ the rollout reference (:mod:`ctxsim.lab.stream.rollout`) both play through here.
 from __future__ import annotations
 
 import zlib
-from functools import partial
 from typing import Protocol
 
 from ...policies import Policy, run_episode
@@ -18,7 +17,8 @@ from .session import StreamSession
 
 
 class EventPlayer(Protocol):
-    """Something that breaks each event its own way (a rollout)."""
+    """Something that breaks each event its own way (a rollout, a depth search, a
+    trained stream policy: :mod:`.players`)."""
 
     def play_event(self, session: StreamSession, scenario: str, seed: int) -> float: ...
 
@@ -30,15 +30,21 @@ def event_seed(scenario: str, seed: int, event: int) -> int:
 
 def play(policy: Policy | EventPlayer, session: StreamSession, scenario: str, seed: int) -> float:
     """Run ``policy`` on every event of ``session`` until the conversation ends; the
-    total reward (what the environment would pay over the episode). A rollout
-    (:mod:`.rollout`) breaks each event its own way: its ``play_event``."""
+    total reward (what the environment would pay over the episode). An
+    :class:`EventPlayer` breaks each event its own way: its ``play_event``."""
     if session.episode is None:  # never overflowed: only the end-of-conversation terms
         return sum(session.final_terms().values())
-    event = getattr(policy, "play_event", None) or partial(play_event, policy)
     total = 0.0
     while not session.done:
-        total += event(session, scenario, seed)
+        total += break_event(policy, session, scenario, seed)
     return total
+
+
+def break_event(policy: Policy | EventPlayer, session: StreamSession, scenario: str, seed: int) -> float:
+    """Break the pending event of ``session`` with ``policy`` (its own ``play_event``
+    when it has one, else :func:`play_event`); the reward then paid."""
+    own = getattr(policy, "play_event", None)
+    return own(session, scenario, seed) if own is not None else play_event(policy, session, scenario, seed)
 
 
 def play_event(policy: Policy, session: StreamSession, scenario: str, seed: int) -> float:

@@ -2,10 +2,10 @@
 
 The per-event oracle (``oracle``) finds the best chain for one overflow event, blind
 to what the chain does to later turns. ``rollout:<base>`` looks ahead to the end of
-the conversation instead: at every overflow event it tries each chain of valid
-actions (the oracle's candidates, :func:`ctxsim.policies.oracle.chains`) on a copy
-of the session, lets the ``base`` policy play the rest of the conversation, and
-applies the chain whose total reward — this event's payment and every later one,
+the conversation instead: at every overflow event it tries each break depth and each
+chain of valid actions at it (the oracle's candidates,
+:func:`ctxsim.policies.oracle.chains`) on a copy of the session, lets the ``base``
+policy play the rest of the conversation, and applies the (depth, chain) whose total reward — this event's payment and every later one,
 the end-of-conversation terms included — is highest. The base policy's own way of
 breaking the event is a candidate too, and it wins ties, so a peer acting with its
 own strategies can be a base. This is the rollout algorithm of approximate dynamic
@@ -15,16 +15,22 @@ how much it exceeds it measures what long-horizon choices are worth on a
 conversation.
 
 Cost: per event, one session copy and one rest-of-conversation play per candidate
-(at most 258 chains with six actions and three steps, plus the base's own).
+(at most 258 chains per depth with six actions and three steps, plus the base's own).
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ...errors import PolicyError
 from ...policies import Policy, get_policy
 from ...policies.oracle import chains
-from .play import play, play_event
+from .play import EventPlayer, break_event, play
+from .players import stream_player
 from .session import StreamSession
+
+if TYPE_CHECKING:
+    from ..environments.conversation_stream import StreamConfig
 
 #: prefix of the rollout policies' names: ``rollout:<base policy name or path>``
 PREFIX = "rollout:"
@@ -41,48 +47,54 @@ def is_rollout(name: str) -> bool:
 class Rollout:
     """Plays whole conversations by rollout over ``base`` (module docstring)."""
 
-    def __init__(self, base: Policy, name: str):
+    def __init__(self, base: Policy | EventPlayer, name: str):
         self.base, self.name = base, name
 
     @classmethod
-    def named(cls, name: str) -> Rollout:
+    def named(cls, name: str, config: StreamConfig) -> Rollout:
         """The rollout policy of a ``rollout:<base>`` name (the base loaded by
-        :func:`ctxsim.policies.get_policy`)."""
+        :func:`ctxsim.policies.get_policy`, playing as :func:`~ctxsim.lab.stream.players.stream_player`
+        makes it under the validated StreamConfig ``config``)."""
         base = str(name)[len(PREFIX):]
         if not base:
             raise PolicyError(f"'{name}' names no base policy; e.g. rollout:seed-chain")
         if is_rollout(base):
             raise PolicyError(f"'{name}': the base of a rollout cannot be a rollout")
-        return cls(get_policy(base), str(name))
+        return cls(stream_player(get_policy(base), config), str(name))
 
     def play_event(self, session: StreamSession, scenario: str, seed: int) -> float:
         """Break the pending event of ``session`` with the best candidate; the reward then
         paid (:func:`~ctxsim.lab.stream.evaluate_stream.play` calls it for every event)."""
-        chain = self.best_chain(session, scenario, seed)
-        if chain is None:
-            return play_event(self.base, session, scenario, seed)
+        best = self.best_chain(session, scenario, seed)
+        if best is None:
+            return break_event(self.base, session, scenario, seed)
+        depth, chain = best
+        session.choose_depth(depth)
         return sum(session.step(sid).reward for sid in chain)
 
-    def best_chain(self, session: StreamSession, scenario: str, seed: int) -> tuple[str, ...] | None:
-        """The chain for the pending event with the highest total reward to the end of
-        the conversation when ``base`` plays every later event; None when no chain
-        beats letting ``base`` break this event too (ties keep the base's choice, then
-        go to the first chain in the settings' action order)."""
-        pending = session.episode
-        order = {sid: i for i, sid in enumerate(pending.settings.actions)}
+    def best_chain(self, session: StreamSession, scenario: str, seed: int) -> tuple[int, tuple[str, ...]] | None:
+        """(depth index, chain) for the pending event with the highest total reward to
+        the end of the conversation when ``base`` plays every later event; None when no
+        candidate beats letting ``base`` break this event too (ties keep the base's
+        choice, then go to the shallower depth and the first chain in the settings'
+        action order)."""
+        order = {sid: i for i, sid in enumerate(session.settings.actions)}
         best, best_value, best_key = None, play(self.base, session.copy(), scenario, seed), ()
-        for finished in chains(pending.original, pending.settings):
-            value = self.value(session, finished.chain, scenario, seed)
-            key = tuple(order[sid] for sid in finished.chain)
-            better = value > best_value + TIE
-            tied = abs(value - best_value) <= TIE and best is not None and key < best_key
-            if better or tied:
-                best, best_value, best_key = finished.chain, max(value, best_value), key
+        for depth in range(session.depth_count):
+            start = session.event_at(depth)
+            for finished in chains(start.original, start.settings):
+                value = self.value(session, finished.chain, scenario, seed, depth)
+                key = (depth, tuple(order[sid] for sid in finished.chain))
+                better = value > best_value + TIE
+                tied = abs(value - best_value) <= TIE and best is not None and key < best_key
+                if better or tied:
+                    best, best_value, best_key = (depth, finished.chain), max(value, best_value), key
         return best
 
-    def value(self, session: StreamSession, chain: tuple[str, ...], scenario: str, seed: int) -> float:
-        """Total reward from here when ``chain`` breaks the pending event and ``base``
-        plays the rest (``session`` is left as it was)."""
+    def value(self, session: StreamSession, chain: tuple[str, ...], scenario: str, seed: int, depth: int = 0) -> float:
+        """Total reward from here when ``chain`` breaks the pending event at depth index
+        ``depth`` and ``base`` plays the rest (``session`` is left as it was)."""
         trial = session.copy()
+        trial.choose_depth(depth)
         total = sum(trial.step(sid).reward for sid in chain)
         return total if trial.done else total + play(self.base, trial, scenario, seed)

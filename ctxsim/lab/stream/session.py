@@ -10,7 +10,9 @@ Each turn ``t`` of the :class:`~ctxsim.lab.stream.conversation.Conversation`:
 3. if the context (rehydrated content excluded: it uses the reserve) is over the
    warning threshold (design 001: 80 % of the limit), an *overflow event* starts: an
    ``OverflowEpisode`` with target ``warning``, whose strategies the agent chooses
-   until it is under the threshold or ``max_steps`` forced recovery. On a turn
+   until it is under the threshold or ``max_steps`` forced recovery. Before its first
+   step the agent may choose a deeper *break depth* (:meth:`StreamSession.choose_depth`):
+   the event is then broken to that share of the limit instead. On a turn
    that rehydrated, the event runs with ``skip_aggressive`` settings (design 002:
    externalize and drop do nothing and are masked). Design 001's trigger: when this is
    the third over-hit within ``window_seconds`` of simulated time (more than
@@ -44,6 +46,7 @@ from ...cache import LRUCache
 from ...episode import EpisodeSettings, OverflowEpisode, Step
 from ...episode_config import EpisodeConfig
 from ...errors import RecoveryError
+from ...metrics import BreakingOutcome
 from ...model import STATED_KINDS, ContextState, ContextUnit
 from ...probes import PROBE_KINDS, probe_kind, share_answered
 from ...strategies import StrategyContext
@@ -95,9 +98,20 @@ class StreamRewardWeights(BaseModel):
 
 @dataclass(frozen=True)
 class StreamSettings(EpisodeSettings):
-    """Episode settings whose strategies see design 002's ``skip_aggressive`` turn flag."""
+    """Episode settings of one overflow event: its strategies see design 002's
+    ``skip_aggressive`` turn flag, and ``depth`` sets how deep it is broken.
+
+    ``depth`` is a share of the limit: the event's target (what strategies aim at and
+    what success means) is the lower of the warning threshold and ``depth`` × limit
+    (tokens, rounded down); None is the warning threshold itself.
+    """
 
     skip_aggressive: bool = False
+    depth: float | None = None
+
+    def target_tokens(self, state: ContextState) -> int:
+        warning = super().target_tokens(state)
+        return warning if self.depth is None else min(warning, int(self.depth * state.limit))
 
     def context(self, state: ContextState) -> StrategyContext:
         ctx = super().context(state)
@@ -106,33 +120,35 @@ class StreamSettings(EpisodeSettings):
 
     @property
     def key(self) -> str:
-        return super().key + ("-skip" if self.skip_aggressive else "")
+        return super().key + ("-skip" if self.skip_aggressive else "") + ("" if self.depth is None else f"-depth{self.depth}")
 
 
-#: the episode keys of a config (json) -> (normal, skip-aggressive) settings, shared per process
-_SETTINGS: LRUCache[str, tuple[StreamSettings, StreamSettings]] = LRUCache(64)
+#: (the episode keys of a config (json), depth) -> (normal, skip-aggressive) settings, shared per process
+_SETTINGS: LRUCache[tuple[str, float | None], tuple[StreamSettings, StreamSettings]] = LRUCache(64)
 
 
-def stream_settings(config: EpisodeConfig) -> tuple[StreamSettings, StreamSettings]:
+def stream_settings(config: EpisodeConfig, depth: float | None = None) -> tuple[StreamSettings, StreamSettings]:
     """The process's (normal, skip-aggressive) settings of a validated config (a
-    StreamConfig is one), so sessions share strategy results."""
-    key = config.episode_json()
+    StreamConfig is one) at one break ``depth`` (:class:`StreamSettings`), so sessions
+    share strategy results."""
+    key = (config.episode_json(), depth)
     pair = _SETTINGS.get(key)
     if pair is None:
-        pair = (StreamSettings.of(config), StreamSettings.of(config, skip_aggressive=True))
+        pair = (StreamSettings.of(config, depth=depth), StreamSettings.of(config, skip_aggressive=True, depth=depth))
         _SETTINGS.put(key, pair)
     return pair
 
 
 @dataclass(frozen=True)
 class EventRecord:
-    """One overflow event: when, who resolved it, and how it ended (tokens, reward)."""
+    """One overflow event: when, who resolved it, how deep, and how it ended (tokens, reward)."""
 
     turn: int
     time_s: float
     trigger: str  # "agent" or "over_hits"
     skip_aggressive: bool
     chain: tuple[str, ...]
+    target_tokens: int  # what the event was broken to (its depth's target)
     tokens_before: int
     tokens_after: int
     reward: float
@@ -143,13 +159,15 @@ class EventRecord:
 
 @dataclass(frozen=True)
 class StreamStep:
-    """What one agent action did: the episode step, the reward and its named terms."""
+    """What one agent action did: the episode step, the reward and its named terms
+    (and, when it ended the event, that event's outcome)."""
 
     step: Step | None
     reward: float
     terms: dict[str, float]
     event_done: bool
     done: bool
+    outcome: BreakingOutcome | None = None
 
 
 @dataclass
@@ -173,7 +191,12 @@ class _Counters:
 
 class StreamSession:
     """A conversation being played (module docstring). ``episode`` is the overflow
-    event awaiting the agent, or None once ``done``."""
+    event awaiting the agent, or None once ``done``.
+
+    ``settings`` and ``skip_settings`` break an event to the first depth (where every
+    event starts); ``deeper`` holds one (normal, skip-aggressive) pair per further
+    depth the agent may choose (:meth:`choose_depth`), shallowest first.
+    """
 
     def __init__(
         self,
@@ -181,6 +204,7 @@ class StreamSession:
         settings: StreamSettings,
         skip_settings: StreamSettings,
         *,
+        deeper: tuple[tuple[StreamSettings, StreamSettings], ...] = (),
         rehydration: RehydrationConfig | None = None,
         triggers: RecoveryTriggers | None = None,
         cache: PromptCacheModel | None = None,
@@ -189,6 +213,7 @@ class StreamSession:
         c = conversation
         self.conversation = c
         self.settings, self.skip_settings = settings, skip_settings
+        self.deeper = tuple(deeper)
         self.triggers = triggers or RecoveryTriggers()
         self.weights = weights or StreamRewardWeights()
         self.rehydrator = Rehydrator(rehydration or RehydrationConfig(), c.limit)
@@ -200,11 +225,14 @@ class StreamSession:
         self.log: dict[str, ContextUnit] = {}
         self.turn = -1
         self.episode: OverflowEpisode | None = None
+        self.event_depth = 0  # index of the pending event's depth (0: the first)
         self.done = False
         self.events: list[EventRecord] = []
         self.counters = _Counters()
         self._current: _Turn | None = None
         self._over_hits: list[float] = []
+        self._arrived = 0  # tokens of the turns played so far, as they arrived
+        self._now = 0.0
         self._checked: set[str] = set()
         self._pending = 0.0  # seed reward of events resolved by the session, not yet paid
         self._pending_events = 0  # events resolved since the last payment
@@ -215,7 +243,8 @@ class StreamSession:
         never changes this one). The conversation, the settings (with their memo of
         strategy outcomes) and the reward and trigger parameters are shared, since
         nothing mutates them; everything that a turn or an event changes is copied."""
-        shared = (self.conversation, self.settings, self.skip_settings, self.triggers, self.weights)
+        deeper = [settings for pair in self.deeper for settings in pair]
+        shared = (self.conversation, self.settings, self.skip_settings, *deeper, self.triggers, self.weights)
         return copy.deepcopy(self, {id(obj): obj for obj in shared})
 
     # ---- the agent's side -----------------------------------------------------------
@@ -228,6 +257,54 @@ class StreamSession:
     def rehydrated(self) -> tuple[Rehydrated, ...]:
         """The injections of the turn being played (empty between turns)."""
         return self._current.rehydrated if self._current is not None else ()
+
+    @property
+    def now(self) -> float:
+        """Simulated time of the turn played last (s; its latest unit's timestamp)."""
+        return self._now
+
+    @property
+    def over_hit_times(self) -> tuple[float, ...]:
+        """Times of the over-hits counted toward design 001's fresh-start trigger, oldest first."""
+        return tuple(self._over_hits)
+
+    @property
+    def arrived_tokens(self) -> int:
+        """Request tokens of the conversation's units that have arrived so far (before any break)."""
+        return self._arrived
+
+    @property
+    def depth_count(self) -> int:
+        """How many break depths the agent chooses among (1: only the first)."""
+        return 1 + len(self.deeper)
+
+    def depth_settings(self, index: int, skip: bool) -> StreamSettings:
+        """The settings of depth ``index`` (0: the first), normal or skip-aggressive."""
+        pair = (self.settings, self.skip_settings) if index == 0 else self.deeper[index - 1]
+        return pair[1] if skip else pair[0]
+
+    def event_at(self, index: int) -> OverflowEpisode:
+        """The pending event as it starts when broken to depth ``index`` (the pending
+        episode itself at its own depth; a fresh one otherwise, nothing changed)."""
+        episode = self.episode
+        if episode is None:
+            raise RecoveryError("the conversation is over; no overflow event awaits an action")
+        if index == self.event_depth:
+            return episode
+        return OverflowEpisode(episode.original, self.depth_settings(index, episode.settings.skip_aggressive))
+
+    def choose_depth(self, index: int) -> None:
+        """Break the pending event to depth ``index`` (0: the first, where every event
+        starts). Only before the event's first step: RecoveryError after it, or for an
+        index outside ``range(depth_count)``."""
+        if not 0 <= index < self.depth_count:
+            raise RecoveryError(f"break depth {index} is not one of the {self.depth_count} configured")
+        if index == self.event_depth:
+            return
+        episode = self.event_at(index)
+        if self.episode.steps_taken:
+            raise RecoveryError("an event's break depth is chosen before its first step")
+        self.episode, self.event_depth = episode, index
 
     def record_step(self, step: Step) -> None:
         """Count one strategy step of an event (called for every step, however run)."""
@@ -264,7 +341,7 @@ class StreamSession:
         terms = self._terms(event=episode.reward)
         if self.done:
             terms.update(self.final_terms())
-        return StreamStep(step, sum(terms.values()), terms, True, self.done)
+        return StreamStep(step, sum(terms.values()), terms, True, self.done, episode.outcome)
 
     def _terms(self, event: float = 0.0) -> dict[str, float]:
         """The terms paid now: this event, the events resolved by the session since the
@@ -294,7 +371,8 @@ class StreamSession:
 
     def _begin_turn(self) -> None:
         units = self.conversation.turns[self.turn]
-        now = max(u.timestamp for u in units)
+        now = self._now = max(u.timestamp for u in units)
+        self._arrived += self.state.tokens_of(units)
         probe = self.conversation.probe_at(self.turn)
         if probe is not None:
             units = units + (probe.unit(now + 1.0),)
@@ -312,6 +390,7 @@ class StreamSession:
         self._over_hits = recent + [now]
         settings = self.skip_settings if skip else self.settings
         episode = OverflowEpisode(replace(self.state, history=()), settings)
+        self.event_depth = 0
         limit = self.triggers.max_over_hits
         if limit is not None and len(recent) >= limit:
             self.record_step(episode.step(TRIGGERED_RECOVERY))
@@ -327,7 +406,7 @@ class StreamSession:
         turn = self._current
         self.events.append(EventRecord(
             turn=self.turn, time_s=turn.time_s, trigger=trigger, skip_aggressive=episode.settings.skip_aggressive,
-            chain=episode.chain, tokens_before=o.original_tokens, tokens_after=o.final_tokens, reward=episode.reward,
+            chain=episode.chain, target_tokens=episode.target_tokens, tokens_before=o.original_tokens, tokens_after=o.final_tokens, reward=episode.reward,
             success=o.success, used_recovery=o.used_recovery, forced_recovery=episode.forced_recovery,
         ))
         self.state = episode.state
@@ -412,6 +491,7 @@ class StreamSession:
             "compactions": c.compactions,
             "strategy_steps": c.strategy_steps,
             "event_reward": sum(e.reward for e in self.events),
+            "break_depth": sum(e.target_tokens for e in self.events) / len(self.events) / self.state.limit if self.events else 0.0,
             "probes_asked": self.probes_asked,
             "probes_answered": self.probes_answered,
             "probe_share": self.probe_share,
