@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import shlex
 from functools import lru_cache
 from pathlib import Path
 
@@ -350,25 +349,15 @@ def test_shell_reader_refuses_partial_and_chained_commands(command):
     assert file_command(command) is None
 
 
-def _shlex_words(line):
-    lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    lexer.commenters = ""
-    try:
-        return list(lexer)
-    except ValueError:
-        return None
-
-
 @settings(max_examples=400, deadline=None)
 @given(st.text(alphabet="ab./-_=~*?#$`{}[]!%+:,01 \t\r();<>|&'\"\\é\u00a0\x0b", max_size=30))
 def test_shell_words_of_any_line_are_shlex_words(line):
-    assert shell._words(line) == _shlex_words(line)
+    assert shell._words(line) == shell.shlex_words(line)
 
 
 def test_shell_words_of_a_plain_line_are_read_without_shlex(monkeypatch):
     line = "cd /testbed && cat <<'EOF' >check.py"
-    expected = _shlex_words(line)
+    expected = shell.shlex_words(line)
     monkeypatch.setattr(shell.shlex, "shlex", None)  # a call would raise
     assert shell._words(line) == expected == ["cd", "/testbed", "&&", "cat", "<<", "EOF", ">", "check.py"]
 

@@ -87,6 +87,12 @@ def _words(line: str) -> list[str] | None:
     by shlex."""
     if '"' not in line and "\\" not in line and not line.count("'") % 2:
         return [word.replace("'", "") if "'" in word else word for word in _PLAIN_WORD.findall(line)]
+    return shlex_words(line)
+
+
+def shlex_words(line: str) -> list[str] | None:
+    """shlex's words of a shell line (operators apart, no comments); None when it
+    cannot read the line (an open quote)."""
     lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
     lexer.whitespace_split = True
     lexer.commenters = ""
