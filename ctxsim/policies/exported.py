@@ -258,9 +258,10 @@ class ExportedPolicy(Policy):
 
     def ranked(self, episode: OverflowEpisode) -> list[str]:
         """The episode's valid actions, highest score first (ties: lower index first)."""
-        with self._lock:
+        with self._lock:  # the mask, like the observation, reads the settings' memo (as in decide)
+            valid = episode.action_mask()
             scores = self.scores(self.observation(episode.state, episode.steps_taken))
-        return ranked_actions(self.actions, episode.action_mask(), scores)
+        return ranked_actions(self.actions, valid, scores)
 
     def act(self, episode: OverflowEpisode) -> str:
         self.check(episode.settings)
