@@ -213,10 +213,10 @@ class HashedTfidfEmbedder(CachedEmbedder):
 
     def _compute(self, texts: list[str]) -> SparseRows:
         # all texts at once: word hashes and idfs in one array, with the text of each
-        features, counts = _batch_features(texts)
+        features, per_text = _batch_features(texts)
         if not features.size:
             return SparseRows((len(texts), DIM), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
-        owner = np.repeat(np.arange(len(texts), dtype=np.int64), counts)
+        owner = np.repeat(np.arange(len(texts), dtype=np.int64), per_text)
         hashes = features["hash"].astype(np.uint64)
         idfs = features["idf"]
         # unigram keys are the 32-bit hashes; bigram keys (within one text) mix both
