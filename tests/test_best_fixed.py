@@ -115,3 +115,12 @@ def test_a_fit_is_kept_on_disk_and_read_back(train):
     other = [c for c in fixed_chains(SETTINGS) if c != first.chain][0]
     path.write_text(json.dumps({**json.loads(path.read_text()), "chain": list(other)}))
     assert _stored_fit(train, SETTINGS).chain == other  # the stored fit is what a later process reads
+
+
+def test_check_fits_before_any_episode(train, held_out):
+    policy = BestFixedPolicy("hand", contexts=train)
+    assert policy.fitted is None
+    policy.check(SETTINGS)  # what evaluate and sweep call in the parent, before any worker starts
+    assert policy.fitted == fit(train, SETTINGS)
+    assert run_episode(policy, held_out[0], SETTINGS, 0).reward == pytest.approx(
+        play(policy.fitted.chain, held_out[0], SETTINGS), abs=1e-12)

@@ -193,6 +193,12 @@ class BestFixedPolicy(Policy):
             self._fitted[id(settings)] = (settings, chosen, frozenset(s.fingerprint for s in contexts))
         return self._fitted[id(settings)][1:]
 
+    def check(self, settings: EpisodeSettings) -> None:
+        """Fit (or read the stored fit) under ``settings`` now, before any episode:
+        a fit that cannot be made fails before anything is written, and the workers
+        of a parallel evaluation read the stored fit instead of each fitting again."""
+        self.fit_for(settings)
+
     def reset(self, seed: int) -> None:
         self._player = None
 
