@@ -264,7 +264,7 @@ def test_the_digest_reads_the_code_that_computes_pooled_values():
     from ctxsim.lab.pool import PACKAGE_DIR, source_files
 
     names = {p.relative_to(PACKAGE_DIR).as_posix() for p in source_files()}
-    for shaping in ("lab/generator.py", "lab/contexts.py", "strategies/seed001.py", "relevance/hashed.py",
+    for shaping in ("lab/generator.py", "lab/session_text.py", "lab/contexts.py", "strategies/seed001.py", "relevance/hashed.py",
                     "summarize/extractive.py", "episode.py", "observe.py", "metrics.py", "reward.py",
                     "lab/environments/overflow.py", "lab/pool.py"):
         assert shaping in names, shaping

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxsim.lab.generator import RULE_SENTENCES, RULES
+from ctxsim.lab.session_text import RULE_SENTENCES, RULES
 from ctxsim.model import ContextUnit
 from ctxsim.summarize import get_summarizer
 from ctxsim.summarize.rules import holds_user_rule, is_user_rule, must_keep_sentences

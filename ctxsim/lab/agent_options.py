@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from ..model import ContextState, ContextUnit
 from ..tokens import count_joined, count_tokens
 from ..transcripts import DEMONSTRATION_MARK
+from .session_text import SUMMARY_TEMPLATE
 
 if TYPE_CHECKING:
     from .scenarios import Scenario
@@ -487,8 +488,6 @@ def demonstration(s: _Session) -> str:
 
 def prior_summary(s: _Session, first: int, last: int, depth: int) -> str:
     """A structured summary of earlier turns of the session (the format of prior compactions)."""
-    from .generator import SUMMARY_TEMPLATE  # the generator imports scenarios, which imports this module lazily
-
     rng, repo, bug = s.rng, s.repo, s.repo.bug
     picks = [repo.some_function() for _ in range(rng.randint(2, 5))]
     return SUMMARY_TEMPLATE.format(
