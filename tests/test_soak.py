@@ -14,7 +14,8 @@ import os
 
 import pytest
 
-from benchmarks.bench import SOAK_RSS_MB, rate, run_soak
+from benchmarks.environment import rate, run_soak
+from benchmarks.targets import SOAK_RSS_MB
 
 STEPS = int(os.environ.get("CTXSIM_SOAK_STEPS", "1000000"))
 
