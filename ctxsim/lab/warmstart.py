@@ -1,4 +1,9 @@
-"""Oracle warm start: fit a policy to the exhaustive oracle's action values before RL.
+"""Warm start: fit a policy to a teacher's action values before RL.
+
+Two teachers value the actions (``teacher``): on ContextOverflow-v0 the exhaustive
+``oracle`` (below); on ConversationStream-v0 a ``rollout:<base>`` policy, whose
+values are totals to the end of the conversation
+(:mod:`ctxsim.lab.stream.teacher`). The fit is the same for both.
 
 On this environment PPO settles on the action that is best on average
 (``prioritize_recent``) and does not find the context-dependent two-step chains the
@@ -41,6 +46,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..episode import OverflowEpisode
 
+#: the teacher of ContextOverflow-v0
+ORACLE = "oracle"
+
 
 class WarmStart(BaseModel):
     """The ``warm_start`` block of an experiment."""
@@ -53,6 +61,15 @@ class WarmStart(BaseModel):
     scale: float = Field(0.01, gt=0, description="temperature of the actor's target softmax(Q / scale), reward units per nat")
     entropy: float = Field(0.0, ge=0, description="entropy bonus of the actor's loss")
     margin: float = Field(0.05, ge=0, description="fit the states reached through actions within this much reward of the best")
+    teacher: str = Field(
+        ORACLE, pattern=r"^(oracle|rollout:.+)$",
+        description="who values the actions: 'oracle' (ContextOverflow-v0's exhaustive oracle) or 'rollout:<base "
+        "policy>' (ConversationStream-v0's rollout, ctxsim.lab.stream.teacher)",
+    )
+    contexts_per_scenario: int | None = Field(
+        None, ge=1, description="the teacher values at most this many contexts (conversations) of each training "
+        "scenario, the first seeds (null: every one the training env draws from)",
+    )
 
 
 @dataclass(frozen=True)
