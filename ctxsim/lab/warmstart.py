@@ -5,7 +5,7 @@ Two teachers value the actions (``teacher``): on ContextOverflow-v0 the exhausti
 values are totals to the end of the conversation
 (:mod:`ctxsim.lab.stream.teacher`). The fit is the same for both.
 
-On this environment PPO settles on the action that is best on average
+On ContextOverflow-v0 PPO settles on the action that is best on average
 (``prioritize_recent``) and does not find the context-dependent two-step chains the
 oracle uses: their advantage (about 0.01-0.05 reward) drowns in the spread of returns
 across contexts. The warm start gives the learner those values directly. For the
@@ -16,7 +16,7 @@ final reward reachable after taking ``a`` in ``s`` (the oracle's search, one lev
 down). Observations are standardized first when the experiment sets
 ``normalize_observations``. Then, full batch, for ``epochs``:
 
-* the actor minimizes the cross-entropy from the oracle's Boltzmann distribution over
+* the actor minimizes the cross-entropy from the teacher's Boltzmann distribution over
   the valid actions, ``softmax(Q(s, ·) / scale)``, to ``pi(·|s)``, minus ``entropy`` x
   its entropy;
 * the critic regresses ``max_a Q(s, a)``.
@@ -29,7 +29,7 @@ average (the one that never fails) and the softmax saturates there: the fit ende
 with one action for every state. The cross-entropy's gradient ``pi - target`` stays
 as large as the policy's error, so each state reaches its own best action.
 
-Only the training split's contexts are used (never the held-out ones). RL then
+Only the training split's contexts are used (never the validation or held-out ones). RL then
 continues from the warm-started weights (``timesteps`` of the experiment). Experiment
 key ``warm_start`` (:class:`WarmStart`); MaskablePPO, PPO and A2C (an actor-critic
 with action logits). Measured effect: reports/heldout_eval.md (``maskable_ppo_family``).
