@@ -26,7 +26,6 @@ teacher, the margin and the package's code.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import math
 from pathlib import Path
@@ -36,6 +35,7 @@ import numpy as np
 
 from ...atomic import atomic_write_bytes
 from ...observe import ObservationConfig
+from ..export import npz_bytes
 from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
 from ..pool import PACKAGE_DIR, code_of, pool_dir, scenario_digest, source_digest
 from ..warmstart import ActionValues
@@ -133,10 +133,8 @@ def cached_rollout_values(config: dict[str, Any], teacher: str, margin: float = 
         with np.load(path) as saved:
             return ActionValues(saved["observations"], saved["masks"], saved["values"]), path, False
     data = rollout_values(config, teacher, margin, note)
-    buffer = io.BytesIO()
-    np.savez_compressed(buffer, observations=data.observations, masks=data.masks, values=data.values)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, buffer.getvalue())
+    atomic_write_bytes(path, npz_bytes({"observations": data.observations, "masks": data.masks, "values": data.values}))
     return data, path, True
 
 
