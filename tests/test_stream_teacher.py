@@ -83,11 +83,11 @@ def test_every_row_values_exactly_its_valid_actions_and_the_teacher_plays_as_the
 
 
 def test_the_margin_keeps_fewer_states_and_the_mask_matches_the_env(rows):
-    obs, masks, q, _ = rows
+    obs, _, q, _ = rows
     narrow = rollout_values(CONFIG, TEACHER, margin=0.0)
     assert 0 < len(narrow) < len(q)
     assert np.array_equal(narrow.observations[0], obs[0]) and np.array_equal(narrow.values[0], q[0])
-    checked, session = fresh_session()
+    _, session = fresh_session()
     assert np.array_equal(narrow.masks[0], depth_mask(session))
 
 
