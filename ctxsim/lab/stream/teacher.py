@@ -39,7 +39,7 @@ from ..export import npz_bytes
 from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
 from ..pool import PACKAGE_DIR, code_of, pool_dir, scenario_digest, source_digest
 from ..warmstart import ActionValues
-from .actions import depth_mask
+from .actions import depth_mask, split
 from .features import stream_observation
 from .rollout import Candidate, Rollout
 from .session import StreamSession
@@ -106,7 +106,7 @@ def event_rows(session: StreamSession, found: list[Candidate], obs_config: Obser
         rows.append((stream_observation(state, obs_config, with_session), mask, q))
         top = q.max()
         for action in np.flatnonzero(mask):
-            d, strategy = divmod(int(action), k)
+            d, strategy = split(int(action), k)
             below = prefix + (strategy,)
             if q[action] >= top - margin and any(len(s) > len(below) and d == dd and s[:len(below)] == below
                                                  for dd, s in best):
