@@ -70,6 +70,7 @@ def work(tmp_path, monkeypatch):
         "diverges": EXPERIMENT.format(name="x", env=env, hyperparams="{n_steps: 32, batch_size: 32, vf_coef: 1.0e+300}"),
         "warm_text": EXPERIMENT.format(name="x", env=env, hyperparams="{}") + "warm_start: {epochs: '20'}\n",
         "warm_inf": EXPERIMENT.format(name="x", env=env, hyperparams="{}") + "warm_start: {learning_rate: .inf}\n",
+        "warm_teacher": EXPERIMENT.format(name="x", env=env, hyperparams="{}") + "warm_start: {teacher: 'rollout:seed-chain'}\n",
         "sweep_escape": TINY_SWEEP.replace("name: tiny", "name: ../escape"),
         "sweep_unknown_policy": TINY_SWEEP.replace("seed-chain", "no-such-policy"),
     }.items():
@@ -117,6 +118,8 @@ BAD_INPUT = [
     ("train: training diverges", ["train", "diverges.yaml", "--out", "out", "--quiet"], "training diverged after 32 steps"),
     ("train: warm start epochs as text", ["train", "warm_text.yaml", "--out", "out", "--quiet"], "key 'warm_start.epochs'"),
     ("train: infinite warm start rate", ["train", "warm_inf.yaml", "--out", "out", "--quiet"], "key 'warm_start.learning_rate'"),
+    ("train: a rollout teacher off the stream", ["train", "warm_teacher.yaml", "--out", "out", "--quiet"],
+     "key 'warm_start.teacher': warm_start.teacher 'rollout:seed-chain' needs ConversationStream-v0"),
     ("train: zero timesteps", ["train", "hyper.yaml", "--timesteps", "0", "--out", "out"], "--timesteps must be >= 1"),
     ("demo: zero timesteps", ["demo", "--quick", "--timesteps", "0", "--out", "out/demo", "--quiet"], "--timesteps must be >= 1"),
     ("demo: negative timesteps", ["demo", "--timesteps", "-5", "--out", "out/demo", "--quiet"], "--timesteps must be >= 1"),

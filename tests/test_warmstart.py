@@ -84,10 +84,10 @@ def test_warm_start_rejects_dqn_and_the_stream_env(tmp_path):
     with pytest.raises(ConfigError, match="needs an actor-critic") as err:
         load_experiment(path)
     assert str(path) in str(err.value) and "key 'warm_start'" in str(err.value)
-    with pytest.raises(ConfigError, match="warm_start needs a ContextOverflow env") as err:
+    with pytest.raises(ConfigError, match="warm_start.teacher 'oracle' needs a ContextOverflow env") as err:
         train(_experiment(tmp_path, env=str(REPO_ROOT / "envs" / "stream.yaml"), env_config={}, train_scenarios=None,
                           eval_scenarios=[]), out=tmp_path / "runs", progress=False)
-    assert "key 'warm_start'" in str(err.value)
+    assert "key 'warm_start.teacher'" in str(err.value)
     assert not (tmp_path / "runs").exists()
 
 

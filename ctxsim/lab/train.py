@@ -15,7 +15,7 @@ the vectorization and the seed. A run writes, under
   the best model do not ride on which contexts a random draw picked;
 * ``final_model.zip``, ``tb/`` — TensorBoard logs;
 * ``warm_start.json`` — with a ``warm_start`` block (:mod:`ctxsim.lab.warmstart`): the
-  states it fitted, its final losses, the greedy regret and the seconds it took;
+  teacher, the states it fitted, its final losses, the greedy regret and the seconds it took (the teacher's included);
 * ``vecnormalize.pkl`` — with ``normalize_observations: true``: the frozen observation
   statistics (SB3 VecNormalize) every consumer of the run applies.
 
@@ -46,14 +46,18 @@ from rich.progress import Progress
 
 from ..atomic import atomic_write_bytes, atomic_write_text
 from .environments.fixed_contexts import FixedContexts
+from .environments.conversation_stream import ConversationStreamEnv
 from .environments.overflow import ContextOverflowEnv
 from .environments.spec import env_class, load_env_spec
-from ..errors import ConfigError, describe_value
+from ..errors import ConfigError, PolicyError, describe_value
+from ..policies import get_policy
 from ..paths import ROOT
 from .pool import ensure_pool, pool_contexts, pool_dir
+from .stream.rollout import PREFIX as ROLLOUT_PREFIX, is_rollout
+from .stream.teacher import cached_rollout_values
 from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class
 from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
-from .warmstart import ActionValues, WarmStart, action_values, fit
+from .warmstart import ORACLE, ActionValues, WarmStart, action_values, fit
 
 #: standardized observations are clipped to ± this many standard deviations
 NORMALIZATION_CLIP = 10.0
@@ -92,7 +96,7 @@ class ExperimentConfig(BaseModel):
         description="episodes per evaluation, on the same contexts each time: scenarios in turn, context seeds in order",
     )
     checkpoint_freq: int = Field(10_000, gt=0, description="checkpoint every this many total steps")
-    warm_start: WarmStart | None = Field(None, description="fit the policy to the oracle's action values before RL (ctxsim.lab.warmstart)")
+    warm_start: WarmStart | None = Field(None, description="fit the policy to a teacher's action values before RL (ctxsim.lab.warmstart)")
     normalize_observations: bool = Field(
         False, description="standardize observations with the mean and variance of the training contexts' states "
         "(the warm start's states when there is one), frozen (VecNormalize)",
@@ -256,10 +260,7 @@ def train(
     timesteps = experiment.timesteps if timesteps is None else timesteps
     env_id, train_cfg, eval_cfg, selection_cfg = env_configs(experiment)
     needs_states = experiment.warm_start is not None or experiment.normalize_observations
-    if needs_states:
-        if not issubclass(env_class(env_id), ContextOverflowEnv):
-            key = "warm_start" if experiment.warm_start is not None else "normalize_observations"
-            raise ConfigError(f"{key} needs a ContextOverflow env, not {env_id}", source=experiment.source, key=key)
+    check_teacher(experiment, env_id)
     algo_cls = algorithm_class(experiment.algo)
     check_hyperparams(algo_cls, experiment)
     run_dir = Path(out) / run_name(env_id, experiment, seed)
@@ -287,7 +288,7 @@ def train(
     states, states_seconds = None, 0.0
     if needs_states:
         start = time.perf_counter()
-        states = training_states(env_id, train_cfg, experiment.warm_start.margin if experiment.warm_start else math.inf)
+        states = training_states(env_id, train_cfg, experiment.warm_start, progress)
         states_seconds = time.perf_counter() - start
     if experiment.normalize_observations:
         train_env, eval_env = (frozen_normalization(env, states.observations) for env in (train_env, eval_env))
@@ -315,6 +316,7 @@ def train(
             start = time.perf_counter()
             stats = fit(model.policy, states, experiment.warm_start, seed)
             stats["seconds"] = round(time.perf_counter() - start + states_seconds, 1)
+            stats["teacher"] = experiment.warm_start.teacher
             atomic_write_text(run_dir / "warm_start.json", json.dumps(stats, indent=2, sort_keys=True) + "\n")
 
         per_env = max(1, experiment.n_envs)
@@ -428,9 +430,44 @@ def _type_name(hint) -> str:
     return str(hint).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
-def training_states(env_id: str, config: dict[str, Any], margin: float) -> ActionValues:
-    """The states (and oracle action values) of the training contexts of ``config``
-    (:func:`ctxsim.lab.warmstart.action_values`; from the pool when the config has one)."""
+def check_teacher(experiment: ExperimentConfig, env_id: str) -> None:
+    """ConfigError unless the experiment's env suits its warm-start teacher (the oracle:
+    a ContextOverflow env; ``rollout:<base>``: ConversationStream-v0) and its
+    ``normalize_observations`` (a ContextOverflow env)."""
+    overflow = issubclass(env_class(env_id), ContextOverflowEnv)
+    if experiment.normalize_observations and not overflow:
+        raise ConfigError(f"normalize_observations needs a ContextOverflow env, not {env_id}", source=experiment.source,
+                          key="normalize_observations")
+    warm = experiment.warm_start
+    if warm is None:
+        return
+    if warm.teacher == ORACLE and not overflow:
+        raise ConfigError(f"warm_start.teacher 'oracle' needs a ContextOverflow env, not {env_id} (on ConversationStream-v0 "
+                          "the teacher is a rollout, e.g. 'rollout:seed-chain')", source=experiment.source, key="warm_start.teacher")
+    if is_rollout(warm.teacher):
+        if not issubclass(env_class(env_id), ConversationStreamEnv):
+            raise ConfigError(f"warm_start.teacher {warm.teacher!r} needs ConversationStream-v0, not {env_id} (on "
+                              "ContextOverflow-v0 the teacher is 'oracle')", source=experiment.source, key="warm_start.teacher")
+        try:
+            get_policy(warm.teacher[len(ROLLOUT_PREFIX):])
+        except PolicyError as exc:
+            raise ConfigError(f"warm_start.teacher {warm.teacher!r}: {exc}", source=experiment.source,
+                              key="warm_start.teacher") from None
+
+
+def training_states(env_id: str, config: dict[str, Any], warm_start: WarmStart | None, progress: bool = False) -> ActionValues:
+    """The states (and the teacher's action values) of the training contexts of
+    ``config`` — at most ``warm_start.contexts_per_scenario`` per scenario when set:
+    the oracle's (:func:`ctxsim.lab.warmstart.action_values`; from the pool when the
+    config has one) or a rollout's on ConversationStream-v0
+    (:func:`ctxsim.lab.stream.teacher.cached_rollout_values`). Without a warm start:
+    every state of every chain (for ``normalize_observations``)."""
+    margin = warm_start.margin if warm_start is not None else math.inf
+    if warm_start is not None and warm_start.contexts_per_scenario is not None:
+        config = {**config, "contexts_per_scenario": warm_start.contexts_per_scenario}
+    if warm_start is not None and is_rollout(warm_start.teacher):
+        note = (lambda text: print(f"teacher: {text}", flush=True)) if progress else None
+        return cached_rollout_values(config, warm_start.teacher, margin, note)[0]
     env = env_class(env_id)(config)
     try:
         return action_values(env, margin)

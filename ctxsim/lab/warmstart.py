@@ -1,6 +1,11 @@
-"""Oracle warm start: fit a policy to the exhaustive oracle's action values before RL.
+"""Warm start: fit a policy to a teacher's action values before RL.
 
-On this environment PPO settles on the action that is best on average
+Two teachers value the actions (``teacher``): on ContextOverflow-v0 the exhaustive
+``oracle`` (below); on ConversationStream-v0 a ``rollout:<base>`` policy, whose
+values are totals to the end of the conversation
+(:mod:`ctxsim.lab.stream.teacher`). The fit is the same for both.
+
+On ContextOverflow-v0 PPO settles on the action that is best on average
 (``prioritize_recent``) and does not find the context-dependent two-step chains the
 oracle uses: their advantage (about 0.01-0.05 reward) drowns in the spread of returns
 across contexts. The warm start gives the learner those values directly. For the
@@ -11,7 +16,7 @@ final reward reachable after taking ``a`` in ``s`` (the oracle's search, one lev
 down). Observations are standardized first when the experiment sets
 ``normalize_observations``. Then, full batch, for ``epochs``:
 
-* the actor minimizes the cross-entropy from the oracle's Boltzmann distribution over
+* the actor minimizes the cross-entropy from the teacher's Boltzmann distribution over
   the valid actions, ``softmax(Q(s, ·) / scale)``, to ``pi(·|s)``, minus ``entropy`` x
   its entropy;
 * the critic regresses ``max_a Q(s, a)``.
@@ -24,7 +29,7 @@ average (the one that never fails) and the softmax saturates there: the fit ende
 with one action for every state. The cross-entropy's gradient ``pi - target`` stays
 as large as the policy's error, so each state reaches its own best action.
 
-Only the training split's contexts are used (never the held-out ones). RL then
+Only the training split's contexts are used (never the validation or held-out ones). RL then
 continues from the warm-started weights (``timesteps`` of the experiment). Experiment
 key ``warm_start`` (:class:`WarmStart`); MaskablePPO, PPO and A2C (an actor-critic
 with action logits). Measured effect: reports/heldout_eval.md (``maskable_ppo_family``).
@@ -41,6 +46,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..episode import OverflowEpisode
 
+#: the teacher of ContextOverflow-v0
+ORACLE = "oracle"
+
 
 class WarmStart(BaseModel):
     """The ``warm_start`` block of an experiment."""
@@ -53,6 +61,15 @@ class WarmStart(BaseModel):
     scale: float = Field(0.01, gt=0, description="temperature of the actor's target softmax(Q / scale), reward units per nat")
     entropy: float = Field(0.0, ge=0, description="entropy bonus of the actor's loss")
     margin: float = Field(0.05, ge=0, description="fit the states reached through actions within this much reward of the best")
+    teacher: str = Field(
+        ORACLE, pattern=r"^(oracle|rollout:.+)$",
+        description="who values the actions: 'oracle' (ContextOverflow-v0's exhaustive oracle) or 'rollout:<base "
+        "policy>' (ConversationStream-v0's rollout, ctxsim.lab.stream.teacher)",
+    )
+    contexts_per_scenario: int | None = Field(
+        None, ge=1, description="the teacher values at most this many contexts (conversations) of each training "
+        "scenario, the first seeds (null: every one the training env draws from)",
+    )
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,8 @@ PREFIX = "rollout:"
 #: totals closer than this are ties (the same play summed in another order differs in
 #: the last bits, and must not count as an improvement)
 TIE = 1e-9
+#: one candidate break of an event: (depth index, chain of action ids, total reward to the end of the conversation)
+Candidate = tuple[int, tuple[str, ...], float]
 
 
 def is_rollout(name: str) -> bool:
@@ -65,7 +67,11 @@ class Rollout:
     def play_event(self, session: StreamSession, scenario: str, seed: int) -> float:
         """Break the pending event of ``session`` with the best candidate; the reward then
         paid (:func:`~ctxsim.lab.stream.evaluate_stream.play` calls it for every event)."""
-        best = self.best_chain(session, scenario, seed)
+        return self.apply(session, self.best_chain(session, scenario, seed), scenario, seed)
+
+    def apply(self, session: StreamSession, best: tuple[int, tuple[str, ...]] | None, scenario: str, seed: int) -> float:
+        """Break the pending event with ``best`` (a :meth:`best_chain` answer: None lets
+        ``base`` break it); the reward then paid."""
         if best is None:
             return break_event(self.base, session, scenario, seed)
         depth, chain = best
@@ -75,20 +81,33 @@ class Rollout:
     def best_chain(self, session: StreamSession, scenario: str, seed: int) -> tuple[int, tuple[str, ...]] | None:
         """(depth index, chain) for the pending event with the highest total reward to
         the end of the conversation when ``base`` plays every later event; None when no
-        candidate beats letting ``base`` break this event too (ties keep the base's
-        choice, then go to the shallower depth and the first chain in the settings'
-        action order)."""
-        order = {sid: i for i, sid in enumerate(session.settings.actions)}
-        best, best_value, best_key = None, play(self.base, session.copy(), scenario, seed), ()
+        candidate beats letting ``base`` break this event too (:meth:`pick`)."""
+        return self.pick(*self.candidates(session, scenario, seed), session.settings.actions)
+
+    def candidates(self, session: StreamSession, scenario: str, seed: int) -> tuple[float, list[Candidate]]:
+        """(total reward to the end when ``base`` breaks the pending event too, and a
+        :data:`Candidate` for every depth and every chain of valid actions at it —
+        depths in order, chains in :func:`~ctxsim.policies.oracle.chains`' order)."""
+        found = []
         for depth in range(session.depth_count):
             start = session.event_at(depth)
             for finished in chains(start.original, start.settings):
-                value = self.value(session, finished.chain, scenario, seed, depth)
-                key = (depth, tuple(order[sid] for sid in finished.chain))
-                better = value > best_value + TIE
-                tied = abs(value - best_value) <= TIE and best is not None and key < best_key
-                if better or tied:
-                    best, best_value, best_key = (depth, finished.chain), max(value, best_value), key
+                found.append((depth, finished.chain, self.value(session, finished.chain, scenario, seed, depth)))
+        return play(self.base, session.copy(), scenario, seed), found
+
+    @staticmethod
+    def pick(base_value: float, candidates: list[Candidate], actions: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
+        """The (depth, chain) of the candidate with the highest total, or None when none
+        beats ``base_value`` (ties keep the base's choice, then go to the shallower depth
+        and the first chain in the order of ``actions``, the settings' action ids)."""
+        order = {sid: i for i, sid in enumerate(actions)}
+        best, best_value, best_key = None, base_value, ()
+        for depth, chain, value in candidates:
+            key = (depth, tuple(order[sid] for sid in chain))
+            better = value > best_value + TIE
+            tied = abs(value - best_value) <= TIE and best is not None and key < best_key
+            if better or tied:
+                best, best_value, best_key = (depth, chain), max(value, best_value), key
         return best
 
     def value(self, session: StreamSession, chain: tuple[str, ...], scenario: str, seed: int, depth: int = 0) -> float:

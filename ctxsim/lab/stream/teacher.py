@@ -1,0 +1,148 @@
+"""The rollout's action values on ConversationStream-v0: what the warm start fits a stream policy to.
+
+A ``rollout:<base>`` teacher (:mod:`.rollout`) plays each training conversation. At
+every overflow event it values every (depth, chain) to the end of the conversation;
+from those totals follow the values of the environment's flat actions
+(:mod:`.actions`) at each decision step of the event:
+
+* before the first step, ``Q(s, d·K + k)`` is the best total of the chains at depth
+  ``d`` that begin with strategy ``k``;
+* after the steps ``p`` at depth ``d``, ``Q(s, d·K + k)`` is the best total of the
+  chains at ``d`` that begin with ``p`` then ``k`` (every other block is masked).
+
+Rows are kept for the event's first state and for the states reached through an
+action within ``margin`` of the best at its parent, as
+:func:`ctxsim.lab.warmstart.action_values` keeps the oracle's. The teacher then
+breaks the event as the rollout does and the conversation goes on, so the rows are
+the states a teacher-like policy meets. Observations and masks are the environment's
+(:func:`~.features.stream_observation`, :func:`~.actions.depth_mask`).
+
+Cost: one rollout per event (every chain at every depth played to the end by the
+base), seconds to a minute per conversation; :func:`cached_rollout_values` keeps the
+rows in the pool folder (:func:`ctxsim.lab.pool.pool_dir`), keyed by the config, the
+teacher, the margin and the package's code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ...atomic import atomic_write_bytes
+from ...observe import ObservationConfig
+from ..export import npz_bytes
+from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
+from ..pool import PACKAGE_DIR, code_of, pool_dir, scenario_digest, source_digest
+from ..warmstart import ActionValues
+from .actions import depth_mask, split
+from .features import stream_observation
+from .rollout import Candidate, Rollout
+from .session import StreamSession
+
+#: bumped when the rows' meaning changes (the cache key holds it)
+TEACHER_FORMAT = 1
+
+
+def rollout_values(config: dict[str, Any], teacher: str, margin: float = math.inf,
+                   note: Callable[[str], None] | None = None) -> ActionValues:
+    """The rows (module docstring) of every conversation a ConversationStream-v0 with
+    ``config`` draws from (each scenario of its suite, seeds in
+    ``range(contexts_per_scenario)``; those that never overflow give none), played by
+    the ``rollout:<base>`` policy ``teacher``. ``note`` hears one line per conversation."""
+    checked = ConversationStreamEnv.checked_config(config)
+    rollout = Rollout.named(teacher, checked)
+    obs_config = ObservationConfig.of(checked)
+    rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    for scenario in checked.suite:
+        for seed in range(scenario.context_count(checked.contexts_per_scenario)):
+            session = make_session(build_conversation(scenario, seed, checked), checked)
+            found = conversation_rows(rollout, session, scenario.name, seed, obs_config, checked.session_features, margin)
+            rows.extend(found)
+            if note is not None:
+                note(f"{scenario.name} seed {seed}: {len(session.events)} events, {len(found)} states")
+    if not rows:
+        raise ValueError("no training conversation overflows: the teacher has no state to value")
+    obs, masks, q = (np.array(col) for col in zip(*rows))
+    return ActionValues(obs.astype(np.float32), masks.astype(bool), q)
+
+
+def conversation_rows(rollout: Rollout, session: StreamSession, scenario: str, seed: int, obs_config: ObservationConfig,
+                      with_session: bool, margin: float) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Play ``session`` to its end with ``rollout``; the rows of every event on the way."""
+    rows = []
+    while not session.done:
+        base_value, found = rollout.candidates(session, scenario, seed)
+        rows.extend(event_rows(session, found, obs_config, with_session, margin))
+        rollout.apply(session, Rollout.pick(base_value, found, session.settings.actions), scenario, seed)
+    return rows
+
+
+def event_rows(session: StreamSession, found: list[Candidate], obs_config: ObservationConfig, with_session: bool,
+               margin: float) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """The rows of the pending event of ``session`` (left as it is) from the rollout's
+    ``found`` candidates: its first state, then the states within ``margin``."""
+    actions = session.settings.actions
+    k = len(actions)
+    index = {sid: i for i, sid in enumerate(actions)}
+    best: dict[tuple[int, tuple[int, ...]], float] = {}  # (depth, first steps) -> best total of the chains through them
+    for depth, chain, value in found:
+        steps = tuple(index[sid] for sid in chain)
+        for n in range(1, len(steps) + 1):
+            best[depth, steps[:n]] = max(best.get((depth, steps[:n]), -math.inf), value)
+    rows = []
+
+    def visit(state: StreamSession, depth: int | None, prefix: tuple[int, ...]) -> None:
+        q = np.full(session.depth_count * k, -math.inf)
+        for (d, steps), value in best.items():
+            if len(steps) == len(prefix) + 1 and steps[:-1] == prefix and (depth is None or d == depth):
+                q[d * k + steps[-1]] = value
+        mask = depth_mask(state) & np.isfinite(q)
+        q[~mask] = -math.inf
+        rows.append((stream_observation(state, obs_config, with_session), mask, q))
+        top = q.max()
+        for action in np.flatnonzero(mask):
+            d, strategy = split(int(action), k)
+            below = prefix + (strategy,)
+            if q[action] >= top - margin and any(len(s) > len(below) and d == dd and s[:len(below)] == below
+                                                 for dd, s in best):
+                child = state.copy()
+                if depth is None:
+                    child.choose_depth(d)
+                child.step(actions[strategy])
+                visit(child, d, below)
+
+    visit(session, None, ())
+    return rows
+
+
+def cached_rollout_values(config: dict[str, Any], teacher: str, margin: float = math.inf,
+                          note: Callable[[str], None] | None = None) -> tuple[ActionValues, Path, bool]:
+    """:func:`rollout_values`, read from the pool folder when an earlier call computed
+    them with the same config, teacher, margin and code; (rows, their file, computed now)."""
+    checked = ConversationStreamEnv.checked_config(config)
+    blob = json.dumps({"format": TEACHER_FORMAT, "code": code_digest(), "config": checked.model_dump(mode="json"),
+                       "suite": [scenario_digest(s) for s in checked.suite], "teacher": teacher,
+                       "margin": margin if math.isfinite(margin) else "inf"}, sort_keys=True, default=str)
+    path = pool_dir() / f"teacher-{hashlib.sha256(blob.encode()).hexdigest()[:32]}.npz"
+    if path.is_file():
+        with np.load(path) as saved:
+            return ActionValues(saved["observations"], saved["masks"], saved["values"]), path, False
+    data = rollout_values(config, teacher, margin, note)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, npz_bytes({"observations": data.observations, "masks": data.masks, "values": data.values}))
+    return data, path, True
+
+
+def code_digest() -> str:
+    """Digest of the code of every source file of the package (the policies the
+    teacher plays included) and of what :func:`ctxsim.lab.pool.source_digest` covers."""
+    h = hashlib.sha256(source_digest().encode())
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
+        h.update(code_of(path))
+    return h.hexdigest()
