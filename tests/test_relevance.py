@@ -374,6 +374,23 @@ def test_a_chunk_table_reads_each_new_piece_once_and_known_pieces_never():
     assert read == [] and again.tobytes() == b"".join(hashed._features(t) for t in texts[::-1])
 
 
+def test_a_chunk_table_reads_a_quoted_word_or_a_number_before_a_comma_as_the_piece_seen_before():
+    read: list[str] = []
+
+    def features_of(piece):
+        read.append(piece)
+        return hashed._chunk_features(piece)
+
+    table = ChunkTable(features_of, hashed._FEATURE_DTYPE)
+    table.features(["position 1,250 v3.2 don't"])
+    read.clear()
+    texts = ["'position', 1,250, ..'v3.2'. \"don't\"", "'''.,'' position.' ,"]
+    records, counts = table.features(texts)
+    assert read == []
+    assert records.tobytes() == b"".join(hashed._features(t) for t in texts)
+    assert counts.tolist() == [len(hashed._features(t)) // hashed._FEATURE.size for t in texts]
+
+
 def test_a_chunk_table_grows_and_starts_over_at_its_bound():
     words = [f"w{i:x}q" * (1 + i % 5) for i in range(3000)]  # short and long pieces
     table = ChunkTable(hashed._chunk_features, hashed._FEATURE_DTYPE, max_pieces=2500)

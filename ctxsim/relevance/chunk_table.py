@@ -4,7 +4,9 @@ path for large batches; :mod:`ctxsim.relevance.hashed` defines what it finds).
 A text's features are those of its chunks in order: the maximal runs of ASCII letters,
 digits and ``_.,'``. A chunk without a digit is cut further at ``.``, ``,`` and ``_``
 (no token looks across them there, and a ``_`` join has its parts' tokens), so a new
-dotted name or identifier made of known words is known pieces. :class:`ChunkTable`
+dotted name or identifier made of known words is known pieces; and every piece loses the
+``.``, ``,`` and ``'`` at its ends (no token starts or ends with one), so a quoted word
+or a number before a comma is the piece seen before. :class:`ChunkTable`
 finds the pieces of a whole batch with array operations: a piece of up to 16 bytes is
 two little-endian uint64 words (no piece holds a zero byte, so the words are the piece),
 looked up, all pieces at once, in an open-addressing hash table of the pieces seen
@@ -31,6 +33,8 @@ _KINDS = bytes(
     _PLAIN if chr(b).isalnum() or chr(b) in CHUNK_PUNCTUATION else _GAP
     for b in range(128)
 ) + bytes(128)
+#: a bytes.translate table: 1 for the bytes no token starts or ends with (``.,'``), else 0
+_EDGE = bytes(int(chr(b) in ".,'") for b in range(256))
 #: the low ``k`` bytes of a uint64, k = 0..8
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 #: odd multipliers that mix a piece's two words into its first slot
@@ -38,6 +42,25 @@ _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
 KEY_BYTES = 16
 #: slots of an empty table (a power of two)
 MIN_SLOTS = 1024
+
+
+def _trimmed(data: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces ``starts``/``ends`` of ``data`` without the ``.``, ``,`` and ``'`` at
+    either end (they belong to no token), empty ones dropped: a quoted word or a number
+    before a comma is the piece seen before."""
+    edge = np.frombuffer(data.translate(_EDGE) + b"\x00", np.bool_)
+    while True:
+        lead = edge[starts] & (starts < ends)
+        if not lead.any():
+            break
+        starts = starts + lead
+    while True:
+        trail = edge[ends - 1] & (starts < ends)
+        if not trail.any():
+            break
+        ends = ends - trail
+    keep = ends > starts
+    return starts[keep], ends[keep]
 
 
 class ChunkTable:
@@ -107,19 +130,15 @@ class ChunkTable:
         edges = np.flatnonzero(chunk[1:] != chunk[:-1])
         starts, ends = edges[0::2], edges[1::2]
         marks = np.flatnonzero(kinds > _PLAIN)  # digits and cuts
-        if not len(marks):
-            return starts, ends
-        owner = np.searchsorted(starts, marks, side="right") - 1
-        is_digit = kinds[marks] == _DIGIT
-        has_digit = np.bincount(owner[is_digit], minlength=len(starts)) > 0
-        cuts = marks[~is_digit & ~has_digit[owner]]
-        if not len(cuts):
-            return starts, ends
-        # each cut ends one piece and starts the next; empty pieces go
-        starts = np.sort(np.concatenate([starts, cuts + 1]), kind="stable")
-        ends = np.sort(np.concatenate([ends, cuts]), kind="stable")
-        keep = ends > starts
-        return starts[keep], ends[keep]
+        if len(marks):
+            owner = np.searchsorted(starts, marks, side="right") - 1
+            is_digit = kinds[marks] == _DIGIT
+            has_digit = np.bincount(owner[is_digit], minlength=len(starts)) > 0
+            cuts = marks[~is_digit & ~has_digit[owner]]
+            if len(cuts):  # each cut ends one piece and starts the next
+                starts = np.sort(np.concatenate([starts, cuts + 1]), kind="stable")
+                ends = np.sort(np.concatenate([ends, cuts]), kind="stable")
+        return _trimmed(data, starts, ends)
 
     def _home(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """The first slot to probe for each piece."""
