@@ -173,12 +173,12 @@ class ContextUnit:
 
     @cached_property
     def fingerprint(self) -> str:
-        """Stable hash of every field (cached: units are immutable)."""
+        """Stable hash of every field (cached: units are immutable): of their ``str``
+        forms joined by NUL characters (one f-string: ``format(x, "")`` is ``str(x)``)."""
         return content_hash(
-            "\x00".join(
-                map(str, (self.id, self.type, self.role, self.turn, self.timestamp, self.priority, self.pinned,
-                          self.tool, self.fact_ids, self.source_ids, self.summary_depth, self.meta, self.content))
-            )
+            f"{self.id}\x00{self.type}\x00{self.role}\x00{self.turn}\x00{self.timestamp}\x00{self.priority}\x00"
+            f"{self.pinned}\x00{self.tool}\x00{self.fact_ids}\x00{self.source_ids}\x00{self.summary_depth}\x00"
+            f"{self.meta}\x00{self.content}"
         )
 
 
