@@ -194,6 +194,26 @@ def test_call_target_falls_back_to_path_arguments():
     assert call_target(ToolEnvelope("shell", "c3", "not json")) is None
 
 
+def test_supersede_parses_each_calls_arguments_once(monkeypatch):
+    from ctxsim.strategies import pruning
+
+    parsed: list[str] = []
+    json_object = pruning._json_object
+    monkeypatch.setattr(pruning, "_json_object", lambda text: parsed.append(text) or json_object(text))
+    pruning._call_fields.cache_clear()
+    pruning._shell_file_command.cache_clear()
+    units = [
+        call(0, "bash", arguments={"command": "cat a.py"}),
+        call(1, "bash", arguments={"command": "ls -la", "path": "src"}),
+        call(2, "write_file", path="a.py"),
+        call(3, "read_file", path="a.py"),
+        call(4, "bash", arguments={"command": "cat a.py"}),
+    ]
+    assert [u.id for u in get_strategy("supersede_writes").select(state_of(units))] == ["t2"]
+    # the calls without a target, each read once (a shell call: its path and command at once)
+    assert sorted(parsed) == sorted({u.tool.arguments for u in units if u.tool.target is None}) != []
+
+
 def test_purge_errors_keeps_error_messages_in_the_same_unit():
     failing = "$ make deploy\n" + "step output\n" * 40 + "Error: connection refused on port 5432\n"
     units = [
