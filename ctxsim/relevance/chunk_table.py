@@ -2,9 +2,12 @@
 path for large batches; :mod:`ctxsim.relevance.hashed` defines what it finds).
 
 A text's features are those of its chunks in order: the maximal runs of ASCII letters,
-digits and ``_.,'``. A chunk without a digit is cut further at ``.``, ``,`` and ``_``
-(no token looks across them there, and a ``_`` join has its parts' tokens), so a new
-dotted name or identifier made of known words is known pieces; and every piece loses the
+digits and ``_.,'``. A chunk without a digit or a ``'`` between two letters is cut
+further at ``.``, ``,`` and ``_`` (no token looks across them there, and a ``_`` join has
+its parts' tokens; such a ``'`` after a ``_`` would join no words) and between a
+lower-case letter and an upper-case one
+(a camelCase boundary, where the token rules put a space), so a new dotted name,
+identifier or class name made of known words is known pieces; and every piece loses the
 ``.``, ``,`` and ``'`` at its ends (no token starts or ends with one), so a quoted word
 or a number before a comma is the piece seen before. :class:`ChunkTable`
 finds the pieces of a whole batch with array operations: a piece of up to 16 bytes is
@@ -25,12 +28,12 @@ import numpy as np
 
 #: the ASCII characters besides letters and digits that a chunk holds
 CHUNK_PUNCTUATION = "_.,'"
-#: each ASCII byte's kind, as a bytes.translate table: a gap between chunks, a byte of a
-#: chunk (letters and ``'``), a digit, or a byte that cuts a chunk without a digit
-_GAP, _PLAIN, _DIGIT, _CUT = 0, 1, 2, 3
+#: each ASCII byte's kind, as a bytes.translate table: a gap between chunks, a lower- or
+#: upper-case letter, ``'``, a digit, or a byte that cuts a chunk without a digit
+_GAP, _LOWER, _UPPER, _QUOTE, _DIGIT, _CUT = range(6)
 _KINDS = bytes(
-    _DIGIT if chr(b).isdigit() else _CUT if chr(b) in "._," else
-    _PLAIN if chr(b).isalnum() or chr(b) in CHUNK_PUNCTUATION else _GAP
+    _DIGIT if chr(b).isdigit() else _CUT if chr(b) in "._," else _QUOTE if chr(b) == "'" else
+    _LOWER if chr(b).islower() else _UPPER if chr(b).isupper() else _GAP
     for b in range(128)
 ) + bytes(128)
 #: a bytes.translate table: 1 for the bytes no token starts or ends with (``.,'``), else 0
@@ -48,17 +51,15 @@ def _trimmed(data: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndar
     """The pieces ``starts``/``ends`` of ``data`` without the ``.``, ``,`` and ``'`` at
     either end (they belong to no token), empty ones dropped: a quoted word or a number
     before a comma is the piece seen before."""
-    edge = np.frombuffer(data.translate(_EDGE) + b"\x00", np.bool_)
-    while True:
-        lead = edge[starts] & (starts < ends)
-        if not lead.any():
-            break
-        starts = starts + lead
-    while True:
-        trail = edge[ends - 1] & (starts < ends)
-        if not trail.any():
-            break
-        ends = ends - trail
+    edge = np.frombuffer(data.translate(_EDGE), np.bool_)
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    for bounds, step, first in ((starts, 1, 0), (ends, -1, -1)):
+        at = np.flatnonzero(edge[bounds + first])  # only the few pieces that start (end) so
+        while len(at):
+            bounds[at] += step
+            at = at[starts[at] < ends[at]]
+            at = at[edge[bounds[at] + first]]
     keep = ends > starts
     return starts[keep], ends[keep]
 
@@ -129,15 +130,27 @@ class ChunkTable:
         np.not_equal(kinds, _GAP, out=chunk[1:-1])
         edges = np.flatnonzero(chunk[1:] != chunk[:-1])
         starts, ends = edges[0::2], edges[1::2]
-        marks = np.flatnonzero(kinds > _PLAIN)  # digits and cuts
-        if len(marks):
-            owner = np.searchsorted(starts, marks, side="right") - 1
-            is_digit = kinds[marks] == _DIGIT
-            has_digit = np.bincount(owner[is_digit], minlength=len(starts)) > 0
-            cuts = marks[~is_digit & ~has_digit[owner]]
-            if len(cuts):  # each cut ends one piece and starts the next
-                starts = np.sort(np.concatenate([starts, cuts + 1]), kind="stable")
-                ends = np.sort(np.concatenate([ends, cuts]), kind="stable")
+        marks = np.flatnonzero(kinds >= _QUOTE)  # quotes, digits and cuts
+        owner = np.searchsorted(starts, marks, side="right") - 1
+        kind = kinds[marks]
+        # the chunks to cut: without a digit or a ``'`` between two letters (a ``'`` that can
+        # join two words: it joins none after a ``_``)
+        stops = kind == _DIGIT
+        quotes = np.flatnonzero(kind == _QUOTE)
+        quotes = quotes[(marks[quotes] > 0) & (marks[quotes] < len(kinds) - 1)]
+        if len(quotes):
+            before, after = kinds[marks[quotes] - 1], kinds[marks[quotes] + 1]
+            stops[quotes] = (before >= _LOWER) & (before <= _UPPER) & (after >= _LOWER) & (after <= _UPPER)
+        plain = np.bincount(owner[stops], minlength=len(starts)) == 0
+        cuts = marks[(kind == _CUT) & plain[owner]]
+        # a lower-case letter followed by an upper-case one: a camelCase boundary, where the
+        # token rules put a space
+        camel = np.flatnonzero((kinds[1:] == _UPPER) & (kinds[:-1] == _LOWER)) + 1
+        if len(camel):
+            camel = camel[plain[np.searchsorted(starts, camel, side="right") - 1]]
+        if len(cuts) or len(camel):  # a cut ends one piece and starts the next; so does a boundary
+            starts = np.sort(np.concatenate([starts, cuts + 1, camel]), kind="stable")
+            ends = np.sort(np.concatenate([ends, cuts, camel]), kind="stable")
         return _trimmed(data, starts, ends)
 
     def _home(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
