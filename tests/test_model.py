@@ -105,3 +105,34 @@ def test_unit_fingerprints_equal_their_definition_on_real_and_odd_units():
     ]
     assert any(u.tool is not None for u in units)
     assert [u.fingerprint for u in units] == [_plain_fingerprint(u) for u in units]
+
+
+def test_a_tool_envelopes_repr_is_the_dataclass_repr_of_every_field():
+    import dataclasses
+
+    for tool in (ToolEnvelope("bash", "c1"), ToolEnvelope("w", "c'2", '{"a": "\\u00e9"}', "failure", (("k", "v"),), "replayable",
+                                                            "h", "a/b.py", "boom\n")):
+        fields = ", ".join(f"{f.name}={getattr(tool, f.name)!r}" for f in dataclasses.fields(tool))
+        assert repr(tool) == str(tool) == f"ToolEnvelope({fields})"
+
+
+def test_computed_once_computes_on_the_first_read_only_and_survives_pickling():
+    from ctxsim.model import computed_once
+
+    calls = []
+
+    class Box:
+        def __init__(self, n):
+            self.n = n
+
+        @computed_once
+        def square(self):
+            """The square."""
+            calls.append(self.n)
+            return self.n * self.n
+
+    box, other = Box(3), Box(4)
+    assert (box.square, box.square, other.square) == (9, 9, 16) and calls == [3, 4]
+    assert isinstance(Box.square, computed_once) and Box.square.__doc__ == "The square."
+    u = unit()
+    assert pickle.loads(pickle.dumps(u)).fingerprint == u.fingerprint == _plain_fingerprint(u)
