@@ -29,15 +29,14 @@ import numpy as np
 #: the ASCII characters besides letters and digits that a chunk holds
 CHUNK_PUNCTUATION = "_.,'"
 #: each ASCII byte's kind, as a bytes.translate table: a gap between chunks, a lower- or
-#: upper-case letter, ``'``, a digit, or a byte that cuts a chunk without a digit
-_GAP, _LOWER, _UPPER, _QUOTE, _DIGIT, _CUT = range(6)
+#: upper-case letter, a digit, ``_``, ``'``, or ``.`` and ``,`` (the last two kinds: the
+#: bytes no token starts or ends with)
+_GAP, _LOWER, _UPPER, _DIGIT, _JOIN, _QUOTE, _STOP = range(7)
 _KINDS = bytes(
-    _DIGIT if chr(b).isdigit() else _CUT if chr(b) in "._," else _QUOTE if chr(b) == "'" else
-    _LOWER if chr(b).islower() else _UPPER if chr(b).isupper() else _GAP
+    _DIGIT if chr(b).isdigit() else _JOIN if chr(b) == "_" else _QUOTE if chr(b) == "'" else
+    _STOP if chr(b) in ".," else _LOWER if chr(b).islower() else _UPPER if chr(b).isupper() else _GAP
     for b in range(128)
 ) + bytes(128)
-#: a bytes.translate table: 1 for the bytes no token starts or ends with (``.,'``), else 0
-_EDGE = bytes(int(chr(b) in ".,'") for b in range(256))
 #: the low ``k`` bytes of a uint64, k = 0..8
 _LOW_BYTES = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 #: odd multipliers that mix a piece's two words into its first slot
@@ -47,19 +46,18 @@ KEY_BYTES = 16
 MIN_SLOTS = 1024
 
 
-def _trimmed(data: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The pieces ``starts``/``ends`` of ``data`` without the ``.``, ``,`` and ``'`` at
-    either end (they belong to no token), empty ones dropped: a quoted word or a number
-    before a comma is the piece seen before."""
-    edge = np.frombuffer(data.translate(_EDGE), np.bool_)
+def _trimmed(kinds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces ``starts``/``ends`` (of a text whose bytes have the ``kinds``) without the
+    ``.``, ``,`` and ``'`` at either end (they belong to no token), empty ones dropped: a
+    quoted word or a number before a comma is the piece seen before."""
     keep = ends > starts
     starts, ends = starts[keep], ends[keep]
     for bounds, step, first in ((starts, 1, 0), (ends, -1, -1)):
-        at = np.flatnonzero(edge[bounds + first])  # only the few pieces that start (end) so
+        at = np.flatnonzero(kinds[bounds + first] >= _QUOTE)  # only the few pieces that start (end) so
         while len(at):
             bounds[at] += step
             at = at[starts[at] < ends[at]]
-            at = at[edge[bounds[at] + first]]
+            at = at[kinds[bounds[at] + first] >= _QUOTE]
     keep = ends > starts
     return starts[keep], ends[keep]
 
@@ -130,7 +128,7 @@ class ChunkTable:
         np.not_equal(kinds, _GAP, out=chunk[1:-1])
         edges = np.flatnonzero(chunk[1:] != chunk[:-1])
         starts, ends = edges[0::2], edges[1::2]
-        marks = np.flatnonzero(kinds >= _QUOTE)  # quotes, digits and cuts
+        marks = np.flatnonzero(kinds >= _DIGIT)  # digits, ``_``, quotes, ``.`` and ``,``
         owner = np.searchsorted(starts, marks, side="right") - 1
         kind = kinds[marks]
         # the chunks to cut: without a digit or a ``'`` between two letters (a ``'`` that can
@@ -142,7 +140,7 @@ class ChunkTable:
             before, after = kinds[marks[quotes] - 1], kinds[marks[quotes] + 1]
             stops[quotes] = (before >= _LOWER) & (before <= _UPPER) & (after >= _LOWER) & (after <= _UPPER)
         plain = np.bincount(owner[stops], minlength=len(starts)) == 0
-        cuts = marks[(kind == _CUT) & plain[owner]]
+        cuts = marks[((kind == _JOIN) | (kind == _STOP)) & plain[owner]]
         # a lower-case letter followed by an upper-case one: a camelCase boundary, where the
         # token rules put a space
         camel = np.flatnonzero((kinds[1:] == _UPPER) & (kinds[:-1] == _LOWER)) + 1
@@ -151,7 +149,7 @@ class ChunkTable:
         if len(cuts) or len(camel):  # a cut ends one piece and starts the next; so does a boundary
             starts = np.sort(np.concatenate([starts, cuts + 1, camel]), kind="stable")
             ends = np.sort(np.concatenate([ends, cuts, camel]), kind="stable")
-        return _trimmed(data, starts, ends)
+        return _trimmed(kinds, starts, ends)
 
     def _home(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """The first slot to probe for each piece."""
