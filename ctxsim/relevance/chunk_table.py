@@ -75,7 +75,7 @@ class ChunkTable:
 
     def clear(self) -> None:
         # an open-addressing hash table of the short pieces: their two words and run
-        # (run -1: an empty slot), at most half full
+        # (run -1: an empty slot), at most a quarter full (short probes)
         self._low = np.zeros(MIN_SLOTS, np.uint64)
         self._high = np.zeros(MIN_SLOTS, np.uint64)
         self._slot_run = np.full(MIN_SLOTS, -1, np.int64)
@@ -188,13 +188,13 @@ class ChunkTable:
 
     def _add_short(self, low: np.ndarray, high: np.ndarray, runs: np.ndarray) -> None:
         """Add new short pieces, first doubling the table as often as needed to stay at
-        most half full."""
+        most a quarter full."""
         size = len(self._slot_run)
-        if 2 * (self._short + len(runs)) > size:
+        if 4 * (self._short + len(runs)) > size:
             held = self._slot_run >= 0
             low, high = np.concatenate([self._low[held], low]), np.concatenate([self._high[held], high])
             runs = np.concatenate([self._slot_run[held], runs])
-            while 2 * len(runs) > size:
+            while 4 * len(runs) > size:
                 size *= 2
             self._low, self._high = np.zeros(size, np.uint64), np.zeros(size, np.uint64)
             self._slot_run, self._short = np.full(size, -1, np.int64), 0
