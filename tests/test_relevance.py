@@ -336,6 +336,14 @@ def test_hashed_rows_equal_the_reference_definition_on_any_text(feature_path, te
     assert [tokenize(t) for t in texts] == [_reference_tokens(t) for t in texts]
 
 
+def test_hashed_rows_of_texts_whose_keys_share_buckets_equal_the_reference_definition(feature_path):
+    # thousands of distinct words a text: many buckets hold several keys of one text
+    rng = random.Random(3)
+    words = [f"w{i}q{i * 7919 % 1000}" for i in range(5000)]
+    texts = [" ".join(rng.choices(words, k=rng.randint(200, 2000))) for _ in range(12)]
+    assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
+
+
 def test_an_identifier_of_letters_joined_by_dots_and_underscores_skips_the_token_regex(monkeypatch):
     texts = ["same.total.issue_whole west_issue_morning.py, System.about_claim.", "getUser_name.Py"]
     calls: list[str] = []
