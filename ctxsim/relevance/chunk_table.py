@@ -5,18 +5,17 @@ A text's features are those of its chunks in order: the maximal runs of ASCII le
 digits and ``_.,'``. A chunk without a digit or a ``'`` between two letters is cut
 further at ``.``, ``,`` and ``_`` (no token looks across them there, and a ``_`` join has
 its parts' tokens; such a ``'`` after a ``_`` would join no words) and between a
-lower-case letter and an upper-case one
-(a camelCase boundary, where the token rules put a space), so a new dotted name,
-identifier or class name made of known words is known pieces; and every piece loses the
-``.``, ``,`` and ``'`` at its ends (no token starts or ends with one), so a quoted word
-or a number before a comma is the piece seen before. :class:`ChunkTable`
-finds the pieces of a whole batch with array operations: a piece of up to 16 bytes is
-two little-endian uint64 words (no piece holds a zero byte, so the words are the piece),
-looked up, all pieces at once, in an open-addressing hash table of the pieces seen
-before; only a new piece and one longer than 16 bytes are read as strings, and each
-piece's features are computed once, by the ``features_of`` it is given. The features of
-every piece seen are kept as one run of records; a table that holds ``max_pieces``
-pieces starts over empty at its next call.
+lower-case letter and an upper-case one (a camelCase boundary, where the token rules put
+a space), so a new dotted name, identifier or class name made of known words is known
+pieces; and every piece loses the ``.``, ``,`` and ``'`` at its ends (no token starts or
+ends with one), so a quoted word or a number before a comma is the piece seen before.
+:class:`ChunkTable` finds the pieces of a whole batch with array operations: a piece of
+up to 16 bytes is two little-endian uint64 words (no piece holds a zero byte, so the
+words are the piece), looked up, all pieces at once, in an open-addressing hash table of
+the pieces seen before; only a new piece and one longer than 16 bytes are read as
+strings, and each piece's features are computed once, by the ``features_of`` it is
+given. The features of every piece seen are kept as one run of records; a table that
+holds ``max_pieces`` pieces starts over empty at its next call.
 """
 
 from __future__ import annotations
