@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from functools import lru_cache
 from pathlib import Path
 
@@ -499,3 +500,25 @@ def test_supersede_rewrites_only_the_superseded_call_of_a_unit_with_several():
     assert call_commands(result.state.unit("a1")) == [
         "cat > check.py << 'EOF'\n[superseded: check.py is shown again later]\nEOF", other
     ]
+
+
+def _plain_delimiter_line(text: str, delimiter: str, strip_tabs: bool) -> int | None:
+    """The definition: the offset of the first line (split at "\\n") equal to the delimiter."""
+    offset = 0
+    for line in text.split("\n"):
+        if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+            return offset
+        offset += len(line) + 1
+    return None
+
+
+def test_a_heredocs_delimiter_line_is_found_as_the_line_loop_finds_it():
+    rng = random.Random(5)
+    pieces = ["EOF", "\tEOF", "EOF ", " EOF", "E.F", "x", "\n", "\n", "\r", "\t", "EOFX", "$", "(", "a.b"]
+    for _ in range(3000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+        for delimiter in ("EOF", "E.F", "a.b", "$"):
+            for strip_tabs in (False, True):
+                assert shell.delimiter_line(text, delimiter, strip_tabs) == _plain_delimiter_line(text, delimiter, strip_tabs)
+    body = "\n".join(f"line {i}" for i in range(5000))
+    assert shell.delimiter_line(body + "\nEOF\n", "EOF", False) == len(body) + 1
