@@ -11,9 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from functools import cached_property
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 from .errors import ContextError, describe_value
 from .tokens import DEFAULT_FORMAT, MESSAGE_OVERHEAD, REPLY_PRIMING, count_tokens, message_overhead
@@ -42,6 +41,29 @@ MAX_CONTEXTS = 100_000
 DEFAULT_WARNING_THRESHOLD = 0.8
 
 
+_T = TypeVar("_T")
+
+
+class computed_once(Generic[_T]):
+    """``functools.cached_property`` without its lock (Python 3.11's takes one lock,
+    shared by every instance, on each first read; a cold context reads dozens): the
+    value is computed on the first read and stored in the instance's ``__dict__`` (a
+    frozen dataclass allows it), where every later read finds it. For pure functions
+    of immutable objects: two threads reading first compute the same value."""
+
+    def __init__(self, fn: Callable[[Any], _T]) -> None:
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> _T:
+        if obj is None:
+            return self  # type: ignore[return-value]
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
 def _check_choice(obj: str, name: str, value: Any, choices: Iterable[Any]) -> None:
     choices = tuple(choices)
     if value not in choices:
@@ -53,7 +75,7 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class ToolEnvelope:
     """Structured envelope of a tool result (design 002).
 
@@ -78,6 +100,16 @@ class ToolEnvelope:
             raise ContextError("ToolEnvelope.tool_name must not be empty", key="tool_name")
         _check_choice("ToolEnvelope", "outcome", self.outcome, OUTCOMES)
         _check_choice("ToolEnvelope", "durability", self.durability, DURABILITIES)
+
+    def __repr__(self) -> str:
+        # the dataclass's own repr (every field, in order), without its recursion guard:
+        # a unit's fingerprint reads it
+        return (
+            f"{type(self).__qualname__}(tool_name={self.tool_name!r}, call_id={self.call_id!r}, "
+            f"arguments={self.arguments!r}, outcome={self.outcome!r}, key_fields={self.key_fields!r}, "
+            f"durability={self.durability!r}, determinism_hash={self.determinism_hash!r}, target={self.target!r}, "
+            f"error_message={self.error_message!r})"
+        )
 
     @staticmethod
     def canonical_arguments(arguments: Mapping[str, Any]) -> str:
@@ -171,14 +203,14 @@ class ContextUnit:
     def meta_dict(self) -> dict[str, str]:
         return dict(self.meta)
 
-    @cached_property
+    @computed_once
     def fingerprint(self) -> str:
-        """Stable hash of every field (cached: units are immutable)."""
+        """Stable hash of every field (cached: units are immutable): of their ``str``
+        forms joined by NUL characters (one f-string: ``format(x, "")`` is ``str(x)``)."""
         return content_hash(
-            "\x00".join(
-                map(str, (self.id, self.type, self.role, self.turn, self.timestamp, self.priority, self.pinned,
-                          self.tool, self.fact_ids, self.source_ids, self.summary_depth, self.meta, self.content))
-            )
+            f"{self.id}\x00{self.type}\x00{self.role}\x00{self.turn}\x00{self.timestamp}\x00{self.priority}\x00"
+            f"{self.pinned}\x00{self.tool}\x00{self.fact_ids}\x00{self.source_ids}\x00{self.summary_depth}\x00"
+            f"{self.meta}\x00{self.content}"
         )
 
 
@@ -334,7 +366,7 @@ class ContextState:
         """The text a model would receive: one ``role: content`` block per unit."""
         return "\n\n".join(f"{u.role}: {u.content}" for u in self.units)
 
-    @cached_property
+    @computed_once
     def fingerprint(self) -> str:
         """Stable identity of the units, limits, artifacts, history and planted ground truth (cached)."""
         parts = [str(self.limit), str(self.min_limit), str(self.warning_threshold), self.message_format,

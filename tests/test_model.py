@@ -80,3 +80,59 @@ def test_tool_placeholder_keeps_key_fields():
     env = ToolEnvelope("http_get", "c9", outcome="failure", key_fields=(("order_id", "A-17"),), error_message="503")
     text = env.placeholder()
     assert "A-17" in text and "503" in text and "failure" in text
+
+
+def _plain_fingerprint(u: ContextUnit) -> str:
+    """The unit fingerprint's definition: the ``str`` of every field, joined by NUL."""
+    from ctxsim.model import content_hash
+
+    fields = (u.id, u.type, u.role, u.turn, u.timestamp, u.priority, u.pinned, u.tool, u.fact_ids, u.source_ids,
+              u.summary_depth, u.meta, u.content)
+    return content_hash("\x00".join(map(str, fields)))
+
+
+def test_unit_fingerprints_equal_their_definition_on_real_and_odd_units():
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import find_scenario
+
+    units = [u for name in ("chat-10k", "code-heavy", "transcript-marshmallow") for u in build_context(find_scenario(name), 1).units]
+    tool = ToolEnvelope("bash", "c1", '{"command": "ls"}', outcome="failure", key_fields=(("status", "1"),), target="a\x00b",
+                        error_message="boom {}")
+    units += [
+        unit("odd", content="{x}\x00 ünïcode \ud800 text", role="user", turn=3, timestamp=1.5e-7, priority=1, pinned=True,
+             tool=tool, fact_ids=("f1", "f{2}"), source_ids=("s",), summary_depth=2, meta=(("k", "v\x00"), ("n", "1"))),
+        unit("plain"),
+    ]
+    assert any(u.tool is not None for u in units)
+    assert [u.fingerprint for u in units] == [_plain_fingerprint(u) for u in units]
+
+
+def test_a_tool_envelopes_repr_is_the_dataclass_repr_of_every_field():
+    import dataclasses
+
+    for tool in (ToolEnvelope("bash", "c1"), ToolEnvelope("w", "c'2", '{"a": "\\u00e9"}', "failure", (("k", "v"),), "replayable",
+                                                            "h", "a/b.py", "boom\n")):
+        fields = ", ".join(f"{f.name}={getattr(tool, f.name)!r}" for f in dataclasses.fields(tool))
+        assert repr(tool) == str(tool) == f"ToolEnvelope({fields})"
+
+
+def test_computed_once_computes_on_the_first_read_only_and_survives_pickling():
+    from ctxsim.model import computed_once
+
+    calls = []
+
+    class Box:
+        def __init__(self, n):
+            self.n = n
+
+        @computed_once
+        def square(self):
+            """The square."""
+            calls.append(self.n)
+            return self.n * self.n
+
+    box, other = Box(3), Box(4)
+    assert (box.square, box.square, other.square) == (9, 9, 16) and calls == [3, 4]
+    assert isinstance(Box.square, computed_once) and Box.square.__doc__ == "The square."
+    u = unit()
+    assert pickle.loads(pickle.dumps(u)).fingerprint == u.fingerprint == _plain_fingerprint(u)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
+import random
 import re
 import subprocess
 import sys
@@ -295,7 +296,7 @@ def _reference_rows(texts: list[str]) -> np.ndarray:
 _TRICKY = [
     "getUserName(user_id) in HTTPServer", "costs $1,250.00 on v3.2.1 at /srv/app.py", "don’t O'Reilly x_y__z _a 3_abc",
     "ΣΑΣ_σΣ ﬁle İstanbul ǅemal ß ٣٤٥ ²³ Ⅻ", "a\x1cb\x1fc\u2028d\xa0e\u3000f\x00g", "data data data data_data dataData",
-    "", " \n\t ", "the of and",
+    "", " \n\t ", "the of and", "user_name's CandidateFilm don'tStop",
 ]
 
 
@@ -324,7 +325,8 @@ def test_hashed_rows_equal_the_reference_definition_on_real_contexts(feature_pat
 
 
 _ALPHABET = st.sampled_from(list("aAzZ09_'’.,-/( \n\x1fΣσİǅß٣²") + ["getUser", "HTTPServer", "aB_cD", "1,250", "v3.2", "the",
-                                                                        "issue_whole.py", "a.b_c", "x" * 17, "de.ab.cd" * 3])
+                                                                        "issue_whole.py", "a.b_c", "x" * 17, "de.ab.cd" * 3, "CandidateFilm",
+                                                                        "ab'cdE'fg", "aB'cD", "xY1", "getHTTPServer"])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -332,6 +334,14 @@ _ALPHABET = st.sampled_from(list("aAzZ09_'’.,-/( \n\x1fΣσİǅß٣²") + ["ge
 def test_hashed_rows_equal_the_reference_definition_on_any_text(feature_path, texts):
     assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
     assert [tokenize(t) for t in texts] == [_reference_tokens(t) for t in texts]
+
+
+def test_hashed_rows_of_texts_whose_keys_share_buckets_equal_the_reference_definition(feature_path):
+    # thousands of distinct words a text: many buckets hold several keys of one text
+    rng = random.Random(3)
+    words = [f"w{i}q{i * 7919 % 1000}" for i in range(5000)]
+    texts = [" ".join(rng.choices(words, k=rng.randint(200, 2000))) for _ in range(12)]
+    assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
 
 
 def test_an_identifier_of_letters_joined_by_dots_and_underscores_skips_the_token_regex(monkeypatch):
@@ -372,6 +382,36 @@ def test_a_chunk_table_reads_each_new_piece_once_and_known_pieces_never():
     read.clear()
     again, _ = table.features(texts[::-1])
     assert read == [] and again.tobytes() == b"".join(hashed._features(t) for t in texts[::-1])
+
+
+def test_a_chunk_table_reads_quoted_words_numbers_before_commas_and_camel_case_parts_as_pieces_seen_before():
+    read: list[str] = []
+
+    def features_of(piece):
+        read.append(piece)
+        return hashed._chunk_features(piece)
+
+    table = ChunkTable(features_of, hashed._FEATURE_DTYPE)
+    table.features(["position 1,250 v3.2 don't issue_whole.py CandidateFilm"])
+    read.clear()
+    texts = ["'position', 1,250, ..'v3.2'. \"don't\"", "'''.,'' position.' ,", "'issue_whole.py' FilmCandidate,"]
+    records, counts = table.features(texts)
+    assert read == []
+    assert records.tobytes() == b"".join(hashed._features(t) for t in texts)
+    assert counts.tolist() == [len(hashed._features(t)) // hashed._FEATURE.size for t in texts]
+
+
+def test_a_chunk_table_finds_the_features_of_random_ascii_text_piece_by_piece():
+    # short random strings over the bytes that cut, trim or join pieces (camelCase
+    # boundaries, quotes, digits, . , _) and a few words: every batch read both ways
+    rng = random.Random(7)
+    alphabet = list("aAbBzZ'._,19 -") + ["Err", "get", "HTTP", "don't", "the"]
+    table = ChunkTable(hashed._chunk_features, hashed._FEATURE_DTYPE)
+    for _ in range(300):
+        texts = ["".join(rng.choices(alphabet, k=rng.randint(0, 14))) for _ in range(rng.randint(1, 8))]
+        records, counts = table.features(texts)
+        assert records.tobytes() == b"".join(hashed._features(t) for t in texts), texts
+        assert counts.tolist() == [len(hashed._features(t)) // hashed._FEATURE.size for t in texts]
 
 
 def test_a_chunk_table_grows_and_starts_over_at_its_bound():

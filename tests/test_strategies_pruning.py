@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 from functools import lru_cache
 from pathlib import Path
 
@@ -192,6 +193,26 @@ def test_call_target_falls_back_to_path_arguments():
     assert call_target(envelope) == "x/y.py"
     assert call_target(ToolEnvelope("shell", "c2", '["ls"]')) is None
     assert call_target(ToolEnvelope("shell", "c3", "not json")) is None
+
+
+def test_supersede_parses_each_calls_arguments_once(monkeypatch):
+    from ctxsim.strategies import pruning
+
+    parsed: list[str] = []
+    json_object = pruning._json_object
+    monkeypatch.setattr(pruning, "_json_object", lambda text: parsed.append(text) or json_object(text))
+    pruning._call_fields.cache_clear()
+    pruning._shell_file_command.cache_clear()
+    units = [
+        call(0, "bash", arguments={"command": "cat a.py"}),
+        call(1, "bash", arguments={"command": "ls -la", "path": "src"}),
+        call(2, "write_file", path="a.py"),
+        call(3, "read_file", path="a.py"),
+        call(4, "bash", arguments={"command": "cat a.py"}),
+    ]
+    assert [u.id for u in get_strategy("supersede_writes").select(state_of(units))] == ["t2"]
+    # the calls without a target, each read once (a shell call: its path and command at once)
+    assert sorted(parsed) == sorted({u.tool.arguments for u in units if u.tool.target is None}) != []
 
 
 def test_purge_errors_keeps_error_messages_in_the_same_unit():
@@ -479,3 +500,25 @@ def test_supersede_rewrites_only_the_superseded_call_of_a_unit_with_several():
     assert call_commands(result.state.unit("a1")) == [
         "cat > check.py << 'EOF'\n[superseded: check.py is shown again later]\nEOF", other
     ]
+
+
+def _plain_delimiter_line(text: str, delimiter: str, strip_tabs: bool) -> int | None:
+    """The definition: the offset of the first line (split at "\\n") equal to the delimiter."""
+    offset = 0
+    for line in text.split("\n"):
+        if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+            return offset
+        offset += len(line) + 1
+    return None
+
+
+def test_a_heredocs_delimiter_line_is_found_as_the_line_loop_finds_it():
+    rng = random.Random(5)
+    pieces = ["EOF", "\tEOF", "EOF ", " EOF", "E.F", "x", "\n", "\n", "\r", "\t", "EOFX", "$", "(", "a.b"]
+    for _ in range(3000):
+        text = "".join(rng.choices(pieces, k=rng.randint(0, 12)))
+        for delimiter in ("EOF", "E.F", "a.b", "$"):
+            for strip_tabs in (False, True):
+                assert shell.delimiter_line(text, delimiter, strip_tabs) == _plain_delimiter_line(text, delimiter, strip_tabs)
+    body = "\n".join(f"line {i}" for i in range(5000))
+    assert shell.delimiter_line(body + "\nEOF\n", "EOF", False) == len(body) + 1

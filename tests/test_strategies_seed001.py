@@ -624,3 +624,29 @@ def test_hybrid_and_discard_fallback_respect_the_budget():
     assert not only_excluded.applicable(state, ctx) and not only_excluded.apply(state, ctx).changed
     kept = get_strategy("discard_low_rel").apply(login_state(), ctx)
     assert kept.fallback is None and len(kept.summarized) == 3 and "discard kept" in kept.note
+
+
+def test_prioritize_recent_is_applicable_exactly_when_it_has_candidates_and_reads_units_up_to_the_first(monkeypatch):
+    from ctxsim.strategies import seed001
+
+    strategy = get_strategy("prioritize_recent")
+    read: list[str] = []
+    kept_whole = seed001._kept_whole
+
+    def counting(unit, drop_p1=False):
+        read.append(unit.id)
+        return kept_whole(unit, drop_p1)
+
+    for name in ("chat-10k", "code-heavy", "pinned-instructions", "mostly-p1", "transcript-marshmallow"):
+        for seed in range(2):
+            state = build_context(find_scenario(name), seed)
+            ctx = StrategyContext(target_tokens=state.limit // 3)
+            candidates, _ = strategy._candidates(state, ctx)
+            monkeypatch.setattr(seed001, "_kept_whole", counting)
+            read.clear()
+            applicable = strategy.applicable(state, ctx)
+            monkeypatch.setattr(seed001, "_kept_whole", kept_whole)
+            assert applicable == bool(candidates)
+            if candidates:  # the units read end at the oldest candidate
+                oldest = min(state.position(u.id) for u in candidates)
+                assert read and read[-1] == state.units[oldest].id

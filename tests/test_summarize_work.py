@@ -143,3 +143,15 @@ def test_a_summary_is_counted_from_its_lines(scenario):
             result = summarizer.summarize_units(state.units[start : start + 12], budget, task=state.task, depth=start % 2)
             assert result.structured is not None
             assert structured.rendered_tokens(result.structured) == count_tokens(result.text) == result.token_count
+
+
+def test_a_candidate_table_holds_each_units_items_as_candidates_in_order():
+    from ctxsim.summarize.structured import Candidate
+
+    for name in ("chat-10k", "code-heavy", "transcript-marshmallow"):
+        units = build_context(find_scenario(name), 1).units
+        plain = [Candidate(section, payload, (i, k)) for i, unit in enumerate(units)
+                 for k, (section, payload, _) in enumerate(extractive.unit_items(unit))]
+        table = extractive.candidate_table(units)
+        assert table.candidates == plain and all(type(c) is Candidate for c in table.candidates)
+        assert [c.position for c in table.candidates] == [c.position for c in plain]

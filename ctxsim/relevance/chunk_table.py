@@ -2,16 +2,20 @@
 path for large batches; :mod:`ctxsim.relevance.hashed` defines what it finds).
 
 A text's features are those of its chunks in order: the maximal runs of ASCII letters,
-digits and ``_.,'``. A chunk without a digit is cut further at ``.``, ``,`` and ``_``
-(no token looks across them there, and a ``_`` join has its parts' tokens), so a new
-dotted name or identifier made of known words is known pieces. :class:`ChunkTable`
-finds the pieces of a whole batch with array operations: a piece of up to 16 bytes is
-two little-endian uint64 words (no piece holds a zero byte, so the words are the piece),
-looked up, all pieces at once, in an open-addressing hash table of the pieces seen
-before; only a new piece and one longer than 16 bytes are read as strings, and each
-piece's features are computed once, by the ``features_of`` it is given. The features of
-every piece seen are kept as one run of records; a table that holds ``max_pieces``
-pieces starts over empty at its next call.
+digits and ``_.,'``. A chunk without a digit or a ``'`` between two letters is cut
+further at ``.``, ``,`` and ``_`` (no token looks across them there, and a ``_`` join has
+its parts' tokens; such a ``'`` after a ``_`` would join no words) and between a
+lower-case letter and an upper-case one (a camelCase boundary, where the token rules put
+a space), so a new dotted name, identifier or class name made of known words is known
+pieces; and every piece loses the ``.``, ``,`` and ``'`` at its ends (no token starts or
+ends with one), so a quoted word or a number before a comma is the piece seen before.
+:class:`ChunkTable` finds the pieces of a whole batch with array operations: a piece of
+up to 16 bytes is two little-endian uint64 words (no piece holds a zero byte, so the
+words are the piece), looked up, all pieces at once, in an open-addressing hash table of
+the pieces seen before; only a new piece and one longer than 16 bytes are read as
+strings, and each piece's features are computed once, by the ``features_of`` it is
+given. The features of every piece seen are kept as one run of records; a table that
+holds ``max_pieces`` pieces starts over empty at its next call.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ import numpy as np
 
 #: the ASCII characters besides letters and digits that a chunk holds
 CHUNK_PUNCTUATION = "_.,'"
-#: each ASCII byte's kind, as a bytes.translate table: a gap between chunks, a byte of a
-#: chunk (letters and ``'``), a digit, or a byte that cuts a chunk without a digit
-_GAP, _PLAIN, _DIGIT, _CUT = 0, 1, 2, 3
+#: each ASCII byte's kind, as a bytes.translate table: a gap between chunks, a lower- or
+#: upper-case letter, a digit, ``_``, ``'``, or ``.`` and ``,`` (the last two kinds: the
+#: bytes no token starts or ends with)
+_GAP, _LOWER, _UPPER, _DIGIT, _JOIN, _QUOTE, _STOP = range(7)
 _KINDS = bytes(
-    _DIGIT if chr(b).isdigit() else _CUT if chr(b) in "._," else
-    _PLAIN if chr(b).isalnum() or chr(b) in CHUNK_PUNCTUATION else _GAP
+    _DIGIT if chr(b).isdigit() else _JOIN if chr(b) == "_" else _QUOTE if chr(b) == "'" else
+    _STOP if chr(b) in ".," else _LOWER if chr(b).islower() else _UPPER if chr(b).isupper() else _GAP
     for b in range(128)
 ) + bytes(128)
 #: the low ``k`` bytes of a uint64, k = 0..8
@@ -38,6 +43,22 @@ _MIX = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F))
 KEY_BYTES = 16
 #: slots of an empty table (a power of two)
 MIN_SLOTS = 1024
+
+
+def _trimmed(kinds: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The pieces ``starts``/``ends`` (of a text whose bytes have the ``kinds``) without the
+    ``.``, ``,`` and ``'`` at either end (they belong to no token), empty ones dropped: a
+    quoted word or a number before a comma is the piece seen before."""
+    keep = ends > starts
+    starts, ends = starts[keep], ends[keep]
+    for bounds, step, first in ((starts, 1, 0), (ends, -1, -1)):
+        at = np.flatnonzero(kinds[bounds + first] >= _QUOTE)  # only the few pieces that start (end) so
+        while len(at):
+            bounds[at] += step
+            at = at[starts[at] < ends[at]]
+            at = at[kinds[bounds[at] + first] >= _QUOTE]
+    keep = ends > starts
+    return starts[keep], ends[keep]
 
 
 class ChunkTable:
@@ -53,7 +74,7 @@ class ChunkTable:
 
     def clear(self) -> None:
         # an open-addressing hash table of the short pieces: their two words and run
-        # (run -1: an empty slot), at most half full
+        # (run -1: an empty slot), at most a quarter full (short probes)
         self._low = np.zeros(MIN_SLOTS, np.uint64)
         self._high = np.zeros(MIN_SLOTS, np.uint64)
         self._slot_run = np.full(MIN_SLOTS, -1, np.int64)
@@ -106,20 +127,28 @@ class ChunkTable:
         np.not_equal(kinds, _GAP, out=chunk[1:-1])
         edges = np.flatnonzero(chunk[1:] != chunk[:-1])
         starts, ends = edges[0::2], edges[1::2]
-        marks = np.flatnonzero(kinds > _PLAIN)  # digits and cuts
-        if not len(marks):
-            return starts, ends
+        marks = np.flatnonzero(kinds >= _DIGIT)  # digits, ``_``, quotes, ``.`` and ``,``
         owner = np.searchsorted(starts, marks, side="right") - 1
-        is_digit = kinds[marks] == _DIGIT
-        has_digit = np.bincount(owner[is_digit], minlength=len(starts)) > 0
-        cuts = marks[~is_digit & ~has_digit[owner]]
-        if not len(cuts):
-            return starts, ends
-        # each cut ends one piece and starts the next; empty pieces go
-        starts = np.sort(np.concatenate([starts, cuts + 1]), kind="stable")
-        ends = np.sort(np.concatenate([ends, cuts]), kind="stable")
-        keep = ends > starts
-        return starts[keep], ends[keep]
+        kind = kinds[marks]
+        # the chunks to cut: without a digit or a ``'`` between two letters (a ``'`` that can
+        # join two words: it joins none after a ``_``)
+        stops = kind == _DIGIT
+        quotes = np.flatnonzero(kind == _QUOTE)
+        quotes = quotes[(marks[quotes] > 0) & (marks[quotes] < len(kinds) - 1)]
+        if len(quotes):
+            before, after = kinds[marks[quotes] - 1], kinds[marks[quotes] + 1]
+            stops[quotes] = (before >= _LOWER) & (before <= _UPPER) & (after >= _LOWER) & (after <= _UPPER)
+        plain = np.bincount(owner[stops], minlength=len(starts)) == 0
+        cuts = marks[((kind == _JOIN) | (kind == _STOP)) & plain[owner]]
+        # a lower-case letter followed by an upper-case one: a camelCase boundary, where the
+        # token rules put a space
+        camel = np.flatnonzero((kinds[1:] == _UPPER) & (kinds[:-1] == _LOWER)) + 1
+        if len(camel):
+            camel = camel[plain[np.searchsorted(starts, camel, side="right") - 1]]
+        if len(cuts) or len(camel):  # a cut ends one piece and starts the next; so does a boundary
+            starts = np.sort(np.concatenate([starts, cuts + 1, camel]), kind="stable")
+            ends = np.sort(np.concatenate([ends, cuts, camel]), kind="stable")
+        return _trimmed(kinds, starts, ends)
 
     def _home(self, low: np.ndarray, high: np.ndarray) -> np.ndarray:
         """The first slot to probe for each piece."""
@@ -158,13 +187,13 @@ class ChunkTable:
 
     def _add_short(self, low: np.ndarray, high: np.ndarray, runs: np.ndarray) -> None:
         """Add new short pieces, first doubling the table as often as needed to stay at
-        most half full."""
+        most a quarter full."""
         size = len(self._slot_run)
-        if 2 * (self._short + len(runs)) > size:
+        if 4 * (self._short + len(runs)) > size:
             held = self._slot_run >= 0
             low, high = np.concatenate([self._low[held], low]), np.concatenate([self._high[held], high])
             runs = np.concatenate([self._slot_run[held], runs])
-            while 2 * len(runs) > size:
+            while 4 * len(runs) > size:
                 size *= 2
             self._low, self._high = np.zeros(size, np.uint64), np.zeros(size, np.uint64)
             self._slot_run, self._short = np.full(size, -1, np.int64), 0

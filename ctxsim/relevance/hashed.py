@@ -221,33 +221,40 @@ class HashedTfidfEmbedder(CachedEmbedder):
         idfs = features["idf"]
         # unigram keys are the 32-bit hashes; bigram keys (within one text) mix both
         # hashes into 64 bits with bit 63 set, so the two kinds of key never coincide
-        # and every unigram key sorts before every bigram key
+        # and every unigram key is below every bigram key
         inner = owner[:-1] == owner[1:]
-        bigrams = ((hashes[:-1][inner] * _BIGRAM_MIX) ^ hashes[1:][inner]) | np.uint64(1 << 63)
-        # order by key, stably (each kind of key is laid out text by text, so the runs of
-        # equal (key, text) are contiguous and each starts at its first occurrence, whose
-        # idf is the run's); the two kinds sort apart, the 32-bit one by radix
-        by_word, by_pair = _stable_order(hashes, 32), np.argsort(bigrams, kind="stable")
-        keys = np.concatenate([hashes[by_word], bigrams[by_pair]])
-        key_owner = np.concatenate([owner[by_word], owner[:-1][inner][by_pair]])
-        key_idf = np.concatenate([idfs[by_word], ((idfs[:-1] + idfs[1:]) / 2)[inner][by_pair]])
-        change = (keys[1:] != keys[:-1]) | (key_owner[1:] != key_owner[:-1])
-        starts = np.concatenate([[0], np.flatnonzero(change) + 1])
-        counts = np.diff(starts, append=len(keys))
-        weights = (1.0 + np.log(counts)) * key_idf[starts]
-        unique = keys[starts]
-        buckets = (unique ^ (unique >> np.uint64(29))) % np.uint64(DIM)
-        # features of one text that share a bucket add up, in the order of their keys (a
-        # stable sort by (text, bucket) keeps that order within a cell)
-        unique_owner = key_owner[starts]
+        keys = np.concatenate([hashes, ((hashes[:-1][inner] * _BIGRAM_MIX) ^ hashes[1:][inner]) | np.uint64(1 << 63)])
+        key_owner = np.concatenate([owner, owner[:-1][inner]])
+        key_idf = np.concatenate([idfs, ((idfs[:-1] + idfs[1:]) / 2)[inner]])
+        buckets = ((keys ^ (keys >> np.uint64(29))) % np.uint64(DIM)).astype(np.int64)
+        # every feature in its cell (text, bucket), by radix and stably: the occurrences of
+        # a key in a text share a cell, text order kept
         by_bucket = _stable_order(buckets, DIM.bit_length() - 1)
-        by_cell = by_bucket[_stable_order(unique_owner[by_bucket], max(len(texts) - 1, 1).bit_length())]
-        cells = unique_owner[by_cell] * DIM + buckets[by_cell].astype(np.int64)
-        first = np.empty(len(cells), dtype=bool)
-        first[0] = True
-        np.not_equal(cells[1:], cells[:-1], out=first[1:])
-        values = np.bincount(np.cumsum(first) - 1, weights=weights[by_cell])
-        cells = cells[first]
+        order = by_bucket[_stable_order(key_owner[by_bucket], max(len(texts) - 1, 1).bit_length())]
+        cells = key_owner[order] * DIM + buckets[order]
+        sorted_keys = keys[order]
+        new_cell = np.empty(len(cells), dtype=bool)
+        new_cell[0] = True
+        np.not_equal(cells[1:], cells[:-1], out=new_cell[1:])
+        # a cell with two different keys (they collide in the bucket): its features by key,
+        # stably (the few such cells only)
+        clash = ~new_cell[1:] & (sorted_keys[1:] != sorted_keys[:-1])
+        if clash.any():
+            cell_id = np.cumsum(new_cell) - 1
+            mixed = np.zeros(cell_id[-1] + 1, dtype=bool)
+            mixed[cell_id[1:][clash]] = True
+            at = np.flatnonzero(mixed[cell_id])
+            by_key = np.argsort(sorted_keys[at], kind="stable")
+            source = at[by_key[np.argsort(cell_id[at][by_key], kind="stable")]]
+            order[at], sorted_keys[at] = order[source], sorted_keys[source]
+        # a run of one key in a cell is its occurrences in one text, the first one first
+        # (its idf is the run's); the features of a cell add up in the order of their keys
+        change = new_cell[1:] | (sorted_keys[1:] != sorted_keys[:-1])
+        starts = np.concatenate([[0], np.flatnonzero(change) + 1])
+        weights = (1.0 + np.log(np.diff(starts, append=len(cells)))) * key_idf[order[starts]]
+        first = new_cell[starts]
+        values = np.bincount(np.cumsum(first) - 1, weights=weights)
+        cells = cells[starts][first]
         rows = cells // DIM
         norms = np.sqrt(np.bincount(rows, weights=values**2, minlength=len(texts)))
         return SparseRows(

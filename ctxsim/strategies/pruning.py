@@ -43,17 +43,20 @@ class PruneParams(Params):
 
 def call_target(tool: ToolEnvelope) -> str | None:
     """The resource a call touched: the envelope's target, else a path argument."""
-    return tool.target or _path_argument(tool.arguments)
+    return tool.target or _call_fields(tool.arguments)[0]
 
 
 @lru_cache(maxsize=16_384)
-def _path_argument(arguments: str) -> str | None:
-    """The first path argument of a call's JSON arguments (once per distinct text: every
-    observation and mask of a context reads the same calls)."""
+def _call_fields(arguments: str) -> tuple[str | None, str | None]:
+    """(the first path argument, the ``command`` string) of a call's JSON arguments, each
+    None when absent; parsed once per distinct text (every observation and mask of a
+    context reads the same calls, a shell call for both fields)."""
     parsed = _json_object(arguments)
     if parsed is None:
-        return None
-    return next((str(parsed[k]) for k in _PATH_ARGUMENTS if parsed.get(k)), None)
+        return None, None
+    command = parsed.get("command")
+    path = next((str(parsed[k]) for k in _PATH_ARGUMENTS if parsed.get(k)), None)
+    return path, command if isinstance(command, str) else None
 
 
 def _json_object(text: str) -> dict | None:
@@ -218,13 +221,8 @@ class SupersedeWrites(_Prune):
 @lru_cache(maxsize=16_384)
 def _shell_file_command(arguments: str) -> FileCommand | None:
     """The whole-file write or read of a shell call's JSON arguments (``command``), else None."""
-    command = _command_argument(arguments)
+    command = _call_fields(arguments)[1]
     return file_command(command) if command is not None else None
-
-
-def _command_argument(arguments: str) -> str | None:
-    command = (_json_object(arguments) or {}).get("command")
-    return command if isinstance(command, str) else None
 
 
 def _caller(state: ContextState, result: ContextUnit) -> ContextUnit | None:

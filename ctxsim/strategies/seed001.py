@@ -14,9 +14,11 @@ next action) starts from it.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import Field, field_validator
 
 from ..errors import StrategyError
@@ -271,20 +273,25 @@ class PrioritizeRecent(Strategy):
     keeps_p1 = True
     Params = PrioritizeRecentParams
 
-    def _candidates(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], Cost]:
-        """Droppable units, least relevant first (ties: oldest first), and the scoring cost."""
+    def _droppable(self, state: ContextState, ctx: StrategyContext) -> tuple[np.ndarray, Iterator[int], Cost]:
+        """(the relevance scores; the positions of the droppable units, oldest first, found
+        lazily; the scoring cost)."""
         p = self.params
         n = len(state.units)
         scores, cost = relevance_scores(state, state.units, ctx, p.priority_boost)
         pool = range(n - math.ceil(n * p.recent_bias))
-        low = [i for i in pool if scores[i] < p.rel_threshold and not _kept_whole(state.units[i], p.drop_p1)]
-        low.sort(key=lambda i: (scores[i], i))
-        return [state.units[i] for i in low], cost
+        low = (i for i in pool if scores[i] < p.rel_threshold and not _kept_whole(state.units[i], p.drop_p1))
+        return scores, low, cost
+
+    def _candidates(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], Cost]:
+        """Droppable units, least relevant first (ties: oldest first), and the scoring cost."""
+        scores, low, cost = self._droppable(state, ctx)
+        return [state.units[i] for i in sorted(low, key=lambda i: (scores[i], i))], cost
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
-        # needs the relevance scores; embeddings are cached per text, so this is cheap after the first call
+        # needs the relevance scores (embeddings are cached per text) and one droppable unit
         ctx = ctx or StrategyContext()
-        return not state.fits(ctx.target(state)) and bool(self._candidates(state, ctx)[0])
+        return not state.fits(ctx.target(state)) and next(self._droppable(state, ctx)[1], None) is not None
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         target = ctx.target(state)

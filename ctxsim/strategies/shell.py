@@ -130,12 +130,26 @@ def _write(words: list[str], rest: str, start: int, directory: str) -> FileComma
         target = others[1]
     else:
         return None
-    offset = 0
-    for line in rest.split("\n"):
-        if (line.lstrip("\t") if strip_tabs else line) == delimiter:
-            path = _path(target, directory)
-            return FileCommand("write", path, (start, start + max(0, offset - 1))) if path else None
-        offset += len(line) + 1
+    offset = delimiter_line(rest, delimiter, strip_tabs)
+    if offset is None:
+        return None
+    path = _path(target, directory)
+    return FileCommand("write", path, (start, start + max(0, offset - 1))) if path else None
+
+
+def delimiter_line(text: str, delimiter: str, strip_tabs: bool) -> int | None:
+    """Where the first line of ``text`` (lines split at ``\\n``) that is ``delimiter``
+    starts (after leading tabs when ``strip_tabs``: a ``<<-`` heredoc), else None. Found
+    with ``str.find`` from one occurrence of the delimiter to the next, not by a loop over
+    the lines of a long body."""
+    at = text.find(delimiter)
+    while at >= 0:
+        end = at + len(delimiter)
+        if end == len(text) or text[end] == "\n":
+            line = text.rfind("\n", 0, at) + 1
+            if line == at or (strip_tabs and not text[line:at].strip("\t")):
+                return line
+        at = text.find(delimiter, at + 1)
     return None
 
 

@@ -345,7 +345,9 @@ def candidate_table(units: Sequence[ContextUnit]) -> CandidateTable:
         n = len(columns.sections)
         counts.append(n)
         if n:
-            candidates += map(Candidate, columns.sections, columns.payloads, zip(repeat(index), range(n)))
+            # tuple.__new__ builds each Candidate in C (its own __new__ is a Python function)
+            positions = zip(repeat(index), range(n))
+            candidates += map(tuple.__new__, repeat(Candidate), zip(columns.sections, columns.payloads, positions))
             tiers += columns.tiers
             weights += repeat(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority], n)
             texts += columns.texts
