@@ -124,3 +124,32 @@ def test_check_fits_before_any_episode(train, held_out):
     assert policy.fitted == fit(train, SETTINGS)
     assert run_episode(policy, held_out[0], SETTINGS, 0).reward == pytest.approx(
         play(policy.fitted.chain, held_out[0], SETTINGS), abs=1e-12)
+
+
+def test_a_fit_made_on_a_pools_values_chooses_as_a_fit_from_scratch(train):
+    from ctxsim.lab.pool import expand
+
+    order = tuple(reversed(ACTIONS))  # settings no other test fits under (fits are cached)
+    pooled = EpisodeSettings(actions=order, max_steps=2, cache_size=1_000_000)
+    for state in train:
+        expand(state, pooled, {})  # what a context pool holds for these contexts
+    caller = EpisodeSettings(actions=order, max_steps=2)
+    chosen = _stored_fit(train, caller, lambda: pooled.memo_entries())
+    assert chosen == fit(train, EpisodeSettings(actions=order, max_steps=2))
+    assert caller.memo_entries() == {}  # the fit ran on a copy: the pool's values stay out of the caller's settings
+
+
+def test_a_fit_reads_no_pool_built_under_other_settings_and_builds_none(tmp_path, monkeypatch):
+    from ctxsim.lab.environments.spec import env_class
+    from ctxsim.lab.policies.best_fixed import training_pool_memo
+    from ctxsim.lab.train import env_configs, load_experiment
+    from ctxsim.paths import EXPERIMENTS_DIR
+
+    monkeypatch.setenv("CTXSIM_POOL_DIR", str(tmp_path))  # no pool on disk here
+    env_id, train, _, _ = env_configs(load_experiment(EXPERIMENTS_DIR / "maskable_ppo_seed001.yaml"))
+    own = EpisodeSettings.from_env_config(env_class(env_id).checked_config(train).model_dump(mode="json"))
+    grounded = EpisodeSettings.from_mapping({"actions": list(SETTINGS.actions), "reward": {"profile": "grounded"}})
+    assert training_pool_memo("maskable_ppo_default", grounded) == {}  # not the experiment's settings
+    assert training_pool_memo("maskable_ppo_seed001", SETTINGS) == {}
+    assert training_pool_memo("maskable_ppo_seed001", own) == {}  # its settings, but its pool is not built
+    assert list(tmp_path.iterdir()) == []  # and a fit builds none

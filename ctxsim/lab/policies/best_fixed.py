@@ -14,7 +14,9 @@ one of them (padded with any ids).
 episode settings (so the chain is best for the reward being reported) and keeps the
 one with the highest mean reward; ties go to the first in the order of
 :func:`fixed_chains` (the settings' action order). Steps are memoized by the
-settings, so a fit costs about one oracle search per context.
+settings, so a fit costs about one oracle search per context; when the
+experiment's training pool is on disk, built under the same settings, the fit
+reads its values first (:func:`training_pool_memo`; the same values, no search).
 
 The training contexts of ``best-fixed:<experiment>`` (``experiments/<experiment>.yaml``,
 a training experiment): the first :data:`FIT_SEEDS` context seeds of each scenario of
@@ -46,7 +48,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ...atomic import atomic_write_text
 from ...episode import EpisodeSettings, OverflowEpisode
@@ -131,6 +133,33 @@ def experiment_contexts(experiment: str) -> list[ContextState]:
     return list({state.fingerprint: state for state in built}.values())  # a transcript's one context counts once
 
 
+def training_pool_memo(experiment: str, settings: EpisodeSettings) -> dict[tuple, Any]:
+    """The memo of the experiment's training context pool (its transitions, masks and
+    outcomes) when that pool is already on disk and was built under ``settings``
+    (``cache_size`` aside), so a fit reads the values instead of computing them again
+    (they are the same values); empty otherwise: a fit never builds a pool."""
+    from ..environments.spec import env_class
+    from ..pool import ensure_pool, pool_key, pool_path
+    from ..train import env_configs, load_experiment
+
+    env_id, train, _, _ = env_configs(load_experiment(EXPERIMENTS_DIR / f"{experiment}.yaml"))
+    if not train.get("pool"):
+        return {}
+    checked = env_class(env_id).checked_config(train)
+    resolved = checked.model_dump(mode="json")
+    pooled = EpisodeSettings.from_env_config(resolved)
+    if type(settings) is not EpisodeSettings or _memo_free(pooled) != _memo_free(settings):
+        return {}
+    if not pool_path(pool_key(resolved, checked.suite)).exists():
+        return {}
+    return ensure_pool(resolved, checked.suite)[0].memo
+
+
+def _memo_free(settings: EpisodeSettings) -> EpisodeSettings:
+    """``settings`` with the memo size left out (settings that differ only there give the same values)."""
+    return dataclasses.replace(settings, cache_size=0)
+
+
 def training_experiments() -> list[str]:
     """The experiments of ``experiments/`` that train a policy: the files that load as
     an experiment (``extends`` resolved, so one that inherits its ``algo`` counts)."""
@@ -146,8 +175,11 @@ def training_experiments() -> list[str]:
     return names
 
 
-def _stored_fit(contexts: list[ContextState], settings: EpisodeSettings) -> FixedFit:
-    """:func:`fit`, read from / written to the pool folder (keyed by the code too)."""
+def _stored_fit(contexts: list[ContextState], settings: EpisodeSettings,
+                memo: Callable[[], dict[tuple, Any]] = dict) -> FixedFit:
+    """:func:`fit`, read from / written to the pool folder (keyed by the code too); a
+    fit made here runs on a copy of ``settings`` answering from ``memo()`` first (a
+    training pool's values: :func:`training_pool_memo`)."""
     from ..pool import code_of, pool_dir, source_digest  # the lab extra (module docstring)
 
     h = hashlib.sha256(f"{source_digest()} {fit_key(contexts, settings)}".encode())
@@ -160,7 +192,9 @@ def _stored_fit(contexts: list[ContextState], settings: EpisodeSettings) -> Fixe
         return FixedFit(tuple(data["chain"]), float(data["mean_reward"]), int(data["contexts"]), int(data["chains_tried"]))
     except (OSError, ValueError, KeyError, TypeError):
         pass
-    fitted = fit(contexts, settings)
+    fitting = dataclasses.replace(settings)  # a memo of its own: the pool's values stay out of the caller's settings
+    fitting.preload(memo())
+    fitted = fit(contexts, fitting)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(dataclasses.asdict(fitted)))
     return fitted
@@ -189,7 +223,8 @@ class BestFixedPolicy(Policy):
         if id(settings) not in self._fitted:
             stored = self._contexts is None
             contexts = experiment_contexts(self.experiment) if stored else self._contexts
-            chosen = _stored_fit(contexts, settings) if stored else fit(contexts, settings)
+            chosen = (_stored_fit(contexts, settings, lambda: training_pool_memo(self.experiment, settings)) if stored
+                      else fit(contexts, settings))
             self._fitted[id(settings)] = (settings, chosen, frozenset(s.fingerprint for s in contexts))
         return self._fitted[id(settings)][1:]
 
