@@ -131,7 +131,7 @@ def bench_pool(bench: Bench) -> list[Row]:
     per_context = pool.build_seconds / max(pool.overflowing, 1)
     bench.notes.append(
         f"pool: {stats['contexts']} contexts ({pool.overflowing} overflow), {stats['states']:,} states, "
-        f"{stats['transitions']:,} transitions, {path.stat().st_size / 1e6:,.0f} MB at {path}; built once per "
+        f"{stats['transitions']:,} transitions, {path.stat().st_size / 1e6:,.0f} MB ({path.name} in the pool folder); built once per "
         "configuration and ctxsim version, then loaded by every env that sets pool: true."
     )
     return [
