@@ -120,16 +120,24 @@ def fit_key(contexts: Sequence[ContextState], settings: EpisodeSettings) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def experiment_contexts(experiment: str) -> list[ContextState]:
-    """The training contexts of ``experiments/<experiment>.yaml`` (module docstring)."""
-    from ..contexts import build_context  # the lab extra (module docstring)
-    from ..environments.spec import env_class
+def training_config(experiment: str) -> Any:
+    """The checked env config of the training split of ``experiments/<experiment>.yaml``
+    (:func:`ctxsim.lab.train.env_configs`; its ``suite`` is the training scenarios)."""
+    from ..environments.spec import env_class  # the lab extra (module docstring)
     from ..train import env_configs, load_experiment
 
     env_id, train, _, _ = env_configs(load_experiment(EXPERIMENTS_DIR / f"{experiment}.yaml"))
-    suite = env_class(env_id).checked_config(train).suite
-    per_scenario = train["contexts_per_scenario"]
-    built = [build_context(s, seed) for s in suite for seed in range(min(FIT_SEEDS, s.context_count(per_scenario)))]
+    return env_class(env_id).checked_config(train)
+
+
+def experiment_contexts(experiment: str) -> list[ContextState]:
+    """The training contexts of ``experiments/<experiment>.yaml`` (module docstring)."""
+    from ..contexts import build_context  # the lab extra (module docstring)
+
+    checked = training_config(experiment)
+    per_scenario = checked.contexts_per_scenario
+    built = [build_context(s, seed) for s in checked.suite
+             for seed in range(min(FIT_SEEDS, s.context_count(per_scenario)))]
     return list({state.fingerprint: state for state in built}.values())  # a transcript's one context counts once
 
 
@@ -138,14 +146,11 @@ def training_pool_memo(experiment: str, settings: EpisodeSettings) -> dict[tuple
     outcomes) when that pool is already on disk and was built under ``settings``
     (``cache_size`` aside), so a fit reads the values instead of computing them again
     (they are the same values); empty otherwise: a fit never builds a pool."""
-    from ..environments.spec import env_class
     from ..pool import ensure_pool, pool_key, pool_path
-    from ..train import env_configs, load_experiment
 
-    env_id, train, _, _ = env_configs(load_experiment(EXPERIMENTS_DIR / f"{experiment}.yaml"))
-    if not train.get("pool"):
+    checked = training_config(experiment)
+    if not checked.pool:
         return {}
-    checked = env_class(env_id).checked_config(train)
     resolved = checked.model_dump(mode="json")
     pooled = EpisodeSettings.from_env_config(resolved)
     if type(settings) is not EpisodeSettings or _memo_free(pooled) != _memo_free(settings):
