@@ -27,7 +27,17 @@ from .strategies.registry import strategy_class
 from .validation import KeyedValueError, validate
 
 SEED_CHAIN = ("summarize_old", "prioritize_recent", "content_type_chunking", "discard_low_rel", "hybrid")
-DEFAULT_ACTIONS = SEED_CHAIN + ("fresh_start",)
+#: design 001's action set: its five strategies and its recovery (``envs/seed001.yaml``)
+SEED001_ACTIONS = SEED_CHAIN + ("fresh_start",)
+#: every strategy of the design documents and the recovery modes but ``error``, in
+#: ladder order (pruning, externalize, compress, summarize, clear, select, drop,
+#: recovery): ContextOverflow-v0's default action space. A fixed list: adding a
+#: strategy to the registry does not change it, so trained policies keep working.
+FULL_ACTIONS = (
+    "dedupe_tool_results", "purge_errors", "supersede_writes", "externalize", "content_type_chunking",
+    "compact_keep_recent", "hybrid", "summarize", "summarize_old", "clear_tool_results", "discard_low_rel",
+    "prioritize_recent", "remove_low_priority", "remove_oldest", "selective", "drop", "fresh_start", "truncate",
+)
 
 #: strategy ids: a list or a tuple of strings
 StrategyIds = Annotated[tuple[StrictStr, ...], Field(strict=False)]
@@ -49,8 +59,9 @@ class EpisodeConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    actions: Annotated[StrategyIds, Field(min_length=1)] = DEFAULT_ACTIONS
-    """Strategy ids of the action space, in order (design 001's five and ``fresh_start``)."""
+    actions: Annotated[StrategyIds, Field(min_length=1)] = SEED001_ACTIONS
+    """Strategy ids of the action space, in order (design 001's five and ``fresh_start``;
+    ContextOverflow-v0's default is :data:`FULL_ACTIONS`)."""
     max_steps: Annotated[int, Field(ge=1)] = 3
     """Strategies per episode before the recovery is forced (design 001: 3)."""
     mask_overflowing_last_step: bool = False

@@ -17,7 +17,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from ctxsim.episode import EpisodeSettings
-from ctxsim.episode_config import EpisodeConfig
+from ctxsim.episode_config import SEED001_ACTIONS, EpisodeConfig
 from ctxsim.lab.environments import env_ids, register_envs
 from ctxsim.lab.environments.conversation_stream import ConversationStreamEnv
 from ctxsim.lab.environments.overflow import ContextOverflowEnv, OverflowConfig
@@ -187,15 +187,27 @@ def test_the_config_model_is_the_one_source_of_every_default(env_cls):
     assert issubclass(model, EpisodeConfig)
     defaults = env_cls.default_config()
     assert defaults == model().model_dump(mode="json") == env_cls.resolve_config()
-    assert defaults["max_steps"] == EpisodeConfig.model_fields["max_steps"].default
+    assert defaults["max_steps"] == model.model_fields["max_steps"].default
+    assert defaults["actions"] == list(model.model_fields["actions"].default)
     changed = type("Changed", (model,), {"__annotations__": {"max_steps": int}, "max_steps": 9})
     assert type("Env", (env_cls,), {"config_model": changed}).default_config()["max_steps"] == 9
 
 
 def test_the_stream_config_extends_the_overflow_config_without_repeating_a_key():
     own = set(ConversationStreamEnv.config_model.__annotations__)
-    assert own & set(OverflowConfig.model_fields) == {"target", "pool"}  # narrowed: warning only, no pool
-    assert set(OverflowConfig.__annotations__) & set(EpisodeConfig.model_fields) == {"cache_size"}  # a larger default
+    # narrowed: warning only, no pool; design 001's actions and steps (the overflow env's are every strategy, 2)
+    assert own & set(OverflowConfig.model_fields) == {"target", "pool", "actions", "max_steps"}
+    # a larger cache; every strategy, two steps
+    assert set(OverflowConfig.__annotations__) & set(EpisodeConfig.model_fields) == {"cache_size", "actions", "max_steps"}
+
+
+def test_the_default_env_has_every_strategy_and_seed001_is_a_named_spec():
+    defaults = ContextOverflowEnv.default_config()
+    assert defaults["actions"] == FULL_ACTIONS and defaults["max_steps"] == 2
+    assert load_env_spec("default").config == {}
+    seed001 = ContextOverflowEnv.resolve_config(load_env_spec("seed001").config)
+    assert tuple(seed001["actions"]) == SEED001_ACTIONS and seed001["max_steps"] == 3
+    assert tuple(ConversationStreamEnv.default_config()["actions"]) == SEED001_ACTIONS
 
 
 def test_episode_settings_are_the_validated_config_in_runtime_form():
@@ -300,7 +312,8 @@ def test_warning_target():
 
 def test_forced_recovery_after_max_steps_is_a_failure_that_used_recovery():
     # 25k tokens against a 5k limit: the zero-cost prunings cannot make it fit
-    config = {"actions": ["dedupe_tool_results", "purge_errors", "supersede_writes"], "scenario_names": ["severe-overflow"]}
+    config = {"actions": ["dedupe_tool_results", "purge_errors", "supersede_writes"], "max_steps": 3,
+              "scenario_names": ["severe-overflow"]}
     env = gym.make("ctxsim/ContextOverflow-v0", config={**config, "contexts_per_scenario": 1})
     env.reset(seed=0)
     steps = 0
@@ -335,7 +348,8 @@ def test_a_recovery_from_an_earlier_break_is_not_this_breaks():
 def test_irreducible_context_recovery_modes(mode, used_recovery):
     pinned = ContextUnit(id="rules", type="plan_ref", content="Never touch prod. " * 80, pinned=True, priority=1)
     state = hand_state([pinned, *units(4, repeat=2)], limit=200)
-    env = gym.make("ctxsim/ContextOverflow-v0", config={"actions": ["remove_oldest", "summarize_old"], "recovery_mode": mode})
+    env = gym.make("ctxsim/ContextOverflow-v0", config={"actions": ["remove_oldest", "summarize_old"], "max_steps": 3,
+                                                        "recovery_mode": mode})
     env.reset(options={"state": state})
     for _ in range(3):
         mask = env.unwrapped.action_masks()

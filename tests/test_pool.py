@@ -101,7 +101,7 @@ def test_the_key_follows_what_the_values_depend_on(pools):
     base = key()
     assert key(cache_size=5) == base  # caching does not change a value
     assert key(contexts_per_scenario=3) != base
-    assert key(max_steps=2) != base
+    assert key(max_steps=3) != base
     assert key(strategy_params={"prioritize_recent": {"recent_bias": 0.3}}) != base
     assert key(scenario_names=["mild-overflow"]) != base
 

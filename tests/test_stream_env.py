@@ -123,7 +123,7 @@ def test_pickled_env_continues_identically(variant):
 
 def test_one_depth_has_the_same_actions_masks_and_observation_as_context_overflow():
     stream = make(**ONE_DEPTH)
-    overflow = ContextOverflowEnv({"target": "warning"})
+    overflow = ContextOverflowEnv({"target": "warning", "actions": list(stream.actions), "max_steps": 3})
     assert stream.actions == overflow.actions
     assert stream.observation_space == overflow.observation_space
     assert stream.feature_names == overflow.feature_names

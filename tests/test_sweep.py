@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from ctxsim.lab.cli import main
+from ctxsim.episode_config import FULL_ACTIONS
 from ctxsim.errors import ConfigError
 from ctxsim.lab.results import COLUMNS, read_results
 from ctxsim.strategies.peers import PEERS
@@ -121,7 +122,8 @@ def test_load_sweep_resolves_defaults(tmp_path: Path):
     path.write_text("name: s\npolicies: [random]\nseeds: [3, 1]\n")
     loaded = load_sweep(path)
     assert len(loaded.scenarios) >= 15 and loaded.seeds == [3, 1]
-    assert loaded.policies == {"random": "random"} and loaded.settings.max_steps == 3
+    assert loaded.policies == {"random": "random"} and loaded.settings.max_steps == 2  # the default env's
+    assert loaded.settings.actions == FULL_ACTIONS
 
 
 @pytest.mark.parametrize(
@@ -206,6 +208,7 @@ def test_committed_baseline_holds_on_a_subset(repo_root: Path, tmp_path: Path, c
     (tmp_path / "slice.yaml").write_text(
         "name: slice\npolicies: [seed-chain, greedy, peer:letta, only:summarize_old]\n"
         "scenarios: {names: [mild-overflow, transcript-missing-colon]}\nseeds: [0]\n"
+        f"env: {repo_root / 'envs' / 'seed001.yaml'}\n"  # the regression check's environment
     )
     baseline = repo_root / "reports" / "baseline.csv"
     rc = sweep(tmp_path / "slice.yaml", "--workers", 1, "--out", tmp_path / "out", "--baseline", baseline)

@@ -65,13 +65,13 @@ def test_training_runs_end_to_end(tmp_path, algo):
     assert list(curve["timesteps"]) == [256, 512] and curve["results"].shape == (2, 4)
 
     from ctxsim.lab.contexts import build_context
-    from ctxsim.episode import EpisodeSettings
+    from ctxsim.lab.evaluate import settings_from_env_spec
     from ctxsim.policies import get_policy, run_episode
     from ctxsim.lab.scenarios import find_scenario
 
     policy = get_policy(str(run))
     state = build_context(find_scenario("gpt4-6000"), 0)
-    episode = run_episode(policy, state, EpisodeSettings(), seed=0)
+    episode = run_episode(policy, state, settings_from_env_spec(None)[0], seed=0)  # the default env's
     assert episode.done and episode.chain
 
 
@@ -114,7 +114,7 @@ def test_several_seeds_train_a_folder_that_evaluates_as_one_policy(tmp_path, cap
     from ctxsim.lab.scenarios import find_scenario
 
     (tmp_path / "tiny_seeds.yaml").write_text(
-        "name: tiny_seeds\nalgo: MaskablePPO\nenv: envs/default.yaml\nenv_config: {contexts_per_scenario: 2}\n"
+        "name: tiny_seeds\nalgo: MaskablePPO\nenv: envs/seed001.yaml\nenv_config: {contexts_per_scenario: 2}\n"
         "train_scenarios: [chat-10k]\neval_scenarios: [gpt4-6000]\ntimesteps: 128\nn_envs: 1\n"
         "hyperparams: {n_steps: 64, batch_size: 32, n_epochs: 1, policy_kwargs: {net_arch: [8]}}\n"
         "eval_freq: 1000000\neval_episodes: 2\ncheckpoint_freq: 1000000\n"

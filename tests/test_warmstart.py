@@ -91,7 +91,7 @@ def test_warm_start_rejects_dqn_and_the_stream_env(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
-def test_frozen_normalization_is_saved_and_applied_by_every_consumer(tmp_path):
+    from ctxsim.lab.evaluate import settings_from_env_spec
     from ctxsim.episode import EpisodeSettings
     from ctxsim.lab.export import export_run
     from ctxsim.policies import get_policy
@@ -112,6 +112,6 @@ def test_frozen_normalization_is_saved_and_applied_by_every_consumer(tmp_path):
     exported = get_policy(str(out))
     assert exported.normalization is not None and np.allclose(exported.normalization.var, sb3.normalization.var)
     scenarios = [find_scenario(name, DEFAULT_SUITE) for name in ("chat-10k", "mild-overflow")]
-    rows = evaluate([str(run), str(out)], scenarios, 3, EpisodeSettings())
+    rows = evaluate([str(run), str(out)], scenarios, 3, settings_from_env_spec(None)[0])  # the default env's
     chains = rows.pivot(index=["scenario", "seed"], columns="policy", values="chain")
     assert (chains[str(run)] == chains[str(out)]).all()

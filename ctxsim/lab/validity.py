@@ -60,8 +60,8 @@ from .train import env_configs, load_experiment
 
 #: the coherence measures compared: old first
 MEASURES = ("centroid", "recall")
-#: reward profile -> the env spec that selects it
-PROFILES = {"seed001": "default", "grounded": "grounded"}
+#: the reward profiles compared, each on design 001's environment (envs/seed001.yaml)
+PROFILES = ("seed001", "grounded")
 #: shares of the non-pinned units dropped (%)
 DROP_SHARES = tuple(range(0, 100, 10))
 DROP_SEEDS = 5
@@ -130,9 +130,9 @@ def curve_means(curves: pd.DataFrame) -> pd.DataFrame:
 
 # ---- 2-4. evaluations ---------------------------------------------------------------
 def settings_for(measure: str, profile: str) -> EpisodeSettings:
-    """The default environment's episode settings with ``coherence: measure`` under the
-    reward ``profile`` (a key of :data:`PROFILES`)."""
-    return settings_from_env_spec(PROFILES[profile], {"coherence": measure})[0]
+    """Design 001's environment's episode settings (``envs/seed001.yaml``) with
+    ``coherence: measure`` under the reward ``profile`` (one of :data:`PROFILES`)."""
+    return settings_from_env_spec("seed001", {"coherence": measure, "reward": {"profile": profile}})[0]
 
 
 def compared_policies(settings: EpisodeSettings) -> list[str]:

@@ -14,7 +14,7 @@ from pydantic import Field, PrivateAttr, StrictBool, StrictStr, model_validator
 from ...cache import LRUCache
 from ..contexts import build_context
 from ...episode import EpisodeSettings, OverflowEpisode, Step
-from ...episode_config import EpisodeConfig
+from ...episode_config import FULL_ACTIONS, EpisodeConfig, StrategyIds
 from ...errors import ConfigError, ScenarioError, describe_value
 from ...metrics import BreakingOutcome
 from ...model import MAX_CONTEXTS, ContextState
@@ -36,6 +36,13 @@ class OverflowConfig(EpisodeConfig):
     """ContextOverflow-v0's config: the episode's parameters (:class:`~ctxsim.episode_config.EpisodeConfig`,
     their defaults and checks) and where the contexts come from. Every key has its
     default here; ``ContextOverflowEnv.default_config()`` is this model's defaults as data."""
+
+    actions: Annotated[StrategyIds, Field(min_length=1)] = FULL_ACTIONS
+    """Strategy ids of the action space, in order (default: every strategy of the design
+    documents and the recovery modes but ``error``; ``envs/seed001.yaml`` has design 001's six)."""
+    max_steps: Annotated[int, Field(ge=1)] = 2
+    """Strategies per episode before the recovery is forced (default 2: on every strategy the
+    oracle's third step is almost never worth it; design 001 has 3, ``envs/seed001.yaml``)."""
 
     scenarios: StrictStr | Annotated[list[StrictStr], Field(min_length=1)] = str(DEFAULT_SUITE)
     """A scenario file or folder, or a list of them (default: the shipped suite)."""
@@ -160,18 +167,23 @@ class ContextOverflowEnv(ConfiguredEnv):
 
     ### Action Space
 
-    ``Discrete(K)`` over ``config["actions"]`` (default, design 001's five plus recovery):
+    ``Discrete(K)`` over ``config["actions"]``; by default every strategy of the design
+    documents and the recovery modes but ``error`` (:data:`~ctxsim.episode_config.FULL_ACTIONS`,
+    K = 18, in ladder order):
 
-    | Num | Strategy id             | What it does (seed)                                  |
-    |-----|-------------------------|------------------------------------------------------|
-    | 0   | summarize_old           | summarize the oldest 60 % of units (001)             |
-    | 1   | prioritize_recent       | keep recent and task-relevant units, P1 boosted (001)|
-    | 2   | content_type_chunking   | compress each unit by its type's ratio (001)         |
-    | 3   | discard_low_rel         | drop the least relevant 30 % of units (001)          |
-    | 4   | hybrid                  | the chain above, at most 3 steps, until it fits (001)|
-    | 5   | fresh_start             | recovery: one handover summary (001)                 |
+    | Num | Strategy id             | Num | Strategy id             | Num | Strategy id          |
+    |-----|-------------------------|-----|-------------------------|-----|----------------------|
+    | 0   | dedupe_tool_results     | 6   | hybrid                  | 12  | remove_low_priority  |
+    | 1   | purge_errors            | 7   | summarize               | 13  | remove_oldest        |
+    | 2   | supersede_writes        | 8   | summarize_old           | 14  | selective            |
+    | 3   | externalize             | 9   | clear_tool_results      | 15  | drop                 |
+    | 4   | content_type_chunking   | 10  | discard_low_rel         | 16  | fresh_start          |
+    | 5   | compact_keep_recent     | 11  | prioritize_recent       | 17  | truncate             |
 
-    ``envs/full-actions.yaml`` exposes every registered strategy but ``error``.
+    ``ctxsim strategies`` says what each does and which design it comes from.
+    ``envs/seed001.yaml`` is design 001's environment: its five strategies
+    (summarize_old, prioritize_recent, content_type_chunking, discard_low_rel, hybrid)
+    plus fresh_start, 3 steps.
     Action masks (sb3-contrib's ``action_masks()``, also ``info["action_mask"]`` on
     reset and every step): an action is valid iff it is not excluded by the
     budget and its strategy is ``applicable`` to the current context; a recovery
@@ -252,7 +264,7 @@ class ContextOverflowEnv(ConfiguredEnv):
     ### Registered Configurations
 
     - ``ctxsim/ContextOverflow-v0``; variants are config overrides in ``envs/*.yaml``
-      (``default``, ``full-actions``, ``warning-target``, ...).
+      (``default``, ``seed001``, ``full-actions``, ``warning-target``, ...).
     """
 
     env_id = ENV_ID
