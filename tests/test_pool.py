@@ -195,6 +195,25 @@ def test_the_pool_command_rejects_an_env_without_pools(pools, capsys):
     assert not pools.exists()
 
 
+def test_a_copy_of_the_data_elsewhere_has_the_same_key(tmp_path, repo_root):
+    """Another checkout (the same files in another folder) reads the same pools."""
+    import shutil
+
+    from ctxsim.lab.pool import scenario_digest
+    from ctxsim.lab.scenarios import load_scenarios
+
+    copy = tmp_path / "scenarios"
+    copy.mkdir()
+    shutil.copytree(repo_root / "data" / "transcripts", tmp_path / "transcripts")
+    for name in ("mild-overflow.yaml", "transcript-ctf-katy.yaml"):  # generated; a transcript beside the folder
+        shutil.copy(repo_root / "data" / "scenarios" / name, copy / name)
+        here, there = load_scenarios(repo_root / "data" / "scenarios" / name)[0], load_scenarios(copy / name)[0]
+        assert here.source != there.source and scenario_digest(here) == scenario_digest(there)
+    (copy / "renamed.yaml").write_text((copy / "mild-overflow.yaml").read_text().replace("mild-overflow", "mild2"))
+    assert scenario_digest(load_scenarios(copy / "renamed.yaml")[0]) != scenario_digest(
+        load_scenarios(copy / "mild-overflow.yaml")[0])
+
+
 def test_the_key_follows_the_data_a_scenario_reads(tmp_path, monkeypatch, repo_root):
     import ctxsim.config as config
     from ctxsim.lab.pool import scenario_digest

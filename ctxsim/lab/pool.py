@@ -170,11 +170,11 @@ def source_digest() -> str:
 
 
 def scenario_digest(scenario: Scenario) -> str:
-    """Identity of a scenario's definition (source and every field) and of the data
-    it reads besides: a transcript file's bytes (a corpus family's: every file of its
-    folder), the limit a ``model`` has in
-    data/models.yaml."""
-    parts = [str(scenario.source), scenario.model_dump_json()]
+    """Identity of a scenario's definition (its file's name and every field) and of the
+    data it reads besides: a transcript file's bytes (a corpus family's: every file of
+    its folder), the limit a ``model`` has in data/models.yaml. No folder is in it, so
+    two checkouts of the same code and data share their pools."""
+    parts = [scenario.source.name if scenario.source is not None else "", scenario.model_dump_json()]
     if scenario.corpus is not None:  # every session and the split
         folder = scenario.corpus_path
         files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
