@@ -14,7 +14,7 @@ from ctxsim.lab.environments.conversation_stream import ConversationStreamEnv, b
 from ctxsim.lab.stream.actions import depth_mask
 from ctxsim.lab.stream.evaluate_stream import evaluate_stream
 from ctxsim.lab.stream.rollout import Rollout
-from ctxsim.lab.stream.teacher import cached_rollout_values, conversation_rows, rollout_values
+from ctxsim.lab.stream.teacher import cached_rollout_values, conversation_rows, rollout_values, teacher_file
 from ctxsim.lab.train import ExperimentConfig, load_experiment, train, training_states
 from ctxsim.lab.warmstart import WarmStart, fit, greedy_regret
 from ctxsim.observe import ObservationConfig
@@ -118,6 +118,17 @@ def test_the_rows_are_cached_by_config_and_teacher(tmp_path, monkeypatch):
     assert all(np.array_equal(getattr(first, f), getattr(again, f)) for f in ("observations", "masks", "values"))
     other = cached_rollout_values(CONFIG, "rollout:peer:letta", 0.0)[1]
     assert other != path
+
+
+def test_the_rows_file_follows_values_not_where_the_files_are(tmp_path, repo_root):
+    import shutil
+
+    shutil.copytree(repo_root / "data" / "scenarios", tmp_path / "scenarios")
+    shutil.copytree(repo_root / "data" / "transcripts", tmp_path / "transcripts")
+    here = teacher_file({**CONFIG, "scenarios": str(repo_root / "data" / "scenarios")}, TEACHER, 0.0)
+    assert teacher_file({**CONFIG, "scenarios": str(tmp_path / "scenarios"), "cache_size": 7}, TEACHER, 0.0) == here
+    assert teacher_file({**CONFIG, "turns": CONFIG.get("turns", 60) + 1}, TEACHER, 0.0) != here
+    assert teacher_file(CONFIG, TEACHER, 0.25) != here
 
 
 def test_contexts_per_scenario_limits_the_teachers_contexts():

@@ -434,7 +434,8 @@ def check_teacher(experiment: ExperimentConfig, env_id: str) -> None:
     """ConfigError unless the experiment's env suits its warm-start teacher (the oracle:
     a ContextOverflow env; ``rollout:<base>``: ConversationStream-v0) and its
     ``normalize_observations`` (a ContextOverflow env)."""
-    overflow = issubclass(env_class(env_id), ContextOverflowEnv)
+    cls = env_class(env_id)
+    overflow, stream = issubclass(cls, ContextOverflowEnv), issubclass(cls, ConversationStreamEnv)
     if experiment.normalize_observations and not overflow:
         raise ConfigError(f"normalize_observations needs a ContextOverflow env, not {env_id}", source=experiment.source,
                           key="normalize_observations")
@@ -445,7 +446,7 @@ def check_teacher(experiment: ExperimentConfig, env_id: str) -> None:
         raise ConfigError(f"warm_start.teacher 'oracle' needs a ContextOverflow env, not {env_id} (on ConversationStream-v0 "
                           "the teacher is a rollout, e.g. 'rollout:seed-chain')", source=experiment.source, key="warm_start.teacher")
     if is_rollout(warm.teacher):
-        if not issubclass(env_class(env_id), ConversationStreamEnv):
+        if not stream:
             raise ConfigError(f"warm_start.teacher {warm.teacher!r} needs ConversationStream-v0, not {env_id} (on "
                               "ContextOverflow-v0 the teacher is 'oracle')", source=experiment.source, key="warm_start.teacher")
         try:

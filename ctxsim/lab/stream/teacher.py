@@ -120,15 +120,24 @@ def event_rows(session: StreamSession, found: list[Candidate], obs_config: Obser
     return rows
 
 
+def teacher_file(config: dict[str, Any], teacher: str, margin: float = math.inf) -> Path:
+    """Where the rows of (config, teacher, margin) are kept in the pool folder: a digest of
+    the code, the config's values (not where its scenario files are, nor its cache size:
+    the scenarios count by content, :func:`ctxsim.lab.pool.scenario_digest`), the
+    teacher and the margin."""
+    checked = ConversationStreamEnv.checked_config(config)
+    values = checked.model_dump(mode="json", exclude={"scenarios", "cache_size"})
+    blob = json.dumps({"format": TEACHER_FORMAT, "code": code_digest(), "config": values,
+                       "suite": [scenario_digest(s) for s in checked.suite], "teacher": teacher,
+                       "margin": margin if math.isfinite(margin) else "inf"}, sort_keys=True, default=str)
+    return pool_dir() / f"teacher-{hashlib.sha256(blob.encode()).hexdigest()[:32]}.npz"
+
+
 def cached_rollout_values(config: dict[str, Any], teacher: str, margin: float = math.inf,
                           note: Callable[[str], None] | None = None) -> tuple[ActionValues, Path, bool]:
     """:func:`rollout_values`, read from the pool folder when an earlier call computed
     them with the same config, teacher, margin and code; (rows, their file, computed now)."""
-    checked = ConversationStreamEnv.checked_config(config)
-    blob = json.dumps({"format": TEACHER_FORMAT, "code": code_digest(), "config": checked.model_dump(mode="json"),
-                       "suite": [scenario_digest(s) for s in checked.suite], "teacher": teacher,
-                       "margin": margin if math.isfinite(margin) else "inf"}, sort_keys=True, default=str)
-    path = pool_dir() / f"teacher-{hashlib.sha256(blob.encode()).hexdigest()[:32]}.npz"
+    path = teacher_file(config, teacher, margin)
     if path.is_file():
         with np.load(path) as saved:
             return ActionValues(saved["observations"], saved["masks"], saved["values"]), path, False
