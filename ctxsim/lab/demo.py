@@ -39,7 +39,7 @@ DEMO_EXPERIMENT = EXPERIMENTS_DIR / "maskable_ppo_default.yaml"
 DEMO_BASELINES = [f"best-fixed:{DEMO_EXPERIMENT.stem}", "seed-chain", "oracle", "random", "greedy"]
 #: the demo's context seeds: above every seed an experiment trains, selects or fits on
 #: (training draws seeds below a scenario's context count, best-fixed below 5)
-DEMO_SEEDS = (1000, 1001)
+DEMO_SEEDS = (1000, 1001, 1002, 1003, 1004)
 #: folder (under --out) of the exported policy, and its label in the sweep
 LEARNED = "learned"
 HEADLINE_COLUMNS = ("policy", "IQM normalized [95% CI]", "mean reward [95% CI]", "success", "recovery", "tokens cut",
