@@ -75,6 +75,7 @@ from .structured import (
     SummaryResult,
     SummarySpan,
     ToolOutcome,
+    _line_words,
     cache_key,
     cached,
     cut_within,
@@ -90,10 +91,11 @@ FILL_RATIO = 0.95
 PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
 #: rank tier of the structured items an earlier summary carried (after rules, before new facts)
 CARRIED_TIER = 0.75
-#: MMR gets the similarities within a group in one join before ranking it when the
-#: group has at most GRAM_MEMBERS candidates and the tokens it ranks are expected to
-#: pick at least 1/PICKED_SHARE of them; otherwise one row per pick. Either way the
-#: numbers (and the summary) are the same.
+#: MMR gets the similarities among candidates in one join before ranking them when
+#: they are at most GRAM_MEMBERS and the tokens it ranks are expected to pick at least
+#: 1/PICKED_SHARE of them: of all candidates at once, else of each tier's group that
+#: qualifies; otherwise one row per pick. Either way the numbers (and the summary) are
+#: the same (:meth:`~ctxsim.relevance.RowSimilarity.among`).
 GRAM_MEMBERS = 256
 PICKED_SHARE = 4
 #: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
@@ -177,12 +179,10 @@ class ExtractiveSummarizer:
             depth=depth,
         )
         table = candidate_table(units)
-        candidates, texts = table.candidates, table.texts
-        scored = self._scores(texts, table.sizes, table.units, table.weights, task, len(units))
-        ranked = [candidates[i] for i in self._rank(texts, scored, table.tiers, budget)]
-        if task.strip():
-            ranked.insert(0, Candidate("current_task", task.strip()))
-        summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO)
+        scored = self._scores(table.texts, table.sizes, table.units, table.weights, task, len(units))
+        head = [Candidate("current_task", task.strip())] if task.strip() else []
+        ranked = RankedCandidates(head, table, self._rank(table.texts, scored, table.tiers, budget))
+        summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO, floors=ranked.floors())
         if summary is None:  # the budget cannot even hold the header: plain best text
             text = prefix_within("\n".join(_text_of(c.payload) for c in ranked), budget)
             return SummaryResult(text, None, count_tokens(text), input_tokens)
@@ -216,6 +216,7 @@ class ExtractiveSummarizer:
             tokens=lambda chosen: text_rendering_tokens(separators, chosen),
             least=lambda c, _opened: count_tokens(c.payload),  # counted for ``sizes``: a lookup
             fill_ratio=FILL_RATIO,
+            floors=sizes[[c.position[0] for c in ranked]],
         )
         out = text_rendering(separators, chosen or [])
         if not out.strip():  # not even one sentence fits: the text's own opening, cut to the budget
@@ -257,21 +258,26 @@ class ExtractiveSummarizer:
         order: list[int] = []
         seen: set[str] = set()
         ranked_tokens = 0.0
+        size_of = sizes.tolist()
         tier_of = np.asarray(tiers, dtype=np.float64)
+        # all similarities in one join when there are few candidates (a group's are a block of it)
+        gram = similarity.among(np.arange(len(texts))) if _gram_pays(sizes, 2 * budget) else None
         for tier in sorted(set(tiers)):
             group = np.flatnonzero(tier_of == tier)
-            for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens):
+            for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens, gram):
                 if texts[i] not in seen:  # exact repeats (re-run tools, carried items) once
                     seen.add(texts[i])
                     order.append(i)
-                    ranked_tokens += sizes[i]
+                    ranked_tokens += size_of[i]
         return order
 
     def _mmr(
-        self, members: np.ndarray, scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float
+        self, members: np.ndarray, scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float,
+        gram: np.ndarray | None = None,
     ) -> list[int]:
         """The candidates ``members`` (indices, ascending) by MMR until ``tokens`` are
-        ranked, then the rest by score (ties: input order)."""
+        ranked, then the rest by score (ties: input order). ``gram``, when given, holds
+        the similarities among all candidates (:meth:`RowSimilarity.among`)."""
         s = scores[members]
         by_score = members[np.argsort(-s, kind="stable")].tolist()
         if len(members) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
@@ -285,10 +291,11 @@ class ExtractiveSummarizer:
         best_sim = np.zeros(len(members))
         value = np.empty(len(members))
         picked: list[int] = []
-        expected_picks = tokens / max(float(sizes[members].mean()), 1.0)
-        if len(members) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(members):
-            gram = similarity.among(members)  # most of the group is picked: all its similarities in one join
-            similar_to = gram.__getitem__
+        if gram is not None:
+            similar_to = gram[np.ix_(members, members)].__getitem__
+        elif _gram_pays(sizes[members], tokens):
+            # most of the group is picked: all its similarities in one join
+            similar_to = similarity.among(members).__getitem__
         else:  # few picked of many: only the rows of the picked candidates
             similar_to = lambda k: similarity.to_row(members[k])[members]  # noqa: E731
         member_sizes = sizes[members].tolist()
@@ -303,6 +310,13 @@ class ExtractiveSummarizer:
         return picked + [i for i in by_score if i not in taken]
 
 
+def _gram_pays(sizes: np.ndarray, tokens: float) -> bool:
+    """Whether MMR over candidates of token counts ``sizes``, ranking ``tokens``, gets
+    their similarities in one join (see :data:`GRAM_MEMBERS`)."""
+    expected_picks = tokens / max(float(sizes.mean()), 1.0) if len(sizes) else 0.0
+    return len(sizes) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(sizes)
+
+
 # ---- candidates ------------------------------------------------------------------
 #: how many distinct inputs (units, sentences, texts) each memo of this module holds
 MEMO_SIZE = 16_384
@@ -310,50 +324,99 @@ MEMO_SIZE = 16_384
 
 class UnitColumns(NamedTuple):
     """The candidates of one unit (:func:`unit_items`) as columns: the section, payload,
-    tier, text and token count (float64) of each."""
+    tier, text, token count (float64) and word bound of the rendered line (float64,
+    :func:`~ctxsim.summarize.structured._line_words`) of each."""
 
     sections: tuple[str, ...]
     payloads: tuple[str | ToolOutcome | ArtifactRef, ...]
     tiers: tuple[float, ...]
     texts: tuple[str, ...]
     sizes: np.ndarray
+    words: np.ndarray
 
 
 class CandidateTable(NamedTuple):
-    """The candidates of a sequence of units in input order, with the tier, priority
-    weight, text, token count (float64) and unit index (int64) of each."""
+    """The candidates of a sequence of units in input order, as columns: the section,
+    payload, tier, priority weight, text, token count (float64), word bound of the
+    rendered line (float64), unit index (int64) and index within its unit of each.
+    :meth:`candidate` builds one :class:`Candidate` (a long input has thousands and a
+    summary reads few of them)."""
 
-    candidates: list[Candidate]
+    sections: list[str]
+    payloads: list[str | ToolOutcome | ArtifactRef]
     tiers: list[float]
     weights: list[float]
     texts: list[str]
     sizes: np.ndarray
+    words: np.ndarray
     units: np.ndarray
+    owners: list[int]
+    offsets: list[int]
+
+    def candidate(self, i: int) -> Candidate:
+        """Candidate ``i``: its section, payload and position (unit index, index within the unit)."""
+        return Candidate(self.sections[i], self.payloads[i], (self.owners[i], self.offsets[i]))
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        """Every candidate, in input order."""
+        # tuple.__new__ builds each Candidate in C (its own __new__ is a Python function)
+        return list(map(tuple.__new__, repeat(Candidate), zip(self.sections, self.payloads, zip(self.owners, self.offsets))))
 
 
 def candidate_table(units: Sequence[ContextUnit]) -> CandidateTable:
     """The :class:`CandidateTable` of ``units``, assembled from each unit's memoized
     :class:`UnitColumns` (a unit seen in many states costs one lookup)."""
-    candidates: list[Candidate] = []
+    sections: list[str] = []
+    payloads: list = []
     tiers: list[float] = []
     weights: list[float] = []
     texts: list[str] = []
     sizes: list[np.ndarray] = []
-    counts: list[int] = []
+    words: list[np.ndarray] = []
+    owners: list[int] = []
+    offsets: list[int] = []
     for index, unit in enumerate(units):
         columns = _unit_columns(unit.content, unit.type, unit.role, unit.tool, unit.meta)
         n = len(columns.sections)
-        counts.append(n)
         if n:
-            # tuple.__new__ builds each Candidate in C (its own __new__ is a Python function)
-            positions = zip(repeat(index), range(n))
-            candidates += map(tuple.__new__, repeat(Candidate), zip(columns.sections, columns.payloads, positions))
+            sections += columns.sections
+            payloads += columns.payloads
             tiers += columns.tiers
             weights += repeat(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority], n)
             texts += columns.texts
             sizes.append(columns.sizes)
-    return CandidateTable(candidates, tiers, weights, texts, np.concatenate(sizes) if sizes else np.zeros(0),
-                          np.repeat(np.arange(len(units), dtype=np.int64), counts))
+            words.append(columns.words)
+            owners += repeat(index, n)
+            offsets += range(n)
+    return CandidateTable(sections, payloads, tiers, weights, texts,
+                          np.concatenate(sizes) if sizes else np.zeros(0), np.concatenate(words) if words else np.zeros(0),
+                          np.array(owners, dtype=np.int64), owners, offsets)
+
+
+class RankedCandidates(Sequence):
+    """Candidates best first: ``head`` (built by the caller), then the candidates of
+    ``table`` in ``order`` (indices), each built when it is read."""
+
+    def __init__(self, head: list[Candidate], table: CandidateTable, order: list[int]):
+        self.head, self.table, self.order = head, table, order
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self.order)
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[k] for k in range(*j.indices(len(self)))]
+        if j < 0:
+            j += len(self)
+        if j < len(self.head):
+            return self.head[j]
+        return self.table.candidate(self.order[j - len(self.head)])
+
+    def floors(self) -> np.ndarray:
+        """The word bound of each candidate's line, in rank order (float64)."""
+        head = np.array([_line_words(c.payload) for c in self.head], dtype=np.float64)
+        return np.concatenate([head, self.table.words[self.order]])
 
 
 def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
@@ -373,10 +436,11 @@ def _unit_columns(content: str, type_: str, role: str, tool: ToolEnvelope | None
     """The :class:`UnitColumns` of a unit's items (:func:`unit_items`), once per distinct input."""
     items = _unit_items(content, type_, role, tool, meta)
     if not items:
-        return UnitColumns((), (), (), (), np.zeros(0))
+        return UnitColumns((), (), (), (), np.zeros(0), np.zeros(0))
     sections, payloads, tiers = zip(*items)
     texts = tuple(_text_of(p) for p in payloads)
-    return UnitColumns(sections, payloads, tiers, texts, np.array([count_tokens(t) for t in texts], dtype=np.float64))
+    return UnitColumns(sections, payloads, tiers, texts, np.array([count_tokens(t) for t in texts], dtype=np.float64),
+                       np.array([_line_words(p) for p in payloads], dtype=np.float64))
 
 
 @lru_cache(maxsize=MEMO_SIZE)
