@@ -108,7 +108,8 @@ OPEN_ITEM = re.compile(r"\bTODO\b|\bFIXME\b|\[ \]|\b(?:next|pending|blocked)\b",
 #: every match of ``OPEN_ITEM`` holds one of these (in some case)
 OPEN_ITEM_WORDS = ("todo", "fixme", "[ ]", "next", "pending", "blocked")
 
-_BULLET = re.compile(r"^[-*•+]\s+")
+_BULLET_MARKS = "-*•+"
+_BULLET = re.compile(rf"^[{_BULLET_MARKS}]\s+")
 
 
 class ExtractiveSummarizer:
@@ -464,7 +465,9 @@ def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, 
     rule_role = _rule_role(role, type_)
     plan = type_ == "plan_ref"
     for seg in segments(content, by_line=type_ in ("code", "log")):
-        sentence = _BULLET.sub("", content[seg.start : seg.end], count=1)
+        sentence = content[seg.start : seg.end]
+        if sentence[0] in _BULLET_MARKS:
+            sentence = _BULLET.sub("", sentence, count=1)
         if sentence:
             items.append(classify(sentence, seg.code, rule_role, plan))
     return tuple(items)
