@@ -64,7 +64,7 @@ import numpy as np
 from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
-from ..tokens import count_joined, count_tokens
+from ..tokens import count_joined, count_spaced, count_tokens
 from .rules import VALUE, is_user_rule, may_hold, mentions_rule
 from ..sentences import segments
 from .structured import (
@@ -561,10 +561,12 @@ def _piece_tokens(separator: str, sentence: str) -> int:
     """Tokens one sentence adds to a text summary. The first sentence goes without its
     separator, which can cost more ("Produce" is 2 tokens, " Produce" 1): priced both ways.
     A line break before a sentence (stripped: it starts with a character that is not
-    whitespace) is a token of its own (:func:`~ctxsim.tokens.count_joined`)."""
+    whitespace) is a token of its own (:func:`~ctxsim.tokens.count_joined`); a space
+    before it is priced from the sentence's own count (:func:`~ctxsim.tokens.count_spaced`)."""
     if separator == "\n" and sentence and not sentence[0].isspace():
         return count_joined([separator, sentence])
-    return max(count_tokens(separator + sentence), count_tokens(sentence))
+    spaced = count_spaced(sentence) if separator == " " else count_tokens(separator + sentence)
+    return max(spaced, count_tokens(sentence))
 
 
 def _text_of(payload: str | ToolOutcome | ArtifactRef) -> str:
