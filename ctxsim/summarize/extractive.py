@@ -18,8 +18,9 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    ``artifact_id``; optional ``description``, ``rehydrate_hint``) adds an artifact
    instead of its text. A summary unit is parsed and its items are carried into
    the same sections, so rules and facts survive summaries of summaries. A unit's
-   candidates, with their texts and token counts (:class:`UnitColumns`), are worked
-   out once per distinct content, type, role, tool envelope and meta
+   candidates, with their texts, token counts and line word bounds
+   (:class:`UnitColumns`), are worked out once per distinct content, type, role,
+   tool envelope and meta
    (:func:`unit_items`), each sentence is classified once (:func:`classify`, each
    pattern searched at most once, a keyword pattern only when one of its words is
    there): the same unit seen in many states costs one lookup.
@@ -34,7 +35,8 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    fact marker (facts, and decisions, open items, tool outcomes and artifacts
    with values), then the rest; within each tier by maximal marginal relevance
    (``λ·score − (1−λ)·max similarity to those ranked before``), which keeps
-   near-duplicates out. :func:`must_carry` lists what a summary needs room for
+   near-duplicates out (the similarities of a few hundred candidates come from one
+   join, :data:`GRAM_MEMBERS`). :func:`must_carry` lists what a summary needs room for
    so that nothing of the first two tiers is cut (strategies size their budget
    with it).
 4. Budget. :func:`~ctxsim.summarize.structured.fit_summary` takes the ranked
@@ -43,9 +45,12 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    holds enough material, reaches 95 % of it. The growing summary is counted from
    the memoized counts of its lines, never re-encoded
    (:func:`~ctxsim.summarize.structured.summary_tokens`), and so is the result; a
-   candidate whose word count cannot fit is not priced, and a plain sentence's
-   line is priced from the sentence's own count (ranking counted it), not encoded
-   again.
+   candidate whose word count cannot fit is not priced, nor even built: the fit
+   finds those that may fit with numpy over the word bounds, and a
+   :class:`Candidate` is made only for them (:class:`RankedCandidates`). A plain
+   sentence's line is priced from the sentence's own count (ranking counted it),
+   not encoded again, and so is a sentence after a space in a text summary
+   (:func:`~ctxsim.tokens.count_spaced`).
 
 Results are cached (see :mod:`ctxsim.summarize.structured`) under a sha256 of the
 units and every parameter and version that shapes the output.
