@@ -285,9 +285,9 @@ class ExtractiveSummarizer:
         ranked, then the rest by score (ties: input order). ``gram``, when given, holds
         the similarities among all candidates (:meth:`RowSimilarity.among`)."""
         s = scores[members]
-        by_score = members[np.argsort(-s, kind="stable")].tolist()
+        by_score = np.argsort(-s, kind="stable")  # positions in ``members``
         if len(members) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
-            return by_score
+            return members[by_score].tolist()
         top = s.max()
         rel = s / top if top > 0 else s
         lam = self.mmr_lambda
@@ -312,8 +312,7 @@ class ExtractiveSummarizer:
             tokens -= member_sizes[k]
             np.maximum(best_sim, similar_to(k), out=best_sim)
             best_sim[k] = np.inf
-        taken = set(picked)
-        return picked + [i for i in by_score if i not in taken]
+        return picked + members[by_score[best_sim[by_score] != np.inf]].tolist()  # the rest (not picked) by score
 
 
 def _gram_pays(sizes: np.ndarray, tokens: float) -> bool:
