@@ -46,8 +46,8 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    the memoized counts of its lines, never re-encoded
    (:func:`~ctxsim.summarize.structured.summary_tokens`), and so is the result; a
    candidate whose word count cannot fit is not priced, nor even built: the fit
-   finds those that may fit with numpy over the word bounds, and a
-   :class:`Candidate` is made only for them (:class:`RankedCandidates`). A plain
+   reads the word bounds (an array) first, and a :class:`Candidate` is made only
+   for those that may fit (:class:`RankedCandidates`). A plain
    sentence's line is priced from the sentence's own count (ranking counted it),
    not encoded again, and so is a sentence after a space in a text summary
    (:func:`~ctxsim.tokens.count_spaced`).

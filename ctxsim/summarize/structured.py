@@ -378,9 +378,8 @@ def fit_candidates(
     does not fit is skipped without pricing it (the choice is the same; a long
     input leaves most candidates so). ``floors`` (one number per candidate of
     ``ranked``, default 0) bounds ``least`` from below whatever the sections
-    opened: a candidate whose floor does not fit is skipped without being read,
-    found for all candidates at once with numpy (``ranked`` may build its items on
-    demand). Candidates are tried best first and skipped
+    opened: a candidate whose floor does not fit is skipped without being read
+    (``ranked`` may build its items on demand). Candidates are tried best first and skipped
     when they do not fit. While the exact count of the
     rendering is under ``fill_ratio`` of the budget, the best skipped candidate that
     fits whole is added, else (once) the word-boundary prefix that fills the room
@@ -394,22 +393,20 @@ def fit_candidates(
     chosen: list[Candidate] = []
     taken: list[int] = []
     opened: set[str] = set()
-    start = 0
-    while start < len(ranked):  # each pass: the candidates from ``start`` on that may fit the room left
-        for j in (np.flatnonzero(floor[start:] <= target_tokens - used) + start).tolist():
-            cand = ranked[j]
-            if used + least(cand, opened) > target_tokens:
-                continue
-            extra = marginal(cand, opened)
-            if used + extra <= target_tokens:
-                chosen.append(cand)
-                taken.append(j)
-                opened.add(cand.section)
-                used += extra
-                start = j + 1
-                break
-        else:
-            break
+    floor_of = floor.tolist()
+    # ``used`` only grows: a candidate whose floor does not fit the empty rendering never fits
+    for j in np.flatnonzero(floor <= target_tokens - used).tolist():
+        if used + floor_of[j] > target_tokens:
+            continue
+        cand = ranked[j]
+        if used + least(cand, opened) > target_tokens:
+            continue
+        extra = marginal(cand, opened)
+        if used + extra <= target_tokens:
+            chosen.append(cand)
+            taken.append(j)
+            opened.add(cand.section)
+            used += extra
     skipped = np.ones(len(ranked), dtype=bool)
     skipped[taken] = False
     left = np.flatnonzero(skipped)  # every candidate not chosen, best first
