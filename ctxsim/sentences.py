@@ -150,19 +150,19 @@ def _flush(text: str, block: list[int], out: list[Segment]) -> None:
     """Split one prose block (``[start, end]`` in ``text``) into sentences and append them to ``out``."""
     start, end = block
     chunk = text[start:end]
-    first_word_end = len(chunk) - len(chunk.lstrip()) + len((chunk.split(None, 1) or [""])[0])
     piece_start = 0
     for m in _BOUNDARY.finditer(chunk):
         nxt = _NEXT_CHAR.match(chunk, m.end())
-        if nxt is None or nxt.group(1).islower() or _is_abbreviation(chunk, m, first_word_end):
+        if nxt is None or nxt.group(1).islower() or _is_abbreviation(chunk, m):
             continue
         _append(start, chunk, piece_start, m.end(), out)
         piece_start = m.end()
     _append(start, chunk, piece_start, len(chunk), out)
 
 
-def _is_abbreviation(chunk: str, m: re.Match, first_word_end: int) -> bool:
-    """True when the boundary ``m`` is the period of an abbreviation or list number."""
+def _is_abbreviation(chunk: str, m: re.Match) -> bool:
+    """True when the boundary ``m`` is the period of an abbreviation or of a list number
+    (digits that are the block's first word)."""
     if m.group() != ".":
         return False
     start = m.start()
@@ -173,7 +173,7 @@ def _is_abbreviation(chunk: str, m: re.Match, first_word_end: int) -> bool:
         return False
     if token.lower() in ABBREVIATIONS or _INITIALISM.match(token):
         return True
-    return token.isdigit() and m.end() == first_word_end
+    return token.isdigit() and (not start or chunk[:start].isspace())
 
 
 def _append(offset: int, chunk: str, a: int, b: int, out: list[Segment]) -> None:
