@@ -68,6 +68,11 @@ class Segment(NamedTuple):
     code: bool
 
 
+#: ``_new_segment(Segment, (start, end, code))`` builds a Segment in C (its own
+#: ``__new__`` is a Python function, and a long text has thousands of segments)
+_new_segment = tuple.__new__
+
+
 def split_sentences(text: str, *, by_line: bool = False) -> list[str]:
     """The sentences of ``text``, each an exact substring, in order.
 
@@ -88,44 +93,52 @@ def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
         return _line_segments(text)
     out: list[Segment] = []
     block: list[int] | None = None  # [start, end] of the current prose block
+    colon = False  # whether the current prose block ends with ":" (before trailing whitespace)
     in_fence = False
     pos = 0
     for line in text.splitlines(keepends=True):
         start, pos = pos, pos + len(line)
         body = line.rstrip("\r\n")
-        if not body.strip():
-            _flush(text, block, out)
-            block = None
+        if not body or body.isspace():
+            if block is not None:
+                _flush(text, block, out)
+                block = None
             continue
         end = start + len(body)
-        fence = bool(_FENCE.match(body))
-        if not (in_fence or fence) and block is not None and body[:1].islower() \
-                and not text[block[0] : block[1]].rstrip().endswith(":"):
+        # a fence line holds its marker (a substring search rules most lines out)
+        fence = ("```" in body or "~~~" in body) and _FENCE.match(body) is not None
+        if not (in_fence or fence) and block is not None and body[:1].islower() and not colon:
             block[1] = end  # wrapped prose
+            colon = body.rstrip().endswith(":")
             continue
         if in_fence or fence or (not _LIST_ITEM.match(body) and _is_code_line(body)):
-            _flush(text, block, out)
-            block = None
+            if block is not None:
+                _flush(text, block, out)
+                block = None
             lead = len(body) - len(body.lstrip())
-            out.append(Segment(start + lead, start + len(body.rstrip()), True))
+            out.append(_new_segment(Segment, (start + lead, start + len(body.rstrip()), True)))
             in_fence = in_fence != fence
             continue
-        _flush(text, block, out)
+        if block is not None:
+            _flush(text, block, out)
         block = [start, end]
-    _flush(text, block, out)
+        colon = body.rstrip().endswith(":")
+    if block is not None:
+        _flush(text, block, out)
     return tuple(out)
+
+
+#: characters ``str.splitlines`` breaks lines at (``\r\n`` is one break); all are whitespace
+LINE_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+#: one line stripped of surrounding whitespace: from its first to its last character that is
+#: not whitespace (``\S`` never matches a line break)
+_STRIPPED_LINE = re.compile(rf"\S(?:[^{LINE_BREAKS}]*\S)?")
 
 
 def _line_segments(text: str) -> tuple[Segment, ...]:
-    """:func:`segments` with ``by_line``: every non-blank line, stripped, is one code segment."""
-    out: list[Segment] = []
-    pos = 0
-    for line in text.splitlines(keepends=True):
-        start, pos = pos, pos + len(line)
-        body = line.rstrip("\r\n")
-        if body.strip():
-            out.append(Segment(start + len(body) - len(body.lstrip()), start + len(body.rstrip()), True))
-    return tuple(out)
+    """:func:`segments` with ``by_line``: every non-blank line (``str.splitlines``),
+    stripped, is one code segment; found with one regex scan."""
+    return tuple([_new_segment(Segment, (*m.span(), True)) for m in _STRIPPED_LINE.finditer(text)])
 
 
 def _is_code_line(body: str) -> bool:
@@ -133,26 +146,23 @@ def _is_code_line(body: str) -> bool:
     return _CODE_LINE.match(body) is not None or body.rstrip().endswith(_CODE_END)
 
 
-def _flush(text: str, block: list[int] | None, out: list[Segment]) -> None:
-    """Split one prose block into sentences and append them to ``out`` (None: no
-    block is open, nothing to do)."""
-    if block is None:
-        return
+def _flush(text: str, block: list[int], out: list[Segment]) -> None:
+    """Split one prose block (``[start, end]`` in ``text``) into sentences and append them to ``out``."""
     start, end = block
     chunk = text[start:end]
-    first_word_end = len(chunk) - len(chunk.lstrip()) + len((chunk.split(None, 1) or [""])[0])
     piece_start = 0
     for m in _BOUNDARY.finditer(chunk):
         nxt = _NEXT_CHAR.match(chunk, m.end())
-        if nxt is None or nxt.group(1).islower() or _is_abbreviation(chunk, m, first_word_end):
+        if nxt is None or nxt.group(1).islower() or _is_abbreviation(chunk, m):
             continue
         _append(start, chunk, piece_start, m.end(), out)
         piece_start = m.end()
     _append(start, chunk, piece_start, len(chunk), out)
 
 
-def _is_abbreviation(chunk: str, m: re.Match, first_word_end: int) -> bool:
-    """True when the boundary ``m`` is the period of an abbreviation or list number."""
+def _is_abbreviation(chunk: str, m: re.Match) -> bool:
+    """True when the boundary ``m`` is the period of an abbreviation or of a list number
+    (digits that are the block's first word)."""
     if m.group() != ".":
         return False
     start = m.start()
@@ -163,7 +173,7 @@ def _is_abbreviation(chunk: str, m: re.Match, first_word_end: int) -> bool:
         return False
     if token.lower() in ABBREVIATIONS or _INITIALISM.match(token):
         return True
-    return token.isdigit() and m.end() == first_word_end
+    return token.isdigit() and (not start or chunk[:start].isspace())
 
 
 def _append(offset: int, chunk: str, a: int, b: int, out: list[Segment]) -> None:
@@ -171,4 +181,4 @@ def _append(offset: int, chunk: str, a: int, b: int, out: list[Segment]) -> None
     stripped = piece.strip()
     if stripped:
         lead = len(piece) - len(piece.lstrip())
-        out.append(Segment(offset + a + lead, offset + a + lead + len(stripped), False))
+        out.append(_new_segment(Segment, (offset + a + lead, offset + a + lead + len(stripped), False)))

@@ -20,6 +20,7 @@ content and one token per message under the provider's.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -76,6 +77,29 @@ def count_joined(pieces: Sequence[str]) -> int:
     if len(pieces) < 2 or _encoding() is None:
         return count_tokens("".join(pieces))
     return sum(count_tokens(piece) for piece in pieces)
+
+
+_LEADING_LETTERS = re.compile(r"[A-Za-z]+")
+
+
+def count_spaced(text: str) -> int:
+    """:func:`count_tokens` of ``" " + text`` from memoized counts, for an ASCII ``text``
+    that starts with a letter or a digit; else the spaced text is counted whole.
+
+    cl100k's pre-tokenizer puts a space before letters in one piece with them, and a
+    space before a digit in a piece of its own; the pieces after the first are those
+    of ``text`` alone, and byte-pair merges stay within a piece. So the count is
+    ``text``'s with its leading letters priced with the space (``" word"`` for
+    ``"word"``), or with one piece (the space) more. The words recur: their counts
+    are lookups."""
+    if _encoding() is None or not text.isascii():
+        return count_tokens(" " + text)
+    if text[:1].isalpha():
+        word = _LEADING_LETTERS.match(text).group()
+        return count_tokens(text) - count_tokens(word) + count_tokens(" " + word)
+    if text[:1].isdigit():
+        return count_tokens(text) + count_tokens(" ")
+    return count_tokens(" " + text)
 
 
 def count_lines(text: str) -> int:

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from ctxsim.tokens import (
     count_joined,
     count_lines,
+    count_spaced,
     count_message,
     count_messages,
     count_tokens,
@@ -73,3 +74,31 @@ def test_a_merge_across_a_line_break_is_not_cut():
     text = "It works.\nNext line"
     assert count_tokens("It works.") + 1 + count_tokens("Next line") != len(ENC.encode_ordinary(text))
     assert count_lines(text) == len(ENC.encode_ordinary(text))
+
+
+#: texts that open with letters, digits, punctuation, apostrophes, spaces and non-ASCII
+SPACED_PARTS = st.lists(
+    st.sampled_from(["word", "Word", "x1", "42", "1234", ".", "(", ")", "!?", "'s", "'ll", " ", "  ", "\t", "\n", "é",
+                     "日本", "🙂", "-", "$5", "e.g.", "don't", "ABC", "_id"]),
+    max_size=12,
+).map("".join)
+
+
+@settings(max_examples=600, deadline=None)
+@given(SPACED_PARTS | st.text(max_size=40))
+def test_a_spaced_text_is_counted_from_the_text(text):
+    """``" " + text`` costs what the encoder says, from the text's own count where it
+    starts with an ASCII letter or digit, else counted whole."""
+    assert count_spaced(text) == len(ENC.encode_ordinary(" " + text))
+
+
+def test_a_spaced_text_is_counted_from_the_sentences_of_the_shipped_contexts():
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
+    from ctxsim.sentences import split_sentences
+
+    sentences = {s for scenario in load_scenarios(DEFAULT_SUITE) for unit in build_context(scenario, 0).units
+                 for s in split_sentences(unit.content)}
+    derived = [s for s in sentences if s.isascii() and s[:1].isalnum()]
+    assert len(derived) > 1000
+    assert [count_spaced(s) for s in derived] == [len(ENC.encode_ordinary(" " + s)) for s in derived]

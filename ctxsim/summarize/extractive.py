@@ -18,8 +18,9 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    ``artifact_id``; optional ``description``, ``rehydrate_hint``) adds an artifact
    instead of its text. A summary unit is parsed and its items are carried into
    the same sections, so rules and facts survive summaries of summaries. A unit's
-   candidates, with their texts and token counts (:class:`UnitColumns`), are worked
-   out once per distinct content, type, role, tool envelope and meta
+   candidates, with their texts, token counts and line word bounds
+   (:class:`UnitColumns`), are worked out once per distinct content, type, role,
+   tool envelope and meta
    (:func:`unit_items`), each sentence is classified once (:func:`classify`, each
    pattern searched at most once, a keyword pattern only when one of its words is
    there): the same unit seen in many states costs one lookup.
@@ -34,7 +35,8 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    fact marker (facts, and decisions, open items, tool outcomes and artifacts
    with values), then the rest; within each tier by maximal marginal relevance
    (``λ·score − (1−λ)·max similarity to those ranked before``), which keeps
-   near-duplicates out. :func:`must_carry` lists what a summary needs room for
+   near-duplicates out (the similarities of a few hundred candidates come from one
+   join, :data:`GRAM_MEMBERS`). :func:`must_carry` lists what a summary needs room for
    so that nothing of the first two tiers is cut (strategies size their budget
    with it).
 4. Budget. :func:`~ctxsim.summarize.structured.fit_summary` takes the ranked
@@ -43,9 +45,12 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    holds enough material, reaches 95 % of it. The growing summary is counted from
    the memoized counts of its lines, never re-encoded
    (:func:`~ctxsim.summarize.structured.summary_tokens`), and so is the result; a
-   candidate whose word count cannot fit is not priced, and a plain sentence's
-   line is priced from the sentence's own count (ranking counted it), not encoded
-   again.
+   candidate whose word count cannot fit is not priced, nor even built: the fit
+   reads the word bounds (an array) first, and a :class:`Candidate` is made only
+   for those that may fit (:class:`RankedCandidates`). A plain
+   sentence's line is priced from the sentence's own count (ranking counted it),
+   not encoded again, and so is a sentence after a space in a text summary
+   (:func:`~ctxsim.tokens.count_spaced`).
 
 Results are cached (see :mod:`ctxsim.summarize.structured`) under a sha256 of the
 units and every parameter and version that shapes the output.
@@ -64,7 +69,7 @@ import numpy as np
 from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
-from ..tokens import count_joined, count_tokens
+from ..tokens import count_joined, count_spaced, count_tokens
 from .rules import VALUE, is_user_rule, may_hold, mentions_rule
 from ..sentences import segments
 from .structured import (
@@ -75,6 +80,7 @@ from .structured import (
     SummaryResult,
     SummarySpan,
     ToolOutcome,
+    _line_words,
     cache_key,
     cached,
     cut_within,
@@ -90,10 +96,11 @@ FILL_RATIO = 0.95
 PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
 #: rank tier of the structured items an earlier summary carried (after rules, before new facts)
 CARRIED_TIER = 0.75
-#: MMR gets the similarities within a group in one join before ranking it when the
-#: group has at most GRAM_MEMBERS candidates and the tokens it ranks are expected to
-#: pick at least 1/PICKED_SHARE of them; otherwise one row per pick. Either way the
-#: numbers (and the summary) are the same.
+#: MMR gets the similarities among candidates in one join before ranking them when
+#: they are at most GRAM_MEMBERS and the tokens it ranks are expected to pick at least
+#: 1/PICKED_SHARE of them: of all candidates at once, else of each tier's group that
+#: qualifies; otherwise one row per pick. Either way the numbers (and the summary) are
+#: the same (:meth:`~ctxsim.relevance.RowSimilarity.among`).
 GRAM_MEMBERS = 256
 PICKED_SHARE = 4
 #: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
@@ -106,7 +113,8 @@ OPEN_ITEM = re.compile(r"\bTODO\b|\bFIXME\b|\[ \]|\b(?:next|pending|blocked)\b",
 #: every match of ``OPEN_ITEM`` holds one of these (in some case)
 OPEN_ITEM_WORDS = ("todo", "fixme", "[ ]", "next", "pending", "blocked")
 
-_BULLET = re.compile(r"^[-*•+]\s+")
+_BULLET_MARKS = "-*•+"
+_BULLET = re.compile(rf"^[{_BULLET_MARKS}]\s+")
 
 
 class ExtractiveSummarizer:
@@ -177,12 +185,10 @@ class ExtractiveSummarizer:
             depth=depth,
         )
         table = candidate_table(units)
-        candidates, texts = table.candidates, table.texts
-        scored = self._scores(texts, table.sizes, table.units, table.weights, task, len(units))
-        ranked = [candidates[i] for i in self._rank(texts, scored, table.tiers, budget)]
-        if task.strip():
-            ranked.insert(0, Candidate("current_task", task.strip()))
-        summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO)
+        scored = self._scores(table.texts, table.sizes, table.units, table.weights, task, len(units))
+        head = [Candidate("current_task", task.strip())] if task.strip() else []
+        ranked = RankedCandidates(head, table, self._rank(table.texts, scored, table.tiers, budget))
+        summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO, floors=ranked.floors())
         if summary is None:  # the budget cannot even hold the header: plain best text
             text = prefix_within("\n".join(_text_of(c.payload) for c in ranked), budget)
             return SummaryResult(text, None, count_tokens(text), input_tokens)
@@ -216,6 +222,7 @@ class ExtractiveSummarizer:
             tokens=lambda chosen: text_rendering_tokens(separators, chosen),
             least=lambda c, _opened: count_tokens(c.payload),  # counted for ``sizes``: a lookup
             fill_ratio=FILL_RATIO,
+            floors=sizes[[c.position[0] for c in ranked]],
         )
         out = text_rendering(separators, chosen or [])
         if not out.strip():  # not even one sentence fits: the text's own opening, cut to the budget
@@ -257,25 +264,30 @@ class ExtractiveSummarizer:
         order: list[int] = []
         seen: set[str] = set()
         ranked_tokens = 0.0
+        size_of = sizes.tolist()
         tier_of = np.asarray(tiers, dtype=np.float64)
+        # all similarities in one join when there are few candidates (a group's are a block of it)
+        gram = similarity.among(np.arange(len(texts))) if _gram_pays(sizes, 2 * budget) else None
         for tier in sorted(set(tiers)):
             group = np.flatnonzero(tier_of == tier)
-            for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens):
+            for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens, gram):
                 if texts[i] not in seen:  # exact repeats (re-run tools, carried items) once
                     seen.add(texts[i])
                     order.append(i)
-                    ranked_tokens += sizes[i]
+                    ranked_tokens += size_of[i]
         return order
 
     def _mmr(
-        self, members: np.ndarray, scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float
+        self, members: np.ndarray, scores: np.ndarray, similarity: RowSimilarity, sizes: np.ndarray, tokens: float,
+        gram: np.ndarray | None = None,
     ) -> list[int]:
         """The candidates ``members`` (indices, ascending) by MMR until ``tokens`` are
-        ranked, then the rest by score (ties: input order)."""
+        ranked, then the rest by score (ties: input order). ``gram``, when given, holds
+        the similarities among all candidates (:meth:`RowSimilarity.among`)."""
         s = scores[members]
-        by_score = members[np.argsort(-s, kind="stable")].tolist()
+        by_score = np.argsort(-s, kind="stable")  # positions in ``members``
         if len(members) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
-            return by_score
+            return members[by_score].tolist()
         top = s.max()
         rel = s / top if top > 0 else s
         lam = self.mmr_lambda
@@ -285,10 +297,11 @@ class ExtractiveSummarizer:
         best_sim = np.zeros(len(members))
         value = np.empty(len(members))
         picked: list[int] = []
-        expected_picks = tokens / max(float(sizes[members].mean()), 1.0)
-        if len(members) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(members):
-            gram = similarity.among(members)  # most of the group is picked: all its similarities in one join
-            similar_to = gram.__getitem__
+        if gram is not None:
+            similar_to = gram[np.ix_(members, members)].__getitem__
+        elif _gram_pays(sizes[members], tokens):
+            # most of the group is picked: all its similarities in one join
+            similar_to = similarity.among(members).__getitem__
         else:  # few picked of many: only the rows of the picked candidates
             similar_to = lambda k: similarity.to_row(members[k])[members]  # noqa: E731
         member_sizes = sizes[members].tolist()
@@ -299,8 +312,14 @@ class ExtractiveSummarizer:
             tokens -= member_sizes[k]
             np.maximum(best_sim, similar_to(k), out=best_sim)
             best_sim[k] = np.inf
-        taken = set(picked)
-        return picked + [i for i in by_score if i not in taken]
+        return picked + members[by_score[best_sim[by_score] != np.inf]].tolist()  # the rest (not picked) by score
+
+
+def _gram_pays(sizes: np.ndarray, tokens: float) -> bool:
+    """Whether MMR over candidates of token counts ``sizes``, ranking ``tokens``, gets
+    their similarities in one join (see :data:`GRAM_MEMBERS`)."""
+    expected_picks = tokens / max(float(sizes.mean()), 1.0) if len(sizes) else 0.0
+    return len(sizes) <= GRAM_MEMBERS and expected_picks * PICKED_SHARE >= len(sizes)
 
 
 # ---- candidates ------------------------------------------------------------------
@@ -310,50 +329,99 @@ MEMO_SIZE = 16_384
 
 class UnitColumns(NamedTuple):
     """The candidates of one unit (:func:`unit_items`) as columns: the section, payload,
-    tier, text and token count (float64) of each."""
+    tier, text, token count (float64) and word bound of the rendered line (float64,
+    :func:`~ctxsim.summarize.structured._line_words`) of each."""
 
     sections: tuple[str, ...]
     payloads: tuple[str | ToolOutcome | ArtifactRef, ...]
     tiers: tuple[float, ...]
     texts: tuple[str, ...]
     sizes: np.ndarray
+    words: np.ndarray
 
 
 class CandidateTable(NamedTuple):
-    """The candidates of a sequence of units in input order, with the tier, priority
-    weight, text, token count (float64) and unit index (int64) of each."""
+    """The candidates of a sequence of units in input order, as columns: the section,
+    payload, tier, priority weight, text, token count (float64), word bound of the
+    rendered line (float64), unit index (int64) and index within its unit of each.
+    :meth:`candidate` builds one :class:`Candidate` (a long input has thousands and a
+    summary reads few of them)."""
 
-    candidates: list[Candidate]
+    sections: list[str]
+    payloads: list[str | ToolOutcome | ArtifactRef]
     tiers: list[float]
     weights: list[float]
     texts: list[str]
     sizes: np.ndarray
+    words: np.ndarray
     units: np.ndarray
+    owners: list[int]
+    offsets: list[int]
+
+    def candidate(self, i: int) -> Candidate:
+        """Candidate ``i``: its section, payload and position (unit index, index within the unit)."""
+        return Candidate(self.sections[i], self.payloads[i], (self.owners[i], self.offsets[i]))
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        """Every candidate, in input order."""
+        # tuple.__new__ builds each Candidate in C (its own __new__ is a Python function)
+        return list(map(tuple.__new__, repeat(Candidate), zip(self.sections, self.payloads, zip(self.owners, self.offsets))))
 
 
 def candidate_table(units: Sequence[ContextUnit]) -> CandidateTable:
     """The :class:`CandidateTable` of ``units``, assembled from each unit's memoized
     :class:`UnitColumns` (a unit seen in many states costs one lookup)."""
-    candidates: list[Candidate] = []
+    sections: list[str] = []
+    payloads: list = []
     tiers: list[float] = []
     weights: list[float] = []
     texts: list[str] = []
     sizes: list[np.ndarray] = []
-    counts: list[int] = []
+    words: list[np.ndarray] = []
+    owners: list[int] = []
+    offsets: list[int] = []
     for index, unit in enumerate(units):
         columns = _unit_columns(unit.content, unit.type, unit.role, unit.tool, unit.meta)
         n = len(columns.sections)
-        counts.append(n)
         if n:
-            # tuple.__new__ builds each Candidate in C (its own __new__ is a Python function)
-            positions = zip(repeat(index), range(n))
-            candidates += map(tuple.__new__, repeat(Candidate), zip(columns.sections, columns.payloads, positions))
+            sections += columns.sections
+            payloads += columns.payloads
             tiers += columns.tiers
             weights += repeat(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority], n)
             texts += columns.texts
             sizes.append(columns.sizes)
-    return CandidateTable(candidates, tiers, weights, texts, np.concatenate(sizes) if sizes else np.zeros(0),
-                          np.repeat(np.arange(len(units), dtype=np.int64), counts))
+            words.append(columns.words)
+            owners += repeat(index, n)
+            offsets += range(n)
+    return CandidateTable(sections, payloads, tiers, weights, texts,
+                          np.concatenate(sizes) if sizes else np.zeros(0), np.concatenate(words) if words else np.zeros(0),
+                          np.array(owners, dtype=np.int64), owners, offsets)
+
+
+class RankedCandidates(Sequence):
+    """Candidates best first: ``head`` (built by the caller), then the candidates of
+    ``table`` in ``order`` (indices), each built when it is read."""
+
+    def __init__(self, head: list[Candidate], table: CandidateTable, order: list[int]):
+        self.head, self.table, self.order = head, table, order
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self.order)
+
+    def __getitem__(self, j):
+        if isinstance(j, slice):
+            return [self[k] for k in range(*j.indices(len(self)))]
+        if j < 0:
+            j += len(self)
+        if j < len(self.head):
+            return self.head[j]
+        return self.table.candidate(self.order[j - len(self.head)])
+
+    def floors(self) -> np.ndarray:
+        """The word bound of each candidate's line, in rank order (float64)."""
+        head = np.array([_line_words(c.payload) for c in self.head], dtype=np.float64)
+        return np.concatenate([head, self.table.words[self.order]])
 
 
 def unit_candidates(units: Sequence[ContextUnit]) -> tuple[list[Candidate], list[float], list[float]]:
@@ -373,10 +441,11 @@ def _unit_columns(content: str, type_: str, role: str, tool: ToolEnvelope | None
     """The :class:`UnitColumns` of a unit's items (:func:`unit_items`), once per distinct input."""
     items = _unit_items(content, type_, role, tool, meta)
     if not items:
-        return UnitColumns((), (), (), (), np.zeros(0))
+        return UnitColumns((), (), (), (), np.zeros(0), np.zeros(0))
     sections, payloads, tiers = zip(*items)
     texts = tuple(_text_of(p) for p in payloads)
-    return UnitColumns(sections, payloads, tiers, texts, np.array([count_tokens(t) for t in texts], dtype=np.float64))
+    return UnitColumns(sections, payloads, tiers, texts, np.array([count_tokens(t) for t in texts], dtype=np.float64),
+                       np.array([_line_words(p) for p in payloads], dtype=np.float64))
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -400,7 +469,9 @@ def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, 
     rule_role = _rule_role(role, type_)
     plan = type_ == "plan_ref"
     for seg in segments(content, by_line=type_ in ("code", "log")):
-        sentence = _BULLET.sub("", content[seg.start : seg.end], count=1)
+        sentence = content[seg.start : seg.end]
+        if sentence[0] in _BULLET_MARKS:
+            sentence = _BULLET.sub("", sentence, count=1)
         if sentence:
             items.append(classify(sentence, seg.code, rule_role, plan))
     return tuple(items)
@@ -494,10 +565,12 @@ def _piece_tokens(separator: str, sentence: str) -> int:
     """Tokens one sentence adds to a text summary. The first sentence goes without its
     separator, which can cost more ("Produce" is 2 tokens, " Produce" 1): priced both ways.
     A line break before a sentence (stripped: it starts with a character that is not
-    whitespace) is a token of its own (:func:`~ctxsim.tokens.count_joined`)."""
+    whitespace) is a token of its own (:func:`~ctxsim.tokens.count_joined`); a space
+    before it is priced from the sentence's own count (:func:`~ctxsim.tokens.count_spaced`)."""
     if separator == "\n" and sentence and not sentence[0].isspace():
         return count_joined([separator, sentence])
-    return max(count_tokens(separator + sentence), count_tokens(sentence))
+    spaced = count_spaced(sentence) if separator == " " else count_tokens(separator + sentence)
+    return max(spaced, count_tokens(sentence))
 
 
 def _text_of(payload: str | ToolOutcome | ArtifactRef) -> str:

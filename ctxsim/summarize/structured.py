@@ -42,7 +42,10 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import islice
 from typing import NamedTuple
+
+import numpy as np
 
 from ..cache import LRUCache
 from ..tokens import count_tokens, encoding_available
@@ -362,6 +365,7 @@ def fit_candidates(
     tokens: Callable[[list[Candidate]], int],
     least: Callable[[Candidate, set[str]], int] = lambda cand, opened: 0,
     fill_ratio: float = 0.95,
+    floors: np.ndarray | None = None,
 ) -> list[Candidate] | None:
     """The candidates (best first) whose rendering fits ``target_tokens``.
 
@@ -372,7 +376,10 @@ def fit_candidates(
     the callers: the growing rendering is never re-encoded), ``least(c, opened)`` a
     lower bound of ``marginal`` that needs no encoding: a candidate whose bound
     does not fit is skipped without pricing it (the choice is the same; a long
-    input leaves most candidates so). Candidates are tried best first and skipped
+    input leaves most candidates so). ``floors`` (one number per candidate of
+    ``ranked``, default 0) bounds ``least`` from below whatever the sections
+    opened: a candidate whose floor does not fit is skipped without being read
+    (``ranked`` may build its items on demand). Candidates are tried best first and skipped
     when they do not fit. While the exact count of the
     rendering is under ``fill_ratio`` of the budget, the best skipped candidate that
     fits whole is added, else (once) the word-boundary prefix that fills the room
@@ -381,21 +388,28 @@ def fit_candidates(
     """
     if fixed_cost > target_tokens:
         return None
+    floor = np.zeros(len(ranked)) if floors is None else np.asarray(floors, dtype=np.float64)
     used = fixed_cost
     chosen: list[Candidate] = []
-    skipped: list[Candidate] = []
+    taken: list[int] = []
     opened: set[str] = set()
-    for cand in ranked:
+    floor_of = floor.tolist()
+    # ``used`` only grows: a candidate whose floor does not fit the empty rendering never fits
+    for j in np.flatnonzero(floor <= target_tokens - used).tolist():
+        if used + floor_of[j] > target_tokens:
+            continue
+        cand = ranked[j]
         if used + least(cand, opened) > target_tokens:
-            skipped.append(cand)
             continue
         extra = marginal(cand, opened)
         if used + extra <= target_tokens:
             chosen.append(cand)
+            taken.append(j)
             opened.add(cand.section)
             used += extra
-        else:
-            skipped.append(cand)
+    skipped = np.ones(len(ranked), dtype=bool)
+    skipped[taken] = False
+    left = np.flatnonzero(skipped)  # every candidate not chosen, best first
     cut_made = False
     while True:
         exact = tokens(chosen)
@@ -403,15 +417,21 @@ def fit_candidates(
             while chosen and tokens(chosen) > target_tokens:
                 chosen.pop()
             return chosen
-        if exact >= fill_ratio * target_tokens or not skipped:
+        if exact >= fill_ratio * target_tokens or not len(left):
             return chosen
         room = target_tokens - exact
         opened = {c.section for c in chosen}
-        addition = next((c for c in skipped if least(c, opened) <= room and marginal(c, opened) <= room), None)
-        if addition is not None:
-            skipped.remove(addition)
-        elif not cut_made:
-            addition = _best_cut(skipped, room, opened, marginal)
+        addition = None
+        for k in np.flatnonzero(floor[left] <= room).tolist():
+            cand = ranked[int(left[k])]
+            if least(cand, opened) <= room and marginal(cand, opened) <= room:
+                addition = cand
+                left = np.delete(left, k)
+                break
+        if addition is None and not cut_made:
+            texts = (ranked[j] for j in left.tolist())
+            addition = _best_cut(list(islice((c for c in texts if isinstance(c.payload, str)), CUT_CANDIDATES)),
+                                 room, opened, marginal)
             cut_made = True
         if addition is None:
             return chosen
@@ -419,11 +439,12 @@ def fit_candidates(
 
 
 def _best_cut(
-    skipped: Sequence[Candidate], room: int, opened: set[str], marginal: Callable[[Candidate, set[str]], int]
+    texts: Sequence[Candidate], room: int, opened: set[str], marginal: Callable[[Candidate, set[str]], int]
 ) -> Candidate | None:
-    """The word-boundary prefix that fills ``room`` best, among the best skipped texts."""
+    """The word-boundary prefix that fills ``room`` best, among ``texts`` (the best
+    skipped candidates with a text payload, best first)."""
     best, best_cost = None, 0
-    for cand in [c for c in skipped if isinstance(c.payload, str)][:CUT_CANDIDATES]:
+    for cand in texts:
         piece = prefix_within(cand.payload, room, lambda p, c=cand: marginal(c._replace(payload=p), opened))
         if piece:
             cost = marginal(cand._replace(payload=piece), opened)
@@ -435,12 +456,18 @@ def _best_cut(
 
 
 def fit_summary(
-    base: StructuredSummary, ranked: Sequence[Candidate], target_tokens: int, *, fill_ratio: float = 0.95
+    base: StructuredSummary,
+    ranked: Sequence[Candidate],
+    target_tokens: int,
+    *,
+    fill_ratio: float = 0.95,
+    floors: np.ndarray | None = None,
 ) -> StructuredSummary | None:
     """``base`` (span, depth) filled with the best candidates that fit the budget.
 
-    See :func:`fit_candidates`; items render in input order within their section.
-    None when not even the header fits.
+    See :func:`fit_candidates`; ``floors``, when given, holds the word bound of each
+    candidate's lines (:func:`_line_words`). Items render in input order within their
+    section. None when not even the header fits.
     """
 
     def marginal(cand: Candidate, opened: set[str]) -> int:
@@ -457,6 +484,7 @@ def fit_summary(
         tokens=lambda cands: summary_tokens(base, cands),
         least=least,
         fill_ratio=fill_ratio,
+        floors=floors,
     )
     return None if chosen is None else _assemble(base, chosen)
 

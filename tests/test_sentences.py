@@ -1,0 +1,59 @@
+"""The sentence splitter's scans against their plain definitions: line by line, every
+non-blank line of ``str.splitlines`` stripped; fences found by their markers; a wrapped
+prose block ends at a line ending with ``:``."""
+
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxsim.sentences import Segment, segments, split_sentences
+
+#: pieces that stress line breaks (every one ``str.splitlines`` knows), whitespace that is
+#: not a break (``\x1f``, no-break space), code and prose openings
+PARTS = ["word", "Word", "x1", "42", ".", ":", " ", "  ", "    ", "\t", "\n", "\n\n", "\r\n", "\r", "\v", "\f", "\x1c",
+         "\x1d", "\x1e", "\x1f", "\x85", "\u2028", "\u2029", "\u00a0", "- ", "1. ", "```", " ~~~", "def f():", "{", ";",
+         "ERROR", "e.g.", "é", "🙂", "lower"]
+
+
+def _plain_lines(text: str) -> list[Segment]:
+    """Every non-blank line of ``text``, stripped, as a code segment (the definition)."""
+    out, pos = [], 0
+    for line in text.splitlines(keepends=True):
+        body = line.splitlines()[0] if line.splitlines() else ""
+        if body.strip():
+            lead = len(body) - len(body.lstrip())
+            out.append(Segment(pos + lead, pos + len(body.rstrip()), True))
+        pos += len(line)
+    return out
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(PARTS), max_size=40).map("".join) | st.text(max_size=200))
+def test_lines_are_the_stripped_non_blank_lines(text):
+    found = segments(text, by_line=True)
+    assert list(found) == _plain_lines(text)
+    assert all(type(s) is Segment for s in found)
+
+
+def test_lines_of_random_texts_are_the_stripped_non_blank_lines():
+    rng = random.Random(5)
+    for _ in range(5_000):
+        text = "".join(rng.choices(PARTS, k=rng.randint(0, 40)))
+        assert list(segments(text, by_line=True)) == _plain_lines(text)
+
+
+def test_a_fence_is_found_by_its_marker_after_any_indentation():
+    text = "Intro line.\n   ```python\nx = 1  # not prose. Really.\n\t~~~\nAfter the fence. Second one."
+    assert split_sentences(text) == ["Intro line.", "```python", "x = 1  # not prose. Really.", "~~~",
+                                     "After the fence.", "Second one."]
+    assert [s.code for s in segments(text)] == [False, True, True, True, False, False]
+
+
+def test_wrapped_prose_stops_after_a_line_ending_with_a_colon():
+    # the colon ends the block's last line, not its first: the block goes on until it does
+    assert split_sentences("We did\nthis:\nand more") == ["We did\nthis:", "and more"]
+    assert split_sentences("Notes:  \nfirst item\nsecond item") == ["Notes:", "first item\nsecond item"]
+    assert split_sentences("Plan: ship\nit today") == ["Plan: ship\nit today"]
