@@ -156,7 +156,7 @@ class _Session:
         """One sentence about the work: what the last output showed, mostly in the repository's own names."""
         bug, rng = self.repo.bug, self.rng
         path, function = self.repo.some_function()
-        tests = [p for p in self.repo.tree if p.startswith("tests/")]
+        tests = self.repo.test_paths()
         remarks = (
             f"The traceback ends in `{bug.function.qualname}` in `{bug.path}`.",
             f"`{bug.subject}` comes straight from the caller, so it can be None here.",
@@ -326,8 +326,7 @@ class _Session:
 
     def tests(self, final: bool = False, count: int | None = None) -> int:
         """Run a test module (``count`` tests, else 4-30); returns the tool message's index."""
-        tests = sorted(p for p in self.repo.tree if p.startswith("tests/"))
-        target = self.rng.choice(tests)
+        target = self.rng.choice(self.repo.test_paths())
         names = [f"test_{self.repo.rng.choice(self.repo.words)}_{self.repo.rng.choice(self.repo.words)}"
                  for _ in range(count or self.rng.randint(4, 30))]
         failed = set() if self.fixed else {self.rng.choice(names)}
