@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -417,6 +418,21 @@ def _task_message(session: _Session, title: str, rules: list[str]) -> str:
     ])
 
 
+_FAKERS = threading.local()
+
+
+def _seeded_faker(seed: int) -> Faker:
+    """This thread's en_US Faker, seeded with ``seed``: it draws as a new instance seeded so
+    would (``seed_instance`` reseeds its one random generator; its providers keep no other
+    state), without the millisecond of building one per session. A session draws all its
+    text within :func:`generate_session`, so no two sessions of a thread share it."""
+    fake = getattr(_FAKERS, "fake", None)
+    if fake is None:
+        fake = _FAKERS.fake = Faker("en_US")
+    fake.seed_instance(seed)
+    return fake
+
+
 def generate_session(scenario: Scenario, seed: int) -> ContextState:
     """The context of an ``agent_loop`` scenario for ``seed``: a whole session of at least
     ``scenario.resolved_target`` tokens (a few hundred over; a minimum session of about
@@ -425,8 +441,7 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
     still comes, after it)."""
     options = SessionOptions.of(scenario)
     rng = random.Random(stable_seed(scenario.name, seed))
-    fake = Faker("en_US")
-    fake.seed_instance(rng.getrandbits(64))
+    fake = _seeded_faker(rng.getrandbits(64))
     repo = FakeRepo.build(random.Random(rng.getrandbits(64)), fake, modules=rng.randint(6, 16))
     s = _Session(rng, fake, repo, test_style=rng.choice(("pytest", "django")),
                  script=rng.choice(("reproduce_issue.py", "reproduce.py", "test_reproduce.py", f"test_{repo.bug.subject}.py")),
