@@ -176,12 +176,14 @@ def test_repo_grep_and_test_paths_match_their_plain_definitions(seed):
 def test_the_reused_faker_draws_as_a_new_one_seeded_alike():
     from faker import Faker
 
+    from datetime import date
+
     from ctxsim.lab.agent_session import _seeded_faker
 
     def draws(fake):
         return [fake.words(nb=20, unique=True), fake.sentence(nb_words=9), fake.paragraph(nb_sentences=3), fake.name(),
                 fake.company(), fake.domain_name(), fake.ipv4_private(), fake.first_name(), fake.hexify("^^^^"),
-                fake.date_between_dates(), fake.user_name(), fake.uuid4()]
+                fake.date_between_dates(date(2025, 1, 1), date(2025, 12, 31)), fake.user_name(), fake.uuid4()]
 
     for seed in (0, 7, 2**63 + 5):
         fresh = Faker("en_US")
