@@ -50,6 +50,7 @@ from .agent_options import (
     steered_step,
 )
 from .fake_repo import FakeRepo
+from .fast_random import FastRandom
 from .generator import stable_seed
 from ..model import ContextState, Fact
 from .scenarios import Scenario
@@ -440,9 +441,9 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
     options (:class:`~ctxsim.lab.agent_options.SessionOptions`; planted material a small target has no room for
     still comes, after it)."""
     options = SessionOptions.of(scenario)
-    rng = random.Random(stable_seed(scenario.name, seed))
+    rng = FastRandom(stable_seed(scenario.name, seed))
     fake = _seeded_faker(rng.getrandbits(64))
-    repo = FakeRepo.build(random.Random(rng.getrandbits(64)), fake, modules=rng.randint(6, 16))
+    repo = FakeRepo.build(FastRandom(rng.getrandbits(64)), fake, modules=rng.randint(6, 16))
     s = _Session(rng, fake, repo, test_style=rng.choice(("pytest", "django")),
                  script=rng.choice(("reproduce_issue.py", "reproduce.py", "test_reproduce.py", f"test_{repo.bug.subject}.py")),
                  options=options)
