@@ -32,7 +32,8 @@ worked example (P3) precedes it; P1 placement, pinning and mislabelling are appl
 the finished units. Planted material a small target has no room for still comes, after it.
 
 Same scenario and seed give the same text in every process: all draws come from one
-``random.Random`` (scenario name xor seed) and a Faker seeded from it.
+``random.Random`` (scenario name xor seed; a :class:`~ctxsim.lab.fast_random.FastRandom`,
+which draws alike at less cost) and a Faker seeded from it.
 """
 
 from __future__ import annotations
