@@ -83,7 +83,7 @@ class FakeRepo:
     tree: list[str] = field(default_factory=list)
     words: list[str] = field(default_factory=list)
     bug: Bug | None = None
-    _tests: tuple[list[str] | None, tuple[str, ...]] = field(default=(None, ()), repr=False)
+    _tests: tuple[list[str] | None, tuple[str, ...]] = field(default=(None, ()), repr=False, compare=False)
 
     @classmethod
     def build(cls, rng: random.Random, fake: Faker, modules: int) -> "FakeRepo":
