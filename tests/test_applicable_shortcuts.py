@@ -50,3 +50,29 @@ def test_clear_tool_results_applicable_is_any_action(contexts):
             ctx = StrategyContext(target_tokens=state.limit, skip_aggressive=skip)
             plain = not state.fits(ctx.target(state)) and bool(list(strategy._actions(state, ctx)))
             assert strategy.applicable(state, ctx) == plain
+
+
+def test_a_mask_reads_no_more_than_it_needs(monkeypatch):
+    """On a large overflowing context, compact_keep_recent answers without pricing its
+    summary's floor and clear_tool_results after pricing one placeholder."""
+    import ctxsim.strategies.pruning as pruning
+    from ctxsim.model import ToolEnvelope
+
+    state = build_context(find_scenario("chat-10k"), 0)
+    ctx = StrategyContext(target_tokens=state.limit)
+    calls = {"floor": 0, "placeholder": 0}
+    floor, placeholder = pruning.summary_floor, ToolEnvelope.placeholder
+
+    def counted_floor(*args, **kwargs):
+        calls["floor"] += 1
+        return floor(*args, **kwargs)
+
+    def counted_placeholder(self, *args, **kwargs):
+        calls["placeholder"] += 1
+        return placeholder(self, *args, **kwargs)
+
+    monkeypatch.setattr(pruning, "summary_floor", counted_floor)
+    monkeypatch.setattr(ToolEnvelope, "placeholder", counted_placeholder)
+    assert get_strategy("compact_keep_recent").applicable(state, ctx)
+    assert get_strategy("clear_tool_results").applicable(state, ctx)
+    assert calls == {"floor": 0, "placeholder": 1}
