@@ -143,3 +143,51 @@ def test_an_analysis_is_measured_as_one_text(texts):
     from ctxsim.tokens import count_tokens
 
     assert _spaced_tokens(texts) == count_tokens(" ".join(texts))
+
+
+def _plain_grep(repo, needle):
+    """The definition of FakeRepo.grep: every current line of every file, in order."""
+    return [(p, i, t) for p in sorted(repo.files) for i, t in enumerate(repo.files[p], start=1) if needle in t]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_repo_grep_and_test_paths_match_their_plain_definitions(seed):
+    import random
+
+    from faker import Faker
+
+    from ctxsim.lab.fake_repo import FakeRepo
+
+    fake = Faker("en_US")
+    fake.seed_instance(seed)
+    rng = random.Random(seed)
+    repo = FakeRepo.build(rng, fake, modules=rng.randint(6, 16))
+    needles = [repo.bug.function.name, repo.bug.subject, "import", "\n", "def ", "no such text", repo.package]
+    needles += [rng.choice(repo.words)[: rng.randint(2, 6)] for _ in range(20)]
+    for _ in range(2):  # before and after the repository changes
+        for needle in needles:
+            assert repo.grep(needle) == _plain_grep(repo, needle)
+        assert repo.test_paths() == tuple(sorted(p for p in repo.tree if p.startswith("tests/")))
+        repo.replace_line(repo.bug.path, repo.bug.text, repo.bug.fix)
+        repo.add_config(f"tests/data/{repo.words[0]}.json", 80)
+    assert f"tests/data/{repo.words[0]}.json" in repo.test_paths()
+
+
+def test_the_reused_faker_draws_as_a_new_one_seeded_alike():
+    from faker import Faker
+
+    from datetime import date
+
+    from ctxsim.lab.agent_session import _seeded_faker
+
+    def draws(fake):
+        return [fake.words(nb=20, unique=True), fake.sentence(nb_words=9), fake.paragraph(nb_sentences=3), fake.name(),
+                fake.company(), fake.domain_name(), fake.ipv4_private(), fake.first_name(), fake.hexify("^^^^"),
+                fake.date_between_dates(date(2025, 1, 1), date(2025, 12, 31)), fake.user_name(), fake.uuid4()]
+
+    for seed in (0, 7, 2**63 + 5):
+        fresh = Faker("en_US")
+        fresh.seed_instance(seed)
+        expected = draws(fresh)
+        _seeded_faker(seed + 1).name()  # used for another seed first
+        assert draws(_seeded_faker(seed)) == expected

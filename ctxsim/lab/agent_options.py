@@ -226,7 +226,7 @@ def _code_step(s: _Session, size: int | None) -> None:
 def _log_step(s: _Session, size: int | None) -> None:
     rng, repo = s.rng, s.repo
     if size is not None and size < 60:
-        target = rng.choice(sorted(p for p in repo.tree if p.startswith("tests/")))
+        target = rng.choice(repo.test_paths())
         n = rng.randint(3, 60)
         tally = f"{n} passed" if s.fixed else f"1 failed, {n - 1} passed"
         s.run(_short_thought(s, "Quick test run."), f"python -m pytest {target} -q 2>&1 | tail -1",
@@ -385,7 +385,7 @@ def _failure(s: _Session) -> None:
         path = f"{repo.package}/{name}.py"
         s.run(s.thought(f"Maybe the helper lives in `{path}`."), f"cat {path}", f"cat: {path}: No such file or directory", 1)
     else:
-        target = rng.choice(sorted(p for p in repo.tree if p.startswith("tests/")))
+        target = rng.choice(repo.test_paths())
         s.run(s.thought("Let me run just that test."), f"python -m pytest {target}::test_{name} -q",
               f"ERROR: not found: /testbed/{target}::test_{name}\n(no name '/testbed/{target}::test_{name}' in any of "
               f"[<Module {target.rsplit('/', 1)[-1]}>])\n\nno tests ran in {rng.uniform(0.05, 0.9):.2f}s", 4)
@@ -443,7 +443,7 @@ def _follow_up(s: _Session, pinned: bool) -> None:
     """A message from the user in the middle of the session: a pinned instruction or a request."""
     rng, repo, bug = s.rng, s.repo, s.repo.bug
     other, function = repo.some_function(exclude=bug.path)
-    names = {"test": rng.choice(sorted(p for p in repo.tree if p.startswith("tests/"))), "other": other,
+    names = {"test": rng.choice(repo.test_paths()), "other": other,
              "function": function.qualname, "qualname": bug.function.qualname, "package": repo.package, "subject": bug.subject}
     if pinned:
         note = PINNED_NOTES[len(s.pinned) % len(PINNED_NOTES)].format(**names)

@@ -32,13 +32,15 @@ worked example (P3) precedes it; P1 placement, pinning and mislabelling are appl
 the finished units. Planted material a small target has no room for still comes, after it.
 
 Same scenario and seed give the same text in every process: all draws come from one
-``random.Random`` (scenario name xor seed) and a Faker seeded from it.
+``random.Random`` (scenario name xor seed; a :class:`~ctxsim.lab.fast_random.FastRandom`,
+which draws alike at less cost) and a Faker seeded from it.
 """
 
 from __future__ import annotations
 
 import json
 import random
+import threading
 from collections import Counter
 from dataclasses import dataclass, field, replace
 
@@ -49,6 +51,7 @@ from .agent_options import (
     steered_step,
 )
 from .fake_repo import FakeRepo
+from .fast_random import FastRandom
 from .generator import stable_seed
 from ..model import ContextState, Fact
 from .scenarios import Scenario
@@ -156,7 +159,7 @@ class _Session:
         """One sentence about the work: what the last output showed, mostly in the repository's own names."""
         bug, rng = self.repo.bug, self.rng
         path, function = self.repo.some_function()
-        tests = [p for p in self.repo.tree if p.startswith("tests/")]
+        tests = self.repo.test_paths()
         remarks = (
             f"The traceback ends in `{bug.function.qualname}` in `{bug.path}`.",
             f"`{bug.subject}` comes straight from the caller, so it can be None here.",
@@ -326,8 +329,7 @@ class _Session:
 
     def tests(self, final: bool = False, count: int | None = None) -> int:
         """Run a test module (``count`` tests, else 4-30); returns the tool message's index."""
-        tests = sorted(p for p in self.repo.tree if p.startswith("tests/"))
-        target = self.rng.choice(tests)
+        target = self.rng.choice(self.repo.test_paths())
         names = [f"test_{self.repo.rng.choice(self.repo.words)}_{self.repo.rng.choice(self.repo.words)}"
                  for _ in range(count or self.rng.randint(4, 30))]
         failed = set() if self.fixed else {self.rng.choice(names)}
@@ -418,6 +420,21 @@ def _task_message(session: _Session, title: str, rules: list[str]) -> str:
     ])
 
 
+_FAKERS = threading.local()
+
+
+def _seeded_faker(seed: int) -> Faker:
+    """This thread's en_US Faker, seeded with ``seed``: it draws as a new instance seeded so
+    would (``seed_instance`` reseeds its one random generator; its providers keep no other
+    state), without the millisecond of building one per session. A session draws all its
+    text within :func:`generate_session`, so no two sessions of a thread share it."""
+    fake = getattr(_FAKERS, "fake", None)
+    if fake is None:
+        fake = _FAKERS.fake = Faker("en_US")
+    fake.seed_instance(seed)
+    return fake
+
+
 def generate_session(scenario: Scenario, seed: int) -> ContextState:
     """The context of an ``agent_loop`` scenario for ``seed``: a whole session of at least
     ``scenario.resolved_target`` tokens (a few hundred over; a minimum session of about
@@ -425,10 +442,9 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
     options (:class:`~ctxsim.lab.agent_options.SessionOptions`; planted material a small target has no room for
     still comes, after it)."""
     options = SessionOptions.of(scenario)
-    rng = random.Random(stable_seed(scenario.name, seed))
-    fake = Faker("en_US")
-    fake.seed_instance(rng.getrandbits(64))
-    repo = FakeRepo.build(random.Random(rng.getrandbits(64)), fake, modules=rng.randint(6, 16))
+    rng = FastRandom(stable_seed(scenario.name, seed))
+    fake = _seeded_faker(rng.getrandbits(64))
+    repo = FakeRepo.build(FastRandom(rng.getrandbits(64)), fake, modules=rng.randint(6, 16))
     s = _Session(rng, fake, repo, test_style=rng.choice(("pytest", "django")),
                  script=rng.choice(("reproduce_issue.py", "reproduce.py", "test_reproduce.py", f"test_{repo.bug.subject}.py")),
                  options=options)

@@ -83,6 +83,7 @@ class FakeRepo:
     tree: list[str] = field(default_factory=list)
     words: list[str] = field(default_factory=list)
     bug: Bug | None = None
+    _tests: tuple[list[str] | None, tuple[str, ...]] = field(default=(None, ()), repr=False, compare=False)
 
     @classmethod
     def build(cls, rng: random.Random, fake: Faker, modules: int) -> "FakeRepo":
@@ -242,8 +243,17 @@ class FakeRepo:
         return self.files[path]
 
     def grep(self, needle: str, paths: list[str] | None = None) -> list[tuple[str, int, str]]:
-        """(path, line number, line) of every current line containing ``needle``."""
-        return [(p, i, t) for p in (paths or sorted(self.files)) for i, t in enumerate(self.files[p], start=1) if needle in t]
+        """(path, line number, line) of every current line containing ``needle``. A file
+        whose joined text lacks ``needle`` has no such line and is not read line by line."""
+        return [(p, i, t) for p in (paths or sorted(self.files)) if needle in "\n".join(self.files[p])
+                for i, t in enumerate(self.files[p], start=1) if needle in t]
+
+    def test_paths(self) -> tuple[str, ...]:
+        """The paths of the tree under ``tests/``, sorted (found once per tree: the tree is
+        replaced, never changed in place, when a file joins it)."""
+        if self._tests[0] is not self.tree:
+            self._tests = (self.tree, tuple(sorted(p for p in self.tree if p.startswith("tests/"))))
+        return self._tests[1]
 
     def some_function(self, exclude: str | None = None) -> tuple[str, Function]:
         path = self.rng.choice(sorted(p for p, fs in self.functions.items() if fs and p != exclude) or sorted(self.functions))

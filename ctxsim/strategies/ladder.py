@@ -20,7 +20,7 @@ All sizes are cl100k tokens.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from pydantic import Field
 
@@ -294,11 +294,11 @@ class ClearToolResults(Strategy):
     keeps_p1 = True
     Params = ClearToolResultsParams
 
-    def _actions(self, state: ContextState, ctx: StrategyContext) -> list[tuple[str, ContextUnit]]:
-        """("clear" | "externalize", unit) for every result that can be reduced, oldest first."""
+    def _actions(self, state: ContextState, ctx: StrategyContext) -> Iterator[tuple[str, ContextUnit]]:
+        """("clear" | "externalize", unit) for every result that can be reduced, oldest first
+        (found lazily: ``applicable`` stops at the first)."""
         results = [u for u in state.units if u.tool is not None and u.type != "placeholder"]
         old = results[: max(0, len(results) - self.params.keep_recent)]
-        actions = []
         for unit in old:
             if unit.pinned or unit.priority == 1:
                 continue
@@ -307,14 +307,13 @@ class ClearToolResults(Strategy):
                 durability = "non_replayable"
             if durability != "non_replayable":
                 if state.tokens_of([unit.with_content(unit.tool.placeholder())]) < state.unit_cost(unit):
-                    actions.append(("clear", unit))
+                    yield "clear", unit
             elif not ctx.skip_aggressive and pointer_saves(state, [unit], self.params.summary_tokens):
-                actions.append(("externalize", unit))
-        return actions
+                yield "externalize", unit
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
-        return not state.fits(ctx.target(state)) and bool(self._actions(state, ctx))
+        return not state.fits(ctx.target(state)) and next(self._actions(state, ctx), None) is not None
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         target = ctx.target(state)

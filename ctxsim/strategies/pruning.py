@@ -360,16 +360,21 @@ class CompactKeepRecent(Strategy):
         """The summary unit: a body of at most ``max_summary_tokens`` under its header."""
         return self.params.max_summary_tokens + summary_header_tokens() + JOIN_SLACK_TOKENS
 
+    def _older(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], str]:
+        """(the units to fold, "") or ([], why not), before the summary's size is known."""
+        if len(state.units) < self.params.keep_recent + 2:
+            return [], "Not enough messages to compact"
+        if state.total_tokens <= ctx.target(state):
+            return [], "fits the target"
+        older = [u for u in state.units[: -self.params.keep_recent] if not u.pinned]
+        return older, "" if older else "only pinned units before the recent ones"
+
     def _plan(self, state: ContextState, ctx: StrategyContext) -> tuple[list[ContextUnit], int, str]:
         """(older units, summary body tokens, "") or ([], 0, why not)."""
-        if len(state.units) < self.params.keep_recent + 2:
-            return [], 0, "Not enough messages to compact"
-        excess = state.total_tokens - ctx.target(state)
-        if excess <= 0:
-            return [], 0, "fits the target"
-        older = [u for u in state.units[: -self.params.keep_recent] if not u.pinned]
+        older, why_not = self._older(state, ctx)
         if not older:
-            return [], 0, "only pinned units before the recent ones"
+            return [], 0, why_not
+        excess = state.total_tokens - ctx.target(state)
         cap = self.params.max_summary_tokens
         floor = min(cap, summary_floor(older, ctx.query_for(state), MIN_SUMMARY_TOKENS))
         body = summary_budget(state, older, excess, cap, floor)
@@ -378,7 +383,11 @@ class CompactKeepRecent(Strategy):
         return older, body, ""
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
-        return bool(self._plan(state, ctx or StrategyContext())[0])
+        ctx = ctx or StrategyContext()
+        older = self._older(state, ctx)[0]
+        # the body is at most max_summary_tokens whatever its floor: older units that outweigh
+        # a summary of that size are saved on without reading them for the floor
+        return bool(older) and (summary_saves(state, older, self.params.max_summary_tokens) or bool(self._plan(state, ctx)[0]))
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         older, body, why_not = self._plan(state, ctx)
