@@ -41,6 +41,10 @@ FULL_ACTIONS = (
 
 #: strategy ids: a list or a tuple of strings
 StrategyIds = Annotated[tuple[StrictStr, ...], Field(strict=False)]
+#: an action space: at least one strategy id (the configs that change its default declare it so)
+ActionIds = Annotated[StrategyIds, Field(min_length=1)]
+#: strategies per episode before the recovery is forced
+StepCount = Annotated[int, Field(ge=1)]
 
 
 class BudgetConfig(BaseModel):
@@ -59,10 +63,10 @@ class EpisodeConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
-    actions: Annotated[StrategyIds, Field(min_length=1)] = SEED001_ACTIONS
+    actions: ActionIds = SEED001_ACTIONS
     """Strategy ids of the action space, in order (design 001's five and ``fresh_start``;
     ContextOverflow-v0's default is :data:`FULL_ACTIONS`)."""
-    max_steps: Annotated[int, Field(ge=1)] = 3
+    max_steps: StepCount = 3
     """Strategies per episode before the recovery is forced (design 001: 3)."""
     mask_overflowing_last_step: bool = False
     """On the last of ``max_steps``, also mask the actions whose result would still be

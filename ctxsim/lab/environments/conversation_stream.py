@@ -9,7 +9,7 @@ import numpy as np
 from pydantic import Field, model_validator
 
 from ...cache import LRUCache
-from ...episode_config import SEED001_ACTIONS, StrategyIds
+from ...episode_config import SEED001_ACTIONS, ActionIds, StepCount
 from ...errors import ConfigError, ScenarioError, describe_value
 from ...model import MAX_TOKENS, ContextState
 from ..scenarios import Scenario
@@ -49,9 +49,9 @@ class StreamConfig(OverflowConfig):
     bounds the cache of conversations) with ``target`` fixed to ``warning`` and no
     pool, plus the long-horizon keys."""
 
-    actions: Annotated[StrategyIds, Field(min_length=1)] = SEED001_ACTIONS
+    actions: ActionIds = SEED001_ACTIONS
     """Strategy ids of each depth's block of actions (default: design 001's five and ``fresh_start``)."""
-    max_steps: Annotated[int, Field(ge=1)] = 3
+    max_steps: StepCount = 3
     """Strategies per event before the recovery is forced (design 001: 3)."""
     target: Literal["warning"] = "warning"
     """Always ``warning``: an overflow event is a crossing of the warning threshold."""

@@ -14,7 +14,7 @@ from pydantic import Field, PrivateAttr, StrictBool, StrictStr, model_validator
 from ...cache import LRUCache
 from ..contexts import build_context
 from ...episode import EpisodeSettings, OverflowEpisode, Step
-from ...episode_config import FULL_ACTIONS, EpisodeConfig, StrategyIds
+from ...episode_config import FULL_ACTIONS, ActionIds, EpisodeConfig, StepCount
 from ...errors import ConfigError, ScenarioError, describe_value
 from ...metrics import BreakingOutcome
 from ...model import MAX_CONTEXTS, ContextState
@@ -37,10 +37,10 @@ class OverflowConfig(EpisodeConfig):
     their defaults and checks) and where the contexts come from. Every key has its
     default here; ``ContextOverflowEnv.default_config()`` is this model's defaults as data."""
 
-    actions: Annotated[StrategyIds, Field(min_length=1)] = FULL_ACTIONS
+    actions: ActionIds = FULL_ACTIONS
     """Strategy ids of the action space, in order (default: every strategy of the design
     documents and the recovery modes but ``error``; ``envs/seed001.yaml`` has design 001's six)."""
-    max_steps: Annotated[int, Field(ge=1)] = 2
+    max_steps: StepCount = 2
     """Strategies per episode before the recovery is forced (default 2: on every strategy the
     oracle's third step is almost never worth it; design 001 has 3, ``envs/seed001.yaml``)."""
 
