@@ -33,7 +33,7 @@ def test_the_table_columns_are_those_of_each_candidate(scenario):
     assert len(candidates) > 20
     assert [table.candidate(i) for i in range(len(candidates))] == candidates
     assert all(type(i) is int for c in candidates[:50] for i in c.position)
-    assert table.words.tolist() == [structured._line_words(c.payload) for c in candidates]
+    assert table.words.tolist() == [structured.line_words(c.payload) for c in candidates]
     assert table.sizes.tolist() == [count_tokens(t) for t in table.texts]
     assert table.units.tolist() == [c.position[0] for c in candidates]
 

@@ -34,7 +34,7 @@ class CountingPattern:
 
 def _cold():
     for memo in (extractive._unit_items, extractive._unit_columns, extractive.classify, structured._line_cost,
-                 structured._line_words):
+                 structured.line_words):
         memo.cache_clear()
     structured.SUMMARY_CACHE.clear()
 
@@ -115,8 +115,8 @@ def test_the_word_bound_never_exceeds_the_line_cost(sentences):
         ToolOutcome("read_file", "success", (("path", "/srv/app.py"),)), ArtifactRef("art-1", "build log", "read it"),
     ]
     for item in items:
-        assert structured._line_words(item) <= structured._line_cost(item), item
-    assert sum(structured._line_words(s) == structured._line_cost(s) for s in sentences) > 0  # the bound is tight
+        assert structured.line_words(item) <= structured._line_cost(item), item
+    assert sum(structured.line_words(s) == structured._line_cost(s) for s in sentences) > 0  # the bound is tight
 
 
 def test_a_sentence_line_is_counted_from_the_sentence(sentences):

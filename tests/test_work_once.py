@@ -74,7 +74,7 @@ def counted(monkeypatch):
 #: memoized pure functions, each computing once per distinct input
 MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive._unit_columns, extractive.classify,
          extractive._keep_tokens, rules._rule_sentences, rules._must_keep, sentences.segments, structured._line_cost,
-         structured._line_words, count_tokens, pruning._call_fields)
+         structured.line_words, count_tokens, pruning._call_fields)
 
 
 @pytest.mark.parametrize("scenario", ["code-heavy", "log-heavy"])

@@ -80,7 +80,7 @@ from .structured import (
     SummaryResult,
     SummarySpan,
     ToolOutcome,
-    _line_words,
+    line_words,
     cache_key,
     cached,
     cut_within,
@@ -330,7 +330,7 @@ MEMO_SIZE = 16_384
 class UnitColumns(NamedTuple):
     """The candidates of one unit (:func:`unit_items`) as columns: the section, payload,
     tier, text, token count (float64) and word bound of the rendered line (float64,
-    :func:`~ctxsim.summarize.structured._line_words`) of each."""
+    :func:`~ctxsim.summarize.structured.line_words`) of each."""
 
     sections: tuple[str, ...]
     payloads: tuple[str | ToolOutcome | ArtifactRef, ...]
@@ -420,7 +420,7 @@ class RankedCandidates(Sequence):
 
     def floors(self) -> np.ndarray:
         """The word bound of each candidate's line, in rank order (float64)."""
-        head = np.array([_line_words(c.payload) for c in self.head], dtype=np.float64)
+        head = np.array([line_words(c.payload) for c in self.head], dtype=np.float64)
         return np.concatenate([head, self.table.words[self.order]])
 
 
@@ -445,7 +445,7 @@ def _unit_columns(content: str, type_: str, role: str, tool: ToolEnvelope | None
     sections, payloads, tiers = zip(*items)
     texts = tuple(_text_of(p) for p in payloads)
     return UnitColumns(sections, payloads, tiers, texts, np.array([count_tokens(t) for t in texts], dtype=np.float64),
-                       np.array([_line_words(p) for p in payloads], dtype=np.float64))
+                       np.array([line_words(p) for p in payloads], dtype=np.float64))
 
 
 @lru_cache(maxsize=MEMO_SIZE)

@@ -269,7 +269,7 @@ _NOT_WHITESPACE = re.compile("[\x1c-\x1f]")
 
 
 @lru_cache(maxsize=65_536)
-def _line_words(item: str | ToolOutcome | ArtifactRef) -> int:
+def line_words(item: str | ToolOutcome | ArtifactRef) -> int:
     """A lower bound of :func:`_line_cost` that needs no encoding: the words of the
     item's lines (the marker ``-`` is one). cl100k's pre-tokenizer never puts two
     words (runs without whitespace) in one piece, and each piece is a token or more.
@@ -466,7 +466,7 @@ def fit_summary(
     """``base`` (span, depth) filled with the best candidates that fit the budget.
 
     See :func:`fit_candidates`; ``floors``, when given, holds the word bound of each
-    candidate's lines (:func:`_line_words`). Items render in input order within their
+    candidate's lines (:func:`line_words`). Items render in input order within their
     section. None when not even the header fits.
     """
 
@@ -474,7 +474,7 @@ def fit_summary(
         return _line_cost(cand.payload) + (0 if cand.section in opened else _title_cost(cand.section))
 
     def least(cand: Candidate, opened: set[str]) -> int:
-        return _line_words(cand.payload) + (0 if cand.section in opened else _title_cost(cand.section))
+        return line_words(cand.payload) + (0 if cand.section in opened else _title_cost(cand.section))
 
     chosen = fit_candidates(
         ranked,
