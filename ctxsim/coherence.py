@@ -35,9 +35,10 @@ in :data:`MEASURES` (the env config key ``coherence``):
 numpy only (it runs where the deployed policy computes rewards). Cost: the
 original's sentences, their embeddings, their pairwise similarities and ``b``
 are computed once per (original, embedder) and kept in a small LRU
-(:data:`ORIGINALS`); scoring a result then splits its units (cached by content),
-looks its sentences up and embeds only the sentences the original did not have
-(the embedders cache rows by content).
+(:data:`ORIGINALS`); scoring a result then takes the known sentence rows of each
+unit the original also has, splits its other units (cached by content), looks
+their sentences up and embeds only the sentences the original did not have (the
+embedders cache rows by content).
 """
 
 from __future__ import annotations
@@ -70,14 +71,17 @@ class OriginalSentences:
     """What :func:`recall` needs of an original context, computed once.
 
     ``texts``: its distinct sentences; ``weights``: tokens of each (float64, every
-    occurrence counted); ``index``: text -> row; ``gram``: (n, n) float32 cosines
-    between the sentences; ``rows``: their embeddings; ``baseline``: the chance
-    level ``b`` (module docstring).
+    occurrence counted); ``index``: text -> row; ``unit_rows``: a unit's content ->
+    the rows of its sentences (a result keeps most of the original's units whole, and
+    their sentences are then found without splitting them again); ``gram``: (n, n)
+    float32 cosines between the sentences; ``rows``: their embeddings; ``baseline``:
+    the chance level ``b`` (module docstring).
     """
 
     texts: tuple[str, ...]
     weights: np.ndarray
     index: dict[str, int]
+    unit_rows: dict[str, np.ndarray]
     rows: SparseRows
     gram: np.ndarray
     baseline: float
@@ -119,9 +123,11 @@ def original_sentences(original: ContextState, embedder_id: str) -> OriginalSent
     texts = tuple(index)
     weights = np.zeros(len(texts))
     np.add.at(weights, [index[t] for t in all_texts], [count_tokens(t) for t in all_texts])
+    unit_rows = {content: np.array([index[t] for t in split_sentences(content)], dtype=np.intp)
+                 for content in dict.fromkeys(u.content for u in original.units)}
     rows = embed_sparse(get_embedder(embedder_id), texts)
     gram = np.clip(cosines(rows, rows), 0.0, 1.0).astype(np.float32)
-    found = OriginalSentences(texts, weights, index, rows, gram, _baseline(gram, weights))
+    found = OriginalSentences(texts, weights, index, unit_rows, rows, gram, _baseline(gram, weights))
     ORIGINALS.put(key, found)
     return found
 
@@ -140,6 +146,39 @@ def _baseline(gram: np.ndarray, weights: np.ndarray) -> float:
     return float(min(level, MAX_BASELINE))
 
 
+def _found(data: OriginalSentences, final: ContextState) -> tuple[np.ndarray | None, list[str]]:
+    """(which of the original's sentences ``final`` holds verbatim, as a bool per row, or
+    None when ``final`` has no sentence at all; the distinct sentences of ``final`` the
+    original lacks, in order of first appearance, so results reproduce).
+
+    A unit the original also has contributes its known rows; any other unit is split
+    and its sentences are looked up."""
+    parts: list[np.ndarray] = []
+    single: list[int] = []
+    new: dict[str, None] = {}
+    any_sentence = False
+    for unit in final.units:
+        rows = data.unit_rows.get(unit.content)
+        if rows is not None:
+            any_sentence = any_sentence or rows.size > 0
+            parts.append(rows)
+            continue
+        for text in split_sentences(unit.content):
+            any_sentence = True
+            row = data.index.get(text)
+            if row is None:
+                new[text] = None
+            else:
+                single.append(row)
+    if not any_sentence:
+        return None, []
+    kept = np.zeros(len(data.texts), dtype=bool)
+    if parts:
+        kept[np.concatenate(parts)] = True
+    kept[single] = True
+    return kept, list(new)
+
+
 def recall(original: ContextState, final: ContextState, embedder_id: str) -> float:
     """Token-weighted, chance-rescaled recall of ``original``'s sentences in ``final``."""
     if original.fingerprint == final.fingerprint:
@@ -148,18 +187,19 @@ def recall(original: ContextState, final: ContextState, embedder_id: str) -> flo
     total = float(data.weights.sum())
     if total == 0.0:
         return 1.0
-    sentences = sentences_of(final)
-    if not sentences:
+    kept, new = _found(data, final)
+    if kept is None:
         return 0.0
-    result = set(sentences)
-    kept = np.array([t in result for t in data.texts], dtype=bool)
     missing = np.flatnonzero(~kept)
     if not missing.size:
         return 1.0
     best = np.zeros(missing.size)
     if kept.any():
-        best = data.gram[np.ix_(missing, np.flatnonzero(kept))].max(axis=1).astype(np.float64)
-    new = [t for t in dict.fromkeys(sentences) if t not in data.index]  # in order: results reproduce
+        # the best cosine of each missing sentence with a kept one: the gram's rows of the
+        # missing sentences, the columns of the others zeroed (every cosine is >= 0)
+        similar = data.gram[missing]
+        similar *= kept
+        best = similar.max(axis=1).astype(np.float64)
     if new:
         missing_rows = select_rows(data.rows, missing)
         new_rows = embed_sparse(get_embedder(embedder_id), new)

@@ -245,3 +245,55 @@ def test_the_benchmark_has_a_coherence_row_per_measure(tmp_path):
     for row in ("recall (cold)", "recall (original rebuilt)", "recall (warm)", "centroid (cold)", "centroid (warm)"):
         assert f"| coherence | {row}, chat-10k vs its hybrid result |" in text
     assert "<= 2x tiktoken (issue #22)" in text
+
+
+def plain_recall(original, final, embedder_id="hashed-tfidf"):
+    """The recall measure by its definition: every sentence of the result split and
+    looked up, no per-unit shortcut."""
+    from ctxsim.coherence import original_sentences, sentences_of
+    from ctxsim.relevance import select_rows
+
+    if original.fingerprint == final.fingerprint:
+        return 1.0
+    data = original_sentences(original, embedder_id)
+    total = float(data.weights.sum())
+    sentences = sentences_of(final)
+    if total == 0.0:
+        return 1.0
+    if not sentences:
+        return 0.0
+    result = set(sentences)
+    kept = np.array([t in result for t in data.texts], dtype=bool)
+    missing = np.flatnonzero(~kept)
+    if not missing.size:
+        return 1.0
+    best = np.zeros(missing.size)
+    if kept.any():
+        best = data.gram[np.ix_(missing, np.flatnonzero(kept))].max(axis=1).astype(np.float64)
+    new = [t for t in dict.fromkeys(sentences) if t not in data.index]
+    if new:
+        rows = embed_sparse(get_embedder(embedder_id), new)
+        best = np.maximum(best, cosines(select_rows(data.rows, missing), rows).max(axis=1))
+    scores = np.clip((best - data.baseline) / (1.0 - data.baseline), 0.0, 1.0)
+    return min(1.0, (float(data.weights[kept].sum()) + float(data.weights[missing] @ scores)) / total)
+
+
+def test_recall_of_strategy_results_equals_its_plain_definition(contexts, scenario_suite):
+    """Every strategy's result on one context of each scenario (generated and transcript),
+    plus results with no units, with only new text and with units reordered: the
+    per-unit lookup of recall gives exactly the plain definition's value."""
+    from ctxsim.strategies import list_strategies
+
+    originals = contexts + [build_context(s, 0) for s in transcripts(scenario_suite)]
+    compared = 0
+    for state in originals:
+        results = [state.with_units([]), state.with_units(list(reversed(state.units))),
+                   state.with_units([summary_unit(state.units[:1], "An entirely new sentence. And another one.")])]
+        for strategy_id in [s for s in list_strategies() if s != "error"]:
+            strategy = get_strategy(strategy_id)
+            if strategy.applicable(state, StrategyContext()):
+                results.append(strategy.apply(state, StrategyContext()).state)
+        for final in results:
+            assert recall(state, final, "hashed-tfidf") == plain_recall(state, final), (state.scenario, final.history)
+            compared += 1
+    assert compared >= 200
