@@ -24,7 +24,9 @@ from ..model import ContextState, ContextUnit
 from ..summarize import StructuredSummary, SummarySpan
 from ..summarize.extractive import must_carry
 from ..tokens import count_tokens, message_overhead
-from .base import RANK_SELECT, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, is_protected, unchanged
+from .base import (
+    RANK_SELECT, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, any_unprotected, is_protected, unchanged,
+)
 from .common import SUMMARY_PREFIX, relevance_scores, remove_until, replace_span, summarize_units
 from .registry import register
 
@@ -119,7 +121,7 @@ class _Removal(Strategy):
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
         over = state.total_tokens > window_target(state, ctx, self.params.target_percent)
-        return over and any(not is_protected(u, keep_rules=True) for u in state.units)
+        return over and any_unprotected(state.units)
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         target = window_target(state, ctx, self.params.target_percent)
