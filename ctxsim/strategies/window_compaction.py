@@ -88,7 +88,7 @@ def low_priority_first(units: Sequence[ContextUnit]) -> list[ContextUnit]:
     oldest first."""
 
     def key(unit: ContextUnit) -> tuple[int, int]:
-        exact = unit.meta_dict.get(ITEM_PRIORITY_META)
+        exact = unit.meta_dict.get(ITEM_PRIORITY_META) if unit.meta else None
         return -unit.priority, int(exact) if exact is not None else 0
 
     return sorted(units, key=key)  # sorted() is stable: position order stays within equal keys
@@ -256,9 +256,12 @@ class Summarize(Strategy):
         lowest = 2 if self.params.fold_p2 else 3
         candidates = low_priority_first([u for u in state.units if not u.pinned and u.priority >= lowest])
         task = ctx.query_for(state)
+        floors: dict[int, int] = {}  # prefix length -> its floor (the last one is read twice)
 
         def floor_of(units: list[ContextUnit]) -> int:
-            return summary_floor(sorted(units, key=lambda u: state.position(u.id)), task, MIN_SUMMARY_TOKENS)
+            if len(units) not in floors:
+                floors[len(units)] = summary_floor(sorted(units, key=lambda u: state.position(u.id)), task, MIN_SUMMARY_TOKENS)
+            return floors[len(units)]
 
         chosen: list[ContextUnit] = []
         room = -summary_overhead(state)  # tokens freed by folding ``chosen`` into an empty body
