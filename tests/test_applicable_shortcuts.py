@@ -228,3 +228,17 @@ def test_a_decision_computes_each_pruning_selection_and_the_observation_once(mon
     again = observe(state, config)
     assert sorted(calls) == ["dedupe_tool_results", "supersede_writes"]
     assert (again != first).all() and (again == observe(state.with_units(state.units), config)).all()
+
+
+def test_validity_memoized_on_the_state_object_agrees_and_costs_no_fingerprint(shipped):
+    from ctxsim.episode import EpisodeSettings
+    from ctxsim.episode_config import FULL_ACTIONS
+
+    settings = EpisodeSettings.from_mapping({"actions": list(FULL_ACTIONS)})
+    other = EpisodeSettings.from_mapping({"actions": list(FULL_ACTIONS), "target": "warning"})
+    for state in shipped[::7]:
+        fresh = state.with_units(state.units)  # an equal state object, nothing computed on it yet
+        plain = [settings.valid(sid, state) for sid in FULL_ACTIONS if sid != "hybrid"]
+        assert [settings.valid(sid, fresh, by_fingerprint=False) for sid in FULL_ACTIONS if sid != "hybrid"] == plain
+        assert "fingerprint" not in fresh.__dict__  # hybrid's steps go through the fingerprint memo
+        assert [other.valid(sid, fresh, by_fingerprint=False) for sid in FULL_ACTIONS] == [other.valid(sid, state) for sid in FULL_ACTIONS]

@@ -425,8 +425,8 @@ def test_decide_checks_validity_best_score_first_and_picks_as_the_whole_mask_doe
     lazy, whole = load(exports[algo].out), load(exports[algo].out)  # separate memos: lazy reads nothing twice
     checked: list[str] = []
     valid = EpisodeSettings.valid
-    monkeypatch.setattr(EpisodeSettings, "valid", lambda self, sid, state: (checked.append(sid) if self is lazy.settings else None)
-                        or valid(self, sid, state))
+    monkeypatch.setattr(EpisodeSettings, "valid", lambda self, sid, state, **how: (checked.append(sid) if self is lazy.settings else None)
+                        or valid(self, sid, state, **how))
     counts = []
     for episode in decision_points:
         state, steps = episode.state, episode.steps_taken

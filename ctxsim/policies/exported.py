@@ -255,7 +255,8 @@ class ExportedPolicy(Policy):
 
     def _first_valid(self, state: ContextState, steps: int, scores: np.ndarray) -> str | None:
         """The argmax of :meth:`decide` under the settings' mask, reading the actions'
-        validity in score order (ties: lower index first) down to the first valid one;
+        validity in score order (ties: lower index first) down to the first valid one
+        (memoized on the state object: an agent's new context costs no fingerprint);
         None when that is not the argmax: no action is valid (the mask then falls back
         to the recovery actions), the last step masks the overflowing results, or a
         score is not finite."""
@@ -263,7 +264,7 @@ class ExportedPolicy(Policy):
         if (settings.mask_overflowing_last_step and steps >= settings.max_steps - 1) or not np.isfinite(scores).all():
             return None
         for index in np.argsort(-scores, kind="stable"):
-            if settings.valid(self.actions[index], state):
+            if settings.valid(self.actions[index], state, by_fingerprint=False):
                 return self.actions[index]
         return None
 
