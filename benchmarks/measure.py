@@ -121,6 +121,11 @@ def timing_text(t: Timing, p95: bool = False) -> str:
     return f"{ms(t.median)} (p95 {ms(t.p95)})" if p95 else ms(t.median)
 
 
+def blocks_text(t: Timing) -> str:
+    """A :func:`timed_blocks` timing: the median of the blocks' medians and their range."""
+    return f"{ms(t.median)} (blocks {ms(min(t.samples))}-{ms(max(t.samples))})"
+
+
 @dataclass
 class Bench:
     """What the benchmarks share: repetitions, fresh contexts, a scratch folder, notes."""

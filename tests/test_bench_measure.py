@@ -30,3 +30,9 @@ def test_gc_paused_restores_the_collector_state_even_on_errors():
     except KeyError:
         pass
     assert gc.isenabled()
+
+
+def test_blocks_text_gives_the_median_and_the_range_of_the_block_medians():
+    from benchmarks.measure import Timing, blocks_text
+
+    assert blocks_text(Timing((3.0, 1.0, 2.0))) == "2.0 ms (blocks 1.0 ms-3.0 ms)"
