@@ -3,7 +3,9 @@ shared :class:`Bench` state, the tiktoken reference and cold contexts."""
 
 from __future__ import annotations
 
+import gc
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -44,6 +46,32 @@ def timed(fn: Callable[[Any], Any], *, repeat: int, warmup: int = 1, before: Cal
         if i >= warmup:
             samples.append(elapsed)
     return Timing(tuple(samples))
+
+
+@contextmanager
+def gc_paused():
+    """The garbage collector off inside the block (a timed block only: a collection
+    would land in whichever sample runs into it), back to its state after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def timed_blocks(fn: Callable[[Any], Any], *, blocks: int, repeat: int, before: Callable[[], Any] | None = None) -> Timing:
+    """``fn(before())`` once untimed, then ``blocks`` blocks of ``repeat`` timed calls, each
+    block with the garbage collector paused; the samples are the blocks' medians (ms), so
+    the median is the median of the blocks' medians and one noisy stretch of the machine
+    moves at most its own block."""
+    fn(before() if before is not None else None)
+    medians = []
+    for _ in range(blocks):
+        with gc_paused():
+            medians.append(timed(fn, repeat=repeat, warmup=0, before=before).median)
+    return Timing(tuple(medians))
 
 
 def rss_mb() -> float:
@@ -91,6 +119,11 @@ def ms(value: float) -> str:
 
 def timing_text(t: Timing, p95: bool = False) -> str:
     return f"{ms(t.median)} (p95 {ms(t.p95)})" if p95 else ms(t.median)
+
+
+def blocks_text(t: Timing) -> str:
+    """A :func:`timed_blocks` timing: the median of the blocks' medians and their range."""
+    return f"{ms(t.median)} (blocks {ms(min(t.samples))}-{ms(max(t.samples))})"
 
 
 @dataclass

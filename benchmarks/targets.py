@@ -19,6 +19,10 @@ ENV_FRESH_STEPS_S = 150.0  # live env steps/s on contexts never seen
 #: contexts decided (untimed) before the cold decide rows: the process's word tables
 #: warm up as in a running agent; each timed context is still new
 DECIDE_WARMUP_CONTEXTS = 20
+#: new contexts the cold 50-unit decide row times (each once)
+DECIDE_COLD_CONTEXTS = 40
+#: the warm 50-unit decide row: blocks of calls on one seen context (the median of the blocks' medians)
+DECIDE_WARM_BLOCKS, DECIDE_WARM_CALLS = 9, 200
 TRAIN_RATIO_TARGET = 1.5
 SOAK_RSS_MB = 50.0
 COHERENCE_RATIO_TARGET = 2.0  # recall, warm, vs one tiktoken pass over the context

@@ -198,14 +198,23 @@ class EpisodeSettings:
                             embedder_id=self.embedder, coherence_measure=self.coherence),
         )
 
-    def valid(self, strategy_id: str, state: ContextState) -> bool:
-        """Can the action run on ``state``? (recovery actions always can)"""
+    def valid(self, strategy_id: str, state: ContextState, *, by_fingerprint: bool = True) -> bool:
+        """Can the action run on ``state``? (recovery actions always can)
+
+        The answer is memoized by the state's fingerprint (equal states share it, a pool
+        keeps it), or with ``by_fingerprint=False`` on the state object alone: a state
+        never seen then costs no fingerprint (a deployed policy deciding on an agent's
+        new context)."""
         if self.budget.is_excluded(strategy_id):
             return False
         strategy = self.strategy(strategy_id)
         if strategy.recovery:
             return True
-        return self._applicable(strategy, state)
+        if by_fingerprint:
+            return self._applicable(strategy, state)
+        # keyed by this object's id: the entry holds the object, so no other settings get that id
+        return state.derived(("valid", id(self), strategy_id),
+                             lambda: (self, strategy.applicable(state, self.context(state))))[1]
 
     def mask(self, state: ContextState, steps_taken: int = 0) -> np.ndarray:
         """Valid actions on ``state`` after ``steps_taken`` steps (never all False:

@@ -12,7 +12,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
+from typing import Any, Callable, Generic, Hashable, Iterable, Mapping, TypeVar
 
 from .errors import ContextError, describe_value
 from .tokens import DEFAULT_FORMAT, MESSAGE_OVERHEAD, REPLY_PRIMING, count_tokens, message_overhead
@@ -374,6 +374,24 @@ class ContextState:
                  "|".join(f"{f.id}={f.kind}:{f.value}@{f.unit_id}" for f in self.fact_table)]
         parts.extend(u.fingerprint for u in self.units)
         return content_hash("\n".join(parts))
+
+    def derived(self, key: Hashable, compute: Callable[[], _T]) -> _T:
+        """``compute()`` once per state object and ``key``: for values that depend on the
+        state alone and on what ``key`` names (a strategy's selection, an observation),
+        which several readers of one state need. Held by the instance: never compared,
+        pickled or carried over by ``dataclasses.replace``."""
+        memo = self.__dict__.get("_derived")
+        if memo is None:
+            memo = self.__dict__["_derived"] = {}
+        if key in memo:
+            return memo[key]
+        value = memo[key] = compute()
+        return value
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.pop("_derived", None)
+        return state
 
     def read_artifact(self, artifact_id: str) -> str:
         """Original content of an externalized span (design 002's read_artifact)."""

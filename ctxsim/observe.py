@@ -34,6 +34,7 @@ from .model import UNIT_TYPES, ContextState
 from .relevance import cosine_to_query
 from .strategies import StrategyContext
 from .strategies.pruning import DedupeToolResults, PurgeErrors, SupersedeWrites
+from .tokens import message_overhead
 
 #: bumped whenever a feature is added, removed, reordered or redefined
 OBSERVATION_VERSION = 3
@@ -179,22 +180,37 @@ def current_break(state: ContextState, steps_taken: int) -> ContextState:
 
 
 def observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
-    """The observation vector of ``state`` (float32, see :func:`feature_names`)."""
+    """The observation vector of ``state`` (float32, see :func:`feature_names`; a new
+    array on every call, computed once per state object and config)."""
+    return state.derived(("observation", config), lambda: _observe(state, config)).copy()
+
+
+def _observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
     units = state.units
-    costs = np.array([state.unit_cost(u) for u in units], dtype=np.float64)
+    overhead = message_overhead(state.message_format)
+    cost_of = [u.token_count + overhead for u in units]  # ContextState.unit_cost of each unit
+    costs = np.array(cost_of, dtype=np.float64)
     total = float(costs.sum())
     target = config.target_tokens(state)
-    by_type, by_priority = state.tokens_by_type, state.tokens_by_priority
+    by_type: dict[str, int] = {}
+    by_priority = {1: 0, 2: 0, 3: 0}
+    pinned = summarized = p1_units = 0
+    for u, cost in zip(units, cost_of):
+        by_type[u.type] = by_type.get(u.type, 0) + cost
+        by_priority[u.priority] += cost
+        p1_units += u.priority == 1
+        if u.pinned:
+            pinned += cost
+        if u.summary_depth > 0:
+            summarized += cost
 
-    def tokens_where(selected) -> float:
+    def tokens_where(selected) -> int:
         ids = {u.id for u in selected}
-        return float(sum(c for u, c in zip(units, costs) if u.id in ids))
+        return sum(c for u, c in zip(units, cost_of) if u.id in ids) if ids else 0
 
     split = math.floor(len(units) * OLD_SHARE)
     failed = [u for u in _ERRORS.tool_units(state) if u.tool.outcome == "failure"]
-    summarized = [u for u in units if u.summary_depth > 0]
     steps = len(state.history)
-    pinned = tokens_where(u for u in units if u.pinned)
     values = [
         state.usage,
         state.total_tokens / target - 1.0,
@@ -202,20 +218,20 @@ def observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
         _share(target, state.limit),
     ]
     values += [_share(by_type.get(t, 0), total) for t in UNIT_TYPES]
-    values += [_share(by_priority.get(p, 0), total) for p in (1, 2, 3)]
+    values += [_share(by_priority[p], total) for p in (1, 2, 3)]
     values += [
         _share(pinned, total),
         _log_scaled(len(units), LOG_UNITS_SCALE),
-        _log_scaled(sum(u.priority == 1 for u in units), LOG_UNITS_SCALE),
-        _share(float(by_priority.get(1, 0)), target),
+        _log_scaled(p1_units, LOG_UNITS_SCALE),
+        _share(float(by_priority[1]), target),
         _share(pinned, target),
-        _share(float(costs.max(initial=0.0)), total),
+        _share(float(max(cost_of, default=0.0)), total),
         *_relevance(state, costs, total, config.embedder),
         _share(float(costs[:split].sum()), total),
         _share(tokens_where(_DEDUPE.select(state)), total),
         _share(tokens_where(_SUPERSEDE.select(state)), total),
         _share(tokens_where(failed), total),
-        _share(tokens_where(summarized), total),
+        _share(summarized, total),
         max((u.summary_depth for u in units), default=0) / MAX_SUMMARY_DEPTH,
         steps / config.max_steps,
     ]

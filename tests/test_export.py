@@ -418,6 +418,33 @@ def test_decide_checks_its_arguments(exports, held_out):
         policy.break_context(state, target_tokens=0)
 
 
+@pytest.mark.parametrize("algo", ["MaskablePPO", "DQN"])
+def test_decide_checks_validity_best_score_first_and_picks_as_the_whole_mask_does(exports, decision_points, algo, monkeypatch):
+    from ctxsim.episode import EpisodeSettings
+
+    lazy, whole = load(exports[algo].out), load(exports[algo].out)  # separate memos: lazy reads nothing twice
+    checked: list[str] = []
+    valid = EpisodeSettings.valid
+    monkeypatch.setattr(EpisodeSettings, "valid", lambda self, sid, state, **how: (checked.append(sid) if self is lazy.settings else None)
+                        or valid(self, sid, state, **how))
+    counts = []
+    for episode in decision_points:
+        state, steps = episode.state, episode.steps_taken
+        checked.clear()
+        chosen = lazy.decide(state, steps_taken=steps)
+        counts.append(len(checked))
+        assert chosen == whole.decide(state, mask=whole.settings.mask(state, steps), steps_taken=steps)
+    assert min(counts) == 1 and np.mean(counts) < len(ACTIONS) / 2
+    # a score that is not finite (on the lowest-scored valid action): np.argmax picks it, and so does decide
+    state = next(e.state for e in decision_points if e.steps_taken == len(e.state.history) and lazy.settings.mask(e.state).sum() >= 2)
+    scores = lazy.scores(lazy.observation(state)).astype(np.float64)
+    mask = lazy.settings.mask(state)
+    worst = int(np.argmin(np.where(mask, scores, np.inf)))
+    scores[worst] = np.nan
+    monkeypatch.setattr(type(lazy), "scores", lambda self, observation: scores)
+    assert lazy.decide(state) == ACTIONS[worst] == ACTIONS[int(np.argmax(np.where(mask, scores, -np.inf)))]
+
+
 def test_decide_masks_overflowing_actions_on_the_last_step_when_the_settings_say_so(exports, held_out):
     policy = load(exports["A2C"].out)
     policy.settings = replace(policy.settings, max_steps=2, mask_overflowing_last_step=True)

@@ -136,3 +136,21 @@ def test_computed_once_computes_on_the_first_read_only_and_survives_pickling():
     assert isinstance(Box.square, computed_once) and Box.square.__doc__ == "The square."
     u = unit()
     assert pickle.loads(pickle.dumps(u)).fingerprint == u.fingerprint == _plain_fingerprint(u)
+
+
+def test_derived_values_are_computed_once_per_state_object_and_never_pickled():
+    from dataclasses import replace
+
+    state = ContextState(units=(ContextUnit(id="u1", type="message", content="hello there"),), limit=4000)
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return ["value"]
+
+    assert state.derived("key", compute) == ["value"]
+    assert state.derived("key", compute) is state.derived("key", compute) and len(calls) == 1
+    assert state.derived("other", compute) == ["value"] and len(calls) == 2
+    copy = pickle.loads(pickle.dumps(state))
+    assert copy == state and "_derived" not in copy.__dict__ and copy.fingerprint == state.fingerprint
+    assert replace(state, limit=5000).derived("key", compute) == ["value"] and len(calls) == 3

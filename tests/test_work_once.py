@@ -74,7 +74,7 @@ def counted(monkeypatch):
 #: memoized pure functions, each computing once per distinct input
 MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive._unit_columns, extractive.classify,
          extractive._keep_tokens, rules._rule_sentences, rules._must_keep, sentences.segments, structured._line_cost,
-         structured.line_words, count_tokens, pruning._call_fields)
+         structured.line_words, count_tokens, pruning._call_fields, pruning._shell_file_command)
 
 
 @pytest.mark.parametrize("scenario", ["code-heavy", "log-heavy"])
@@ -97,7 +97,7 @@ def test_one_expansion_computes_each_distinct_input_once(counted, scenario):
     assert shrunk.cache_info().hits > 0  # the strategy asked for the same input again
     assert list(counted["originals"].values()) == [1]  # every outcome is scored against the one original
     assert sentences.segments.cache_info().hits > 0 and count_tokens.cache_info().hits > 0
-    assert pruning._call_fields.cache_info().hits > 0  # every state's mask and observation read the same calls
+    assert pruning._shell_file_command.cache_info().hits > 0  # every state's selection reads the same calls
 
 
 def test_the_action_mask_of_a_new_context_splits_no_text_for_must_keep_sentences():

@@ -11,7 +11,9 @@ and returns an :class:`ExportedPolicy`:
 * ``decide(state)`` — the strategy id it picks: :func:`ctxsim.observe.observe`,
   the observation normalization when the run had one, the dense layers, then the
   argmax of the logits (PPO, A2C, MaskablePPO) or Q-values (DQN) over the valid
-  actions (ties go to the lower index), as the SB3 adapter acts;
+  actions (ties go to the lower index), as the SB3 adapter acts; the actions are
+  checked for validity best score first, down to the first valid one (the whole
+  mask only when none is, or on a last step that masks overflowing results);
 * ``break_context(state)`` — one :class:`~ctxsim.episode.OverflowEpisode` under the
   policy's own settings (masks, ``max_steps``, forced recovery, the seed reward),
   optionally logged to JSONL in the transition schema of :mod:`ctxsim.transitions`;
@@ -243,9 +245,28 @@ class ExportedPolicy(Policy):
         given = None if mask is None else _checked_mask(mask, len(self.actions))
         steps = _checked_steps(state, steps_taken)
         with self._lock:
-            valid = self.settings.mask(state, steps) if given is None else given
             scores = self.scores(self.observation(state, steps)).astype(np.float64)
+            if given is None:
+                first = self._first_valid(state, steps, scores)
+                if first is not None:
+                    return first
+            valid = self.settings.mask(state, steps) if given is None else given
         return self.actions[int(np.argmax(np.where(valid, scores, -np.inf)))]
+
+    def _first_valid(self, state: ContextState, steps: int, scores: np.ndarray) -> str | None:
+        """The argmax of :meth:`decide` under the settings' mask, reading the actions'
+        validity in score order (ties: lower index first) down to the first valid one
+        (memoized on the state object: an agent's new context costs no fingerprint);
+        None when that is not the argmax: no action is valid (the mask then falls back
+        to the recovery actions), the last step masks the overflowing results, or a
+        score is not finite."""
+        settings = self.settings
+        if (settings.mask_overflowing_last_step and steps >= settings.max_steps - 1) or not np.isfinite(scores).all():
+            return None
+        for index in np.argsort(-scores, kind="stable"):
+            if settings.valid(self.actions[index], state, by_fingerprint=False):
+                return self.actions[index]
+        return None
 
     # ---- the Policy protocol -------------------------------------------------------
     def check(self, settings: EpisodeSettings) -> None:

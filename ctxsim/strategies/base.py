@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -31,7 +31,7 @@ from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
 from ..relevance import get_embedder
 from ..summarize import get_summarizer
-from ..summarize.rules import holds_user_rule
+from ..summarize.rules import holds_user_rule, may_state_rule
 from ..tokens import count_tokens
 
 TOKEN_LIMIT_EXCEEDED = "TOKEN_LIMIT_EXCEEDED"
@@ -372,3 +372,17 @@ def is_protected(unit: ContextUnit, *, keep_p1: bool = False, keep_rules: bool =
     ``keep_rules`` neither are units that state a user rule (removing one would lose
     the rule: design 004's compaction "preserves user rules")."""
     return unit.pinned or (keep_p1 and unit.priority == 1) or (keep_rules and holds_user_rule(unit))
+
+
+def any_unprotected(units: Iterable[ContextUnit], *, keep_p1: bool = False) -> bool:
+    """Whether one of ``units`` is not protected (:func:`is_protected` with ``keep_rules``):
+    the units that cannot state a user rule (:func:`~ctxsim.summarize.rules.may_state_rule`)
+    answer first, so rules are read only when none of them is free."""
+    readable = []
+    for unit in units:
+        if unit.pinned or (keep_p1 and unit.priority == 1):
+            continue
+        if not may_state_rule(unit):
+            return True
+        readable.append(unit)
+    return any(not holds_user_rule(unit) for unit in readable)

@@ -35,6 +35,14 @@ def relevance_scores(
     return scores, Cost(embedded_units=len(units) + 1)
 
 
+def fewer_tokens(text: str, tokens: int) -> bool:
+    """``count_tokens(text) < tokens``, without tokenizing ``text`` when its UTF-8 length
+    already says so: a cl100k token spans at least one byte (and the characters/4
+    estimate of :func:`~ctxsim.tokens.count_tokens` stays under the length too)."""
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    return size < tokens or count_tokens(text) < tokens
+
+
 def source_ids_of(units: Iterable[ContextUnit]) -> tuple[str, ...]:
     """Original unit ids a set of units stands for (flattening earlier summaries)."""
     out: list[str] = []

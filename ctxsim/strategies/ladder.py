@@ -28,6 +28,7 @@ from ..latency import Cost
 from ..model import SENSITIVITIES, Artifact, ContextState, ContextUnit, DroppedSpan, content_hash
 from ..relevance.hashed import tokenize
 from ..sentences import split_sentences
+from ..tokens import message_overhead
 from .base import (
     RANK_CLEAR,
     RANK_DROP,
@@ -36,10 +37,11 @@ from .base import (
     Params,
     Strategy,
     StrategyContext,
+    any_unprotected,
     is_protected,
     unchanged,
 )
-from .common import remove_until, replace_span, source_ids_of, synthetic_id, truncate_paragraphs
+from .common import fewer_tokens, remove_until, replace_span, source_ids_of, synthetic_id, truncate_paragraphs
 from .registry import register
 
 #: unit types a contiguous run of which may be externalized together
@@ -83,8 +85,8 @@ def pointer_saves(state: ContextState, span: Sequence[ContextUnit], summary_toke
     """True when a pointer (with a summary of at most ``summary_tokens``) costs less
     than the span it replaces (cheap: no summary is made)."""
     skeleton = _pointer_text(artifact_id(span), "", rehydrate_hint(span))
-    bound = state.unit_cost(ContextUnit(id="bound", type="placeholder", content=skeleton)) + summary_tokens
-    return bound < state.tokens_of(span)
+    # the pointer unit costs its text's tokens plus the message framing
+    return fewer_tokens(skeleton, state.tokens_of(span) - summary_tokens - message_overhead(state.message_format))
 
 
 def sensitivity_of(span: Sequence[ContextUnit]) -> str:
@@ -187,8 +189,8 @@ class Externalize(Strategy):
     keeps_p1 = True
     Params = ExternalizeParams
 
-    def spans(self, state: ContextState) -> list[list[ContextUnit]]:
-        """Candidate spans in the order they are externalized (cheap)."""
+    def _candidates(self, state: ContextState) -> list[list[ContextUnit]]:
+        """Candidate spans before their pointers are priced, in the order of their units."""
         p = self.params
         spans: list[list[ContextUnit]] = []
 
@@ -213,13 +215,19 @@ class Externalize(Strategy):
             if _externalizable(unit):
                 single(unit)
         flush(run)
-        spans = [s for s in spans if pointer_saves(state, s, p.summary_tokens)]
+        return spans
+
+    def spans(self, state: ContextState) -> list[list[ContextUnit]]:
+        """Candidate spans whose pointer saves tokens, in the order they are externalized (cheap)."""
+        spans = [s for s in self._candidates(state) if pointer_saves(state, s, self.params.summary_tokens)]
         spans.sort(key=lambda s: (not any(map(_non_replayable, s)), -state.tokens_of(s), state.position(s[0].id)))
         return spans
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        # bool(self.spans(state)), stopping at the first span that saves
         ctx = ctx or StrategyContext()
-        return not ctx.skip_aggressive and not state.fits(ctx.target(state)) and bool(self.spans(state))
+        return (not ctx.skip_aggressive and not state.fits(ctx.target(state))
+                and any(pointer_saves(state, s, self.params.summary_tokens) for s in self._candidates(state)))
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         if ctx.skip_aggressive:
@@ -306,7 +314,7 @@ class ClearToolResults(Strategy):
             if durability == "replayable" and not replay_still_valid(state, unit):
                 durability = "non_replayable"
             if durability != "non_replayable":
-                if state.tokens_of([unit.with_content(unit.tool.placeholder())]) < state.unit_cost(unit):
+                if fewer_tokens(unit.tool.placeholder(), unit.token_count):
                     yield "clear", unit
             elif not ctx.skip_aggressive and pointer_saves(state, [unit], self.params.summary_tokens):
                 yield "externalize", unit
@@ -396,15 +404,20 @@ class Drop(Strategy):
     keeps_p1 = True
     Params = DropParams
 
+    def _pool(self, state: ContextState) -> tuple[ContextUnit, ...]:
+        """The units before the ``preserve_recent`` last ones."""
+        return state.units[: max(0, len(state.units) - self.params.preserve_recent)]
+
     def _order(self, state: ContextState) -> list[ContextUnit]:
-        p = self.params
-        pool = state.units[: max(0, len(state.units) - p.preserve_recent)]
-        order = [u for u in pool if not is_protected(u, keep_p1=not p.drop_p1, keep_rules=True)]
+        keep_p1 = not self.params.drop_p1
+        order = [u for u in self._pool(state) if not is_protected(u, keep_p1=keep_p1, keep_rules=True)]
         return sorted(order, key=lambda u: (-u.priority, state.position(u.id)))
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        # bool(self._order(state)), without the sort and reading rules last
         ctx = ctx or StrategyContext()
-        return not ctx.skip_aggressive and not state.fits(ctx.target(state)) and bool(self._order(state))
+        return (not ctx.skip_aggressive and not state.fits(ctx.target(state))
+                and any_unprotected(self._pool(state), keep_p1=not self.params.drop_p1))
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         if ctx.skip_aggressive:

@@ -17,6 +17,7 @@ import dataclasses
 import json
 import re
 from functools import lru_cache
+from typing import Iterator
 
 from pydantic import Field
 
@@ -24,7 +25,7 @@ from ..latency import Cost
 from ..model import ContextState, ContextUnit, ToolEnvelope
 from ..transcripts import TOOL_CALL_LINE
 from .base import RANK_PRUNE, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, unchanged
-from .common import replace_span, summarize_units
+from .common import fewer_tokens, replace_span, summarize_units
 from .registry import register
 from .shell import FileCommand, file_command, superseded_command
 from .window_compaction import JOIN_SLACK_TOKENS, MIN_SUMMARY_TOKENS, summary_budget, summary_floor, summary_header_tokens, summary_saves
@@ -82,6 +83,11 @@ class _Prune(Strategy):
         return [u for u in state.units if u.tool is not None and u.tool.tool_name not in protected]
 
     def select(self, state: ContextState) -> list[ContextUnit]:
+        """The units the pruning removes or rewrites, in order (computed once per state
+        and parameters: the mask and the observation both read it)."""
+        return list(state.derived((type(self), self.params), lambda: tuple(self._select(state))))
+
+    def _select(self, state: ContextState) -> list[ContextUnit]:
         raise NotImplementedError  # pragma: no cover - abstract
 
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
@@ -114,7 +120,7 @@ class DedupeToolResults(_Prune):
     display_name = "Deduplicate tool results"
     summary = "Remove older copies of identical tool calls (same tool + arguments), keeping the newest."
 
-    def select(self, state):
+    def _select(self, state):
         units = self.tool_units(state)
         newest = {u.tool.call_key: u.id for u in units}
         return [u for u in units if not u.pinned and newest[u.tool.call_key] != u.id]
@@ -168,12 +174,15 @@ class SupersedeWrites(_Prune):
         read_later: set[str] = set()
         superseded = []
         for u in reversed(self.tool_units(state)):
+            name = u.tool.tool_name
+            if name not in reads and name not in writes:
+                continue  # its target is never needed: not parsed
             target = call_target(u.tool)
             if target is None:
                 continue
-            if u.tool.tool_name in reads and u.tool.outcome != "failure":
+            if name in reads and u.tool.outcome != "failure":
                 read_later.add(target)
-            elif u.tool.tool_name in writes and target in read_later and not u.pinned:
+            elif name in writes and target in read_later and not u.pinned:
                 superseded.append(u)
         return superseded[::-1]
 
@@ -204,7 +213,7 @@ class SupersedeWrites(_Prune):
                 out[uid] = rewritten
         return out
 
-    def select(self, state):
+    def _select(self, state):
         """The write results to remove and the assistant units to rewrite, in order."""
         picked = {u.id for u in self._removed(state)} | set(self._rewritten(state))
         return [u for u in state.units if u.id in picked]
@@ -218,9 +227,17 @@ class SupersedeWrites(_Prune):
         return Outcome(state.with_units(units, applied=self.id), Cost(units_touched=len(gone) + len(rewritten)))
 
 
+#: the JSON arguments of a whole-file command hold one of these: the command's first word
+#: (:func:`~.shell.file_command`), or a ``\u`` escape that spells it
+_FILE_COMMAND_WORDS = ("cat", "nl", "tee", "\\u")
+
+
 @lru_cache(maxsize=16_384)
 def _shell_file_command(arguments: str) -> FileCommand | None:
-    """The whole-file write or read of a shell call's JSON arguments (``command``), else None."""
+    """The whole-file write or read of a shell call's JSON arguments (``command``), else None
+    (arguments that cannot spell the command's first word are not parsed)."""
+    if not any(map(arguments.__contains__, _FILE_COMMAND_WORDS)):
+        return None
     command = _call_fields(arguments)[1]
     return file_command(command) if command is not None else None
 
@@ -294,23 +311,28 @@ class PurgeErrors(_Prune):
     keeps_p1 = True
     Params = PurgeParams
 
-    def _purged(self, state: ContextState) -> dict[str, ContextUnit]:
-        """Unit id -> its purged replacement, for every unit to purge."""
+    def _purges(self, state: ContextState) -> Iterator[tuple[ContextUnit, ToolEnvelope]]:
+        """(unit, its envelope with the error message) for every unit to purge, in order
+        (found lazily: ``applicable`` stops at the first)."""
         if not state.units:
-            return {}
+            return
         newest = max(u.turn for u in state.units)
-        out = {}
         for u in self.tool_units(state):
             if u.pinned or u.tool.outcome != "failure" or newest - u.turn < self.params.after_turns:
                 continue
             envelope = dataclasses.replace(u.tool, error_message=error_text(u))
-            purged = u.with_content(envelope.placeholder(), tool=envelope)
-            if purged.token_count < u.token_count:
-                out[u.id] = purged
-        return out
+            if fewer_tokens(envelope.placeholder(), u.token_count):
+                yield u, envelope
 
-    def select(self, state):
-        return [state.unit(uid) for uid in self._purged(state)]
+    def _purged(self, state: ContextState) -> dict[str, ContextUnit]:
+        """Unit id -> its purged replacement, for every unit to purge."""
+        return {u.id: u.with_content(envelope.placeholder(), tool=envelope) for u, envelope in self._purges(state)}
+
+    def _select(self, state):
+        return [u for u, _ in self._purges(state)]
+
+    def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
+        return next(self._purges(state), None) is not None
 
     def run(self, state, ctx):
         purged = self._purged(state)

@@ -24,7 +24,9 @@ from ..model import ContextState, ContextUnit
 from ..summarize import StructuredSummary, SummarySpan
 from ..summarize.extractive import must_carry
 from ..tokens import count_tokens, message_overhead
-from .base import RANK_SELECT, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, is_protected, unchanged
+from .base import (
+    RANK_SELECT, RANK_SUMMARIZE, Outcome, Params, Strategy, StrategyContext, any_unprotected, is_protected, unchanged,
+)
 from .common import SUMMARY_PREFIX, relevance_scores, remove_until, replace_span, summarize_units
 from .registry import register
 
@@ -86,7 +88,7 @@ def low_priority_first(units: Sequence[ContextUnit]) -> list[ContextUnit]:
     oldest first."""
 
     def key(unit: ContextUnit) -> tuple[int, int]:
-        exact = unit.meta_dict.get(ITEM_PRIORITY_META)
+        exact = unit.meta_dict.get(ITEM_PRIORITY_META) if unit.meta else None
         return -unit.priority, int(exact) if exact is not None else 0
 
     return sorted(units, key=key)  # sorted() is stable: position order stays within equal keys
@@ -119,7 +121,7 @@ class _Removal(Strategy):
     def applicable(self, state: ContextState, ctx: StrategyContext | None = None) -> bool:
         ctx = ctx or StrategyContext()
         over = state.total_tokens > window_target(state, ctx, self.params.target_percent)
-        return over and any(not is_protected(u, keep_rules=True) for u in state.units)
+        return over and any_unprotected(state.units)
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         target = window_target(state, ctx, self.params.target_percent)
@@ -254,9 +256,12 @@ class Summarize(Strategy):
         lowest = 2 if self.params.fold_p2 else 3
         candidates = low_priority_first([u for u in state.units if not u.pinned and u.priority >= lowest])
         task = ctx.query_for(state)
+        floors: dict[int, int] = {}  # prefix length -> its floor (the last one is read twice)
 
         def floor_of(units: list[ContextUnit]) -> int:
-            return summary_floor(sorted(units, key=lambda u: state.position(u.id)), task, MIN_SUMMARY_TOKENS)
+            if len(units) not in floors:
+                floors[len(units)] = summary_floor(sorted(units, key=lambda u: state.position(u.id)), task, MIN_SUMMARY_TOKENS)
+            return floors[len(units)]
 
         chosen: list[ContextUnit] = []
         room = -summary_overhead(state)  # tokens freed by folding ``chosen`` into an empty body

@@ -1,0 +1,38 @@
+"""How the benchmarks time: blocks of calls with the garbage collector paused."""
+
+from __future__ import annotations
+
+import gc
+
+from benchmarks.measure import gc_paused, timed_blocks
+
+
+def test_timed_blocks_gives_one_median_per_block_with_the_collector_paused_in_each():
+    seen: list[bool] = []
+    inputs = iter(range(100))
+    timing = timed_blocks(lambda x: seen.append(gc.isenabled()), blocks=4, repeat=5, before=lambda: next(inputs))
+    assert len(timing.samples) == 4 and all(s >= 0 for s in timing.samples)
+    assert seen == [True] + [False] * 20  # one untimed call first, then 4 blocks of 5
+    assert next(inputs) == 21 and gc.isenabled()
+
+
+def test_gc_paused_restores_the_collector_state_even_on_errors():
+    gc.disable()
+    try:
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # it was off: it stays off
+    finally:
+        gc.enable()
+    try:
+        with gc_paused():
+            raise KeyError("x")
+    except KeyError:
+        pass
+    assert gc.isenabled()
+
+
+def test_blocks_text_gives_the_median_and_the_range_of_the_block_medians():
+    from benchmarks.measure import Timing, blocks_text
+
+    assert blocks_text(Timing((3.0, 1.0, 2.0))) == "2.0 ms (blocks 1.0 ms-3.0 ms)"
