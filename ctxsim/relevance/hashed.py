@@ -30,6 +30,7 @@ import re
 import struct
 import zlib
 from functools import lru_cache
+from itertools import filterfalse
 
 import numpy as np
 
@@ -182,7 +183,7 @@ def _texts_features(texts: list[str]) -> list[bytes]:
         return [_features(texts[0])]
     chunk_lists = [text.translate(_SEPARATORS).split() for text in texts]
     memo = _CHUNK_FEATURES
-    new = [chunk for chunk in set().union(*chunk_lists) if chunk not in memo]
+    new = list(filterfalse(memo.__contains__, set().union(*chunk_lists)))
     if new:
         if len(memo) + len(new) > memo.maxsize:
             memo.clear()
