@@ -130,6 +130,30 @@ def encode(text: str) -> list[int]:
     return enc.encode_ordinary(text)
 
 
+def lone_token(text: str) -> int | None:
+    """The id of ``text``'s token when ``encode(text)`` is exactly one token, else None.
+
+    A text of ASCII letters, alone or after one space, is one piece for cl100k's
+    pre-tokenizer, and tiktoken encodes a piece found in its vocabulary as that one
+    token (a piece that is not needs two or more): such a text is looked up in the
+    vocabulary, not encoded. Any other text is encoded."""
+    letters = text[1:] if text[:1] == " " else text
+    if letters.isascii() and letters.isalpha():
+        ranks = _vocabulary()
+        if ranks is not None:
+            return ranks.get(text.encode("ascii"))
+    ids = encode(text)
+    return ids[0] if len(ids) == 1 else None
+
+
+@lru_cache(maxsize=1)
+def _vocabulary() -> dict[bytes, int] | None:
+    """The cl100k vocabulary (token bytes -> id), when the encoding exposes it."""
+    enc = _encoding()
+    ranks = getattr(enc, "_mergeable_ranks", None)
+    return ranks if isinstance(ranks, dict) else None
+
+
 def decode(tokens: list[int]) -> str:
     enc = _encoding()
     if enc is None:

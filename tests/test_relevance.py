@@ -359,6 +359,17 @@ def test_an_identifier_of_letters_joined_by_dots_and_underscores_skips_the_token
     assert calls == []
 
 
+def test_a_batch_with_more_new_chunks_than_the_memo_holds_equals_the_reference_definition(monkeypatch):
+    monkeypatch.setattr(hashed, "TABLE_MIN_CHARS", 10**12)  # read chunk by chunk
+    monkeypatch.setattr(hashed, "_CHUNK_FEATURES", hashed._Memo(hashed._chunk_features, 50))
+    monkeypatch.setattr(hashed, "_WORD_FEATURES", hashed._Memo(hashed._word_features, 30))
+    rng = random.Random(5)
+    words = [f"{w}{i}" if i % 3 else w.capitalize() for i, w in enumerate(rng.choices(["alpha", "Beta", "gamma_x"], k=400))]
+    texts = [" ".join(rng.choices(words, k=rng.randint(0, 60))) for _ in range(20)] + ["data, DATA. Data's"] * 2
+    assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
+    assert len(hashed._CHUNK_FEATURES) <= 50 + 400 and len(hashed._WORD_FEATURES) <= 30
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 40), st.lists(st.integers(0, 2**40 - 1), max_size=300))
 def test_stable_order_is_a_stable_argsort(bits, values):

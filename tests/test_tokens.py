@@ -11,6 +11,7 @@ from ctxsim.tokens import (
     count_messages,
     count_tokens,
     encoding_available,
+    lone_token,
     message_overhead,
 )
 
@@ -102,3 +103,37 @@ def test_a_spaced_text_is_counted_from_the_sentences_of_the_shipped_contexts():
     derived = [s for s in sentences if s.isascii() and s[:1].isalnum()]
     assert len(derived) > 1000
     assert [count_spaced(s) for s in derived] == [len(ENC.encode_ordinary(" " + s)) for s in derived]
+
+
+def _plain_lone_token(text):
+    ids = ENC.encode_ordinary(text)
+    return ids[0] if len(ids) == 1 else None
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(["", " "]).flatmap(
+    lambda lead: (st.text("abcdefghijklmnopqrstuvwxyzABCXYZ", max_size=12) | st.text(max_size=8)).map(lead.__add__)))
+def test_a_lone_token_is_the_one_token_the_encoder_gives(text):
+    assert lone_token(text) == _plain_lone_token(text)
+
+
+def test_a_lone_token_is_the_encoders_for_every_word_of_the_shipped_contexts():
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
+
+    words = {w for scenario in load_scenarios(DEFAULT_SUITE) for unit in build_context(scenario, 0).units
+             for w in unit.content.split()}
+    texts = sorted(words | {" " + w for w in words} | {" " + w.lower() for w in words} | {"Σσ", " İstanbul", " ǅ", "ﬁ"})
+    assert sum(lone_token(t) is not None for t in texts) > 1000
+    assert [lone_token(t) for t in texts] == [_plain_lone_token(t) for t in texts]
+
+
+def test_a_word_of_ascii_letters_is_looked_up_not_encoded(monkeypatch):
+    import ctxsim.tokens as tokens
+
+    encoded = []
+    monkeypatch.setattr(tokens, "encode", lambda text: encoded.append(text) or ENC.encode_ordinary(text))
+    assert [lone_token(t) for t in (" data", "data", " budgetary", " Zyzzyva")] == [
+        _plain_lone_token(t) for t in (" data", "data", " budgetary", " Zyzzyva")]
+    assert encoded == []
+    assert lone_token(" 42") == _plain_lone_token(" 42") and encoded == [" 42"]

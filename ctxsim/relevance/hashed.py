@@ -30,10 +30,11 @@ import re
 import struct
 import zlib
 from functools import lru_cache
+from itertools import filterfalse
 
 import numpy as np
 
-from ..tokens import encode, encoding_available
+from ..tokens import encoding_available, lone_token
 from .chunk_table import CHUNK_PUNCTUATION, ChunkTable
 from .embedder import CachedEmbedder, SparseRows
 
@@ -92,18 +93,6 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
-@lru_cache(maxsize=200_000)
-def _word_features(word: str) -> bytes:
-    """The 32-bit crc32 hash and the background idf of a normalized token, packed
-    with ``_FEATURE``."""
-    idf = 1.0
-    if encoding_available():
-        pieces = encode(word if word[0].isdigit() else " " + word)
-        rank = pieces[0] if len(pieces) == 1 else RARE_RANK
-        idf = 1.0 + math.log1p(rank / RANK_SCALE)
-    return _FEATURE.pack(zlib.crc32(word.encode("utf-8", "surrogatepass")), idf)
-
-
 class _Memo(dict):
     """A dict that computes a missing value with ``fn`` (a hit is one C-level dict
     lookup, several times cheaper than an ``lru_cache`` call) and starts over
@@ -120,6 +109,20 @@ class _Memo(dict):
         return value
 
 
+def _word_features(word: str) -> bytes:
+    """The 32-bit crc32 hash and the background idf of a normalized token, packed
+    with ``_FEATURE``."""
+    idf = 1.0
+    if encoding_available():
+        rank = lone_token(word if word[0].isdigit() else " " + word)
+        idf = 1.0 + math.log1p((RARE_RANK if rank is None else rank) / RANK_SCALE)
+    return _FEATURE.pack(zlib.crc32(word.encode("utf-8", "surrogatepass")), idf)
+
+
+#: the packed features of a normalized token
+_WORD_FEATURES = _Memo(_word_features, 200_000)
+
+
 def _raw_features(raw: str) -> bytes:
     """The packed features of the normalized tokens of one raw token, in order.
 
@@ -128,7 +131,7 @@ def _raw_features(raw: str) -> bytes:
     known parts costs a lookup per part."""
     if "_" in raw and not raw[0].isdigit():
         return b"".join([_RAW_FEATURES[part] for part in raw.split("_") if part])
-    return b"".join(map(_word_features, _raw_words(raw)))
+    return b"".join(map(_WORD_FEATURES.__getitem__, _raw_words(raw)))
 
 
 _RAW_FEATURES = _Memo(_raw_features, 200_000)
@@ -138,8 +141,13 @@ def _chunk_features(chunk: str) -> bytes:
     """The packed features of the tokens of ``chunk``, in order. ``.``, ``,`` and
     ``'`` at either end of a chunk belong to no token (each needs a digit or letter
     after it), and a chunk of letters and digits only is one raw token (the
-    regex's word class is ``str.isalnum``)."""
+    regex's word class is ``str.isalnum``). A chunk of ASCII letters in one case, or
+    capitalized, has no camelCase boundary: it is its one word, lowercased (most new
+    chunks are such words)."""
     core = chunk.strip(".,'")
+    if core.isalpha() and core.isascii() and (core.islower() or core.isupper() or core.istitle()):
+        word = core.lower()
+        return b"" if len(word) < 2 or word in STOP_WORDS else _WORD_FEATURES[word]
     if core.isalnum():
         return _RAW_FEATURES[core]
     # letters joined by ``.``, ``,`` and ``_`` only (a dotted name, a file name, an
@@ -167,6 +175,24 @@ def _features(text: str) -> bytes:
     return b"".join(map(_CHUNK_FEATURES.__getitem__, text.translate(_SEPARATORS).split()))
 
 
+def _texts_features(texts: list[str]) -> list[bytes]:
+    """:func:`_features` of each text: the chunks no text has shown before are worked
+    out first, in one loop (a fresh text brings hundreds, and a lookup that misses
+    costs several calls more), then each text is lookups."""
+    if len(texts) == 1:
+        return [_features(texts[0])]
+    chunk_lists = [text.translate(_SEPARATORS).split() for text in texts]
+    memo = _CHUNK_FEATURES
+    new = list(filterfalse(memo.__contains__, set().union(*chunk_lists)))
+    if new:
+        if len(memo) + len(new) > memo.maxsize:
+            memo.clear()
+        for chunk in new:
+            memo[chunk] = _chunk_features(chunk)
+    get = memo.__getitem__
+    return [b"".join(map(get, chunks)) for chunks in chunk_lists]
+
+
 #: the pieces of large batches of ASCII texts, found with numpy (same features)
 _TABLE = ChunkTable(_chunk_features, _FEATURE_DTYPE)
 #: a batch with fewer ASCII characters is read chunk by chunk (numpy costs more there)
@@ -178,7 +204,7 @@ def _batch_features(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
     order, as ``_FEATURE_DTYPE`` records; how many each text has)."""
     plain = [text.isascii() for text in texts]
     if sum(len(text) for text, ascii_ in zip(texts, plain) if ascii_) < TABLE_MIN_CHARS:
-        packed = [_features(text) for text in texts]
+        packed = _texts_features(texts)
         return np.frombuffer(b"".join(packed), _FEATURE_DTYPE), np.array([len(p) // _FEATURE.size for p in packed])
     if all(plain):
         return _TABLE.features(texts)
@@ -190,7 +216,7 @@ def _batch_features(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def idf(word: str) -> float:
     """Background idf of a normalized token (see the module docstring)."""
-    return _FEATURE.unpack(_word_features(word))[1]
+    return _FEATURE.unpack(_WORD_FEATURES[word])[1]
 
 
 def _stable_order(values: np.ndarray, bits: int) -> np.ndarray:
