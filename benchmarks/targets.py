@@ -15,6 +15,7 @@ DECIDE_UNITS = 50  # the context size of the decide target
 POOL_RATIO_TARGET = 30.0  # pool build work per context
 DECIDE_COLD_MS, DECIDE_WARM_MS = 1.0, 0.2  # decide on a new / a seen 50-unit context (cold: or <= 1x tiktoken)
 SUMMARY_RATIO_TARGET = 3.0  # the extractive summarizer on 2,000 tokens, cold
+SUMMARY_COLD_INPUTS = 25  # new inputs the cold summarizer row times, each against its own encode
 ENV_FRESH_STEPS_S = 150.0  # live env steps/s on contexts never seen
 #: contexts decided (untimed) before the cold decide rows: the process's word tables
 #: warm up as in a running agent; each timed context is still new

@@ -3,7 +3,10 @@ extractive summarizer, each against one tiktoken pass over the same text."""
 
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
+
+import numpy as np
 
 from .measure import (
     BENCH_SCENARIO,
@@ -14,12 +17,14 @@ from .measure import (
     ms,
     tiktoken_pass,
     timed,
+    timing_text,
 )
 from .targets import (
     CHAIN_AIM_MS,
     CHAIN_BUDGET_MS,
     COHERENCE_RATIO_TARGET,
     SUMMARY_BUDGET_MS,
+    SUMMARY_COLD_INPUTS,
     SUMMARY_RATIO_TARGET,
     TOKEN_BUDGET_MS,
 )
@@ -148,16 +153,33 @@ def bench_summarizer(bench: Bench) -> list[Row]:
         units, task = arg
         summarizer.summarize_units(units, 300, task=task)
 
-    cold_t = timed(run, repeat=bench.reps(7, 2), warmup=0, before=two_thousand)
+    pairs = []  # (summary ms, tiktoken ms) on each new ~2,000-token input, timed back to back
+    for _ in range(bench.reps(SUMMARY_COLD_INPUTS, 2)):
+        arg = two_thousand()
+        text = "\n\n".join(u.content for u in arg[0])
+        start = time.perf_counter()
+        tiktoken_pass(text)
+        middle = time.perf_counter()
+        run(arg)
+        pairs.append(((time.perf_counter() - middle) * 1000, (middle - start) * 1000))
+    cold_t = Timing(tuple(d for d, _ in pairs))
+    cold_ratio = float(np.median([d / t for d, t in pairs]))
     sample = two_thousand()
     text = "\n\n".join(u.content for u in sample[0])
     warm_t = timed(run, repeat=bench.reps(20, 3), before=lambda: sample)
     ref_t = timed(lambda _: tiktoken_pass(text), repeat=bench.reps(20, 5))
     ref = f"{ms(ref_t.median)} (tiktoken, {count_tokens(text):,} tokens)"
+    cold_ref = f"{ms(float(np.median([t for _, t in pairs])))} (tiktoken, its text; median per input)"
     target = f"< {SUMMARY_BUDGET_MS:g} ms (seed 001)"
-    cold_ratio = cold_t.median / ref_t.median
+    bench.notes.append(
+        f"summarizer: the cold row summarizes {len(pairs)} new inputs (the first units of fresh {BENCH_SCENARIO} "
+        "contexts up to 2,000 tokens; their sentences, counts and embeddings never seen), each timed right after one "
+        "tiktoken encode of its own text; its ratio is the median over inputs of summary / encode (an encode of "
+        "text tiktoken has not seen costs more than one repeated on the same text). The cache-hit row summarizes one "
+        f"input again, against that input's encode repeated: against that reference the cold median is "
+        f"{cold_t.median / ref_t.median:.2f}x.")
     return [
-        Row("summarizer", "extractive, ~2,000 tokens -> 300 (cold)", ms(cold_t.median), ref, cold_ratio,
+        Row("summarizer", "extractive, ~2,000 tokens -> 300 (cold)", timing_text(cold_t, True), cold_ref, cold_ratio,
             f"{target}; <= {SUMMARY_RATIO_TARGET:g}x", cold_t.median < SUMMARY_BUDGET_MS and cold_ratio <= SUMMARY_RATIO_TARGET),
         Row("summarizer", "extractive, same input (cache hit)", ms(warm_t.median), ref, warm_t.median / ref_t.median,
             target, warm_t.median < SUMMARY_BUDGET_MS),
