@@ -34,7 +34,6 @@ from .model import UNIT_TYPES, ContextState
 from .relevance import cosine_to_query
 from .strategies import StrategyContext
 from .strategies.pruning import DedupeToolResults, PurgeErrors, SupersedeWrites
-from .tokens import message_overhead
 
 #: bumped whenever a feature is added, removed, reordered or redefined
 OBSERVATION_VERSION = 3
@@ -187,8 +186,7 @@ def observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
 
 def _observe(state: ContextState, config: ObservationConfig) -> np.ndarray:
     units = state.units
-    overhead = message_overhead(state.message_format)
-    cost_of = [u.token_count + overhead for u in units]  # ContextState.unit_cost of each unit
+    cost_of = [state.unit_cost(u) for u in units]
     costs = np.array(cost_of, dtype=np.float64)
     total = float(costs.sum())
     target = config.target_tokens(state)
