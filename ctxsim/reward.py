@@ -61,6 +61,12 @@ class RewardWeights(BaseModel):
         """The weight of the probe term in effect."""
         return PROFILE_PROBE_WEIGHTS[self.profile] if self.probes is None else self.probes
 
+    def without_probes(self) -> RewardWeights:
+        """The same weights with the probe term off: what a deployed agent can score
+        itself (the probes are the strings the rest of a session uses, which it cannot
+        know when it breaks); ``self`` when the term is off already."""
+        return self if self.probe_weight == 0.0 else self.model_copy(update={"probes": 0.0})
+
 
 def reward_terms(outcome: BreakingOutcome, weights: RewardWeights | None = None) -> dict[str, float]:
     """Each named term of the reward (they sum to the unclamped reward)."""

@@ -154,3 +154,30 @@ def test_the_oracle_takes_list_and_dict_strategy_parameters_and_forgets_dead_set
     del settings
     gc.collect()
     assert key not in oracle_module._RESULTS
+
+
+def test_the_oracle_without_probes_follows_the_best_chain_under_the_reward_without_them():
+    """Under grounded, on contexts where knowing the probes changes the best chain and
+    one where it does not: the chain maximizes the reward without the probe term over
+    every chain (brute force over the finished episodes), and scores no more than
+    the oracle under the full reward."""
+    from ctxsim.policies.oracle import chains
+    from ctxsim.reward import RewardWeights, compute_reward
+
+    grounded = EpisodeSettings(reward=RewardWeights(profile="grounded"))
+    without = grounded.reward.without_probes()
+    assert without.probe_weight == 0.0 and without.without_probes() is without
+    differs = 0
+    for name, seed in (("pinned-instructions", 0), ("code-heavy", 1), ("mild-overflow", 0)):
+        state = build_context(find_scenario(name), seed)
+        best_without = max(compute_reward(finished.outcome, without) for finished in chains(state, grounded))
+        result = search(state, grounded, probes=False)
+        assert result.reward == best_without
+        episode = run_episode(get_policy("oracle-without-probes"), state, grounded, 0)
+        assert episode.chain == result.chain
+        assert compute_reward(episode.outcome, without) == best_without
+        assert episode.reward <= search(state, grounded).reward
+        differs += episode.chain != search(state, grounded).chain
+    assert differs == 2
+    seed001 = EpisodeSettings()  # no probe term: the same search, the same cached result
+    assert search(state, seed001, probes=False) is search(state, seed001)

@@ -35,7 +35,7 @@ def note(i: int, words: int = 60, **kw) -> ContextUnit:
 
 def test_registry_names():
     names = list_policies()
-    assert names[:4] == ["random", "seed-chain", "greedy", "oracle"]
+    assert names[:6] == ["random", "seed-chain", "greedy", "greedy-without-probes", "oracle", "oracle-without-probes"]
     assert [n for n in names if n.startswith("only:")] == [f"only:{s}" for s in list_strategies() if s not in NOT_ACTIONS]
     assert [n for n in names if n.startswith("peer:")] == [f"peer:{p}" for p in PEERS]
     a, b = get_policy("random"), get_policy("random")
@@ -145,6 +145,28 @@ def test_greedy_takes_the_best_ending_action_else_the_biggest_cut(contexts):
         scores = ends or cuts
         assert scores[choice] == max(scores.values())
         assert choice == next(s for s in episode.valid_actions() if scores.get(s) == max(scores.values()))
+
+
+def test_greedy_without_probes_scores_its_lookahead_without_the_probe_term(scenario_suite):
+    """Under grounded: the ending action with the best reward without the probe term;
+    on error-heavy (seed 0) that is not greedy's choice. Under seed001 the two agree."""
+    from ctxsim.reward import RewardWeights, compute_reward
+
+    grounded = EpisodeSettings(reward=RewardWeights(profile="grounded"))
+    without = grounded.reward.without_probes()
+    state = build_context(next(s for s in scenario_suite if s.name == "error-heavy"), 0)
+    episode = OverflowEpisode(state, grounded)
+    scores = {}
+    for sid in episode.valid_actions():
+        child = episode.copy()
+        child.step(sid)
+        if child.done:
+            scores[sid] = compute_reward(child.outcome, without)
+    choice = get_policy("greedy-without-probes").act(episode)
+    assert scores[choice] == max(scores.values())
+    assert choice != get_policy("greedy").act(episode)
+    seed001 = OverflowEpisode(state, EpisodeSettings())
+    assert get_policy("greedy-without-probes").act(seed001) == get_policy("greedy").act(seed001)
 
 
 def test_run_episode_rejects_invalid_actions_and_skips_fitting_contexts(contexts):

@@ -10,7 +10,9 @@ name                          what it does
 ``seed-chain``                design 001's default chain, one strategy per step
 ``only:<strategy>``           the same strategy every step while valid, then recovery
 ``greedy``                    one-step lookahead on the reward
+``greedy-without-probes``     the same, scored by the reward without its probe term
 ``oracle``                    exhaustive search for the best chain (:mod:`.oracle`)
+``oracle-without-probes``     the same search scored without the probe term
 ``best-fixed:<experiment>``   the best fixed chain on its training contexts (:mod:`ctxsim.lab.policies.best_fixed`)
 ``peer:<system>``             a well-known agent system's compaction (:mod:`.peers`)
 a run directory / ``.zip``    a trained SB3 model (:mod:`ctxsim.lab.policies.sb3`)

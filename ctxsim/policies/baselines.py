@@ -15,6 +15,7 @@ import numpy as np
 from ..episode import EpisodeSettings, OverflowEpisode
 from ..episode_config import SEED_CHAIN
 from ..errors import PolicyError
+from ..reward import compute_reward
 from ..strategies import Strategy, list_strategies
 from .registry import Policy, register_family, register_policy
 
@@ -135,7 +136,15 @@ class GreedyPolicy(Policy):
     the episode (it fits, a recovery ran, or ``max_steps`` forced recovery), the one
     with the highest reward; when none ends it, the one that removes the most tokens.
     Ties go to the earlier action in the settings' order.
+
+    It scores with the episode's own reward, so under ``grounded`` it sees the probe
+    term: which strings the rest of the session uses. No deployed policy knows them;
+    ``greedy-without-probes`` is the same lookahead on what one can score.
     """
+
+    def score(self, finished: OverflowEpisode) -> float:
+        """The value of a finished copy: its reward."""
+        return finished.reward
 
     def act(self, episode: OverflowEpisode) -> str:
         best_end: tuple[float, str] | None = None
@@ -144,10 +153,23 @@ class GreedyPolicy(Policy):
             child = episode.copy()
             step = child.step(sid)
             if child.done:
-                if best_end is None or child.reward > best_end[0]:
-                    best_end = (child.reward, sid)
+                value = self.score(child)
+                if best_end is None or value > best_end[0]:
+                    best_end = (value, sid)
             else:
                 cut = step.before.total_tokens - step.after.total_tokens
                 if best_cut is None or cut > best_cut[0]:
                     best_cut = (cut, sid)
         return (best_end or best_cut)[1]
+
+
+@register_policy("greedy-without-probes")
+class GreedyWithoutProbesPolicy(GreedyPolicy):
+    """``greedy`` scoring each finished copy by the reward without its probe term
+    (:meth:`~ctxsim.reward.RewardWeights.without_probes`): the one-step lookahead a
+    deployed agent can run, since everything else the reward reads (the fit, coherence
+    against the original, tokens cut, P1 units, rules, latency) is computed from the
+    context itself. Under a reward without probes (``seed001``) it is ``greedy``."""
+
+    def score(self, finished: OverflowEpisode) -> float:
+        return compute_reward(finished.outcome, finished.settings.reward.without_probes())

@@ -18,18 +18,24 @@ evaluation normalizes between it and the best reward.
 Results are cached per settings value and context fingerprint (the search is a
 pure function of both), so the oracle policy, the evaluation's ``oracle_reward``,
 ``random_reward`` and the normalized score share one search per context.
+
+``oracle-without-probes`` searches the same tree scored by the reward without its
+probe term and follows that chain: under ``grounded``, its distance to ``oracle`` is
+what knowing the probes (the strings the rest of a session uses) is worth, and what
+no deployed policy, which cannot know them, can earn by search alone.
 """
 
 from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..episode import EpisodeSettings, OverflowEpisode
 from ..errors import PolicyError
 from ..model import ContextState
+from ..reward import compute_reward
 from .baselines import candidate_actions
 from .registry import Policy, register_policy
 
@@ -64,12 +70,22 @@ def _results_for(settings: EpisodeSettings) -> dict[str, OracleResult]:
     return cache
 
 
-def search(state: ContextState, settings: EpisodeSettings) -> OracleResult:
-    """Exhaustive search over the chains of valid actions on ``state`` (cached)."""
+def search(state: ContextState, settings: EpisodeSettings, *, probes: bool = True) -> OracleResult:
+    """Exhaustive search over the chains of valid actions on ``state`` (cached).
+
+    ``probes=False``: the chains are scored by the reward without its probe term
+    (:meth:`~ctxsim.reward.RewardWeights.without_probes`), and the result's rewards
+    are of that reward; the same search when the term is off already."""
+    if settings.reward.probe_weight == 0.0:
+        probes = True
     cache = _results_for(settings)
-    key = state.fingerprint
+    key = state.fingerprint if probes else f"{state.fingerprint}/without-probes"
     if key not in cache:
-        cache[key] = _search(state, settings)
+        if probes:
+            cache[key] = _search(state, settings, lambda finished: finished.reward)
+        else:
+            weights = settings.reward.without_probes()
+            cache[key] = _search(state, settings, lambda finished: compute_reward(finished.outcome, weights))
     return cache[key]
 
 
@@ -110,17 +126,18 @@ def _leaves(state: ContextState, settings: EpisodeSettings) -> Iterator[tuple[Ov
         stack.extend(reversed(children))
 
 
-def _search(state: ContextState, settings: EpisodeSettings) -> OracleResult:
+def _search(state: ContextState, settings: EpisodeSettings, score: Callable[[OverflowEpisode], float]) -> OracleResult:
     order = {sid: i for i, sid in enumerate(settings.actions)}
     best_reward, best, best_key = -math.inf, (), ()
     leaves, prefixes, expected = 0, set(), 0.0
     for finished, probability in _leaves(state, settings):
         leaves += 1
-        expected += probability * finished.reward
+        value = score(finished)
+        expected += probability * value
         prefixes.update(finished.chain[:k] for k in range(1, len(finished.chain) + 1))
         key = tuple(order[sid] for sid in finished.chain)
-        if finished.reward > best_reward or (finished.reward == best_reward and key < best_key):
-            best_reward, best, best_key = finished.reward, finished.chain, key
+        if value > best_reward or (value == best_reward and key < best_key):
+            best_reward, best, best_key = value, finished.chain, key
     return OracleResult(best_reward, best, expected, len(prefixes), leaves)  # every node is a prefix of a leaf's chain
 
 
@@ -142,3 +159,19 @@ class OraclePolicy(Policy):
         if episode.steps_taken >= len(self._chain):
             raise PolicyError(f"oracle chain {list(self._chain)} ended before the episode did (bug)")
         return self._chain[episode.steps_taken]
+
+
+@register_policy("oracle-without-probes")
+class OracleWithoutProbesPolicy(OraclePolicy):
+    """``oracle`` choosing its chain by the reward without the probe term
+    (``search(..., probes=False)``): the best a policy can do that knows every
+    strategy's result but not which strings the rest of the session uses. Its rows
+    are scored by the episode's full reward like any other policy's, so on
+    ``grounded`` its distance to ``oracle`` is what knowing the probes is worth.
+    Under a reward without probes (``seed001``) it is ``oracle``."""
+
+    def act(self, episode: OverflowEpisode) -> str:
+        if self.result is None:
+            self.result = search(episode.original, episode.settings, probes=False)
+            self._chain = self.result.chain
+        return super().act(episode)
