@@ -6,6 +6,7 @@ import gzip
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from ctxsim.lab.cli import main
@@ -73,6 +74,27 @@ def test_corpus_families_draw_sessions_of_their_split_only(repo_root):
     build_context(families["swe-heldout"], 3)
     after = _cached_units.cache_info()
     assert after.hits > before.hits and after.misses == before.misses  # a session is parsed once per process
+
+
+def test_a_corpus_family_draws_again_past_a_session_that_ends_at_its_task(repo_root):
+    """Three validation sessions hold only the system prompt and the task: the seeds that
+    drew them draw again among the others; every other seed keeps its session."""
+    from ctxsim.lab.corpus import has_agent_turn
+
+    family = {f.name: f for f in load_scenarios(repo_root / "data/families/swe_corpus.yaml")}["swe-validation"]
+    files = corpus_files(family.corpus_path, "validation")
+    empty = [path for path in files if not has_agent_turn(path)]
+    assert len(empty) == 3 and all(len(load_transcript(path).units) == 2 for path in empty)
+    redrawn = 0
+    for seed in range(40):
+        first = files[int(np.random.default_rng([seed, 0xC0A]).integers(len(files)))]
+        drawn = family.session_file(seed)
+        assert has_agent_turn(drawn) and (drawn == first) == (first not in empty)
+        if first in empty:
+            redrawn += 1
+            state = build_context(family, seed)
+            assert len(state.units) >= 3 and state.total_tokens > 1000, (seed, state.total_tokens)
+    assert redrawn >= 2  # seeds 6 and 14 drew a session that ends at its task
 
 
 def test_a_corpus_family_is_checked(write_file, repo_root):

@@ -7,7 +7,8 @@ on two sides. A session's repository is read from its file name
 ``{owner}__{name}-{issue}__{run}``. The shipped corpus is
 ``data/transcripts/mini-swe-agent`` (135 sessions; its SOURCES.md says where they come
 from). A *corpus family* (:mod:`ctxsim.lab.scenarios`, ``corpus`` + ``split``) draws one
-session of a split per context seed.
+session of a split per context seed, among the sessions with an agent turn
+(:func:`has_agent_turn`: three of the shipped validation sessions end at their task).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from ..errors import ScenarioError
 from ..paths import DATA_DIR
+from ..transcripts import load_transcript
 from ..validation import load_yaml
 
 DEFAULT_CORPUS = DATA_DIR / "transcripts" / "mini-swe-agent"
@@ -45,6 +47,13 @@ def corpus_files(folder: str | Path = DEFAULT_CORPUS, split: str | None = None) 
     if split not in splits:
         raise ScenarioError(f"unknown split {split!r}; known: {', '.join(SPLITS)}", source=folder / "splits.yaml", key=split)
     return [p for p in files if session_repository(p) in splits[split]]
+
+
+def has_agent_turn(path: Path) -> bool:
+    """Whether a session holds a message after its task (its first user message). One
+    that ends at its task has no agent work: a cut of it is the system prompt alone."""
+    roles = [unit.role for unit in load_transcript(path).units]
+    return "user" in roles and roles.index("user") < len(roles) - 1
 
 
 def read_splits(path: Path) -> dict[str, list[str]]:

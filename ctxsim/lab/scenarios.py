@@ -106,7 +106,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, StrictStr, model_validator
 
 from ..config import model_limit
-from .corpus import corpus_files
+from .corpus import corpus_files, has_agent_turn
 from ..errors import ScenarioError, describe_value
 from .families import (
     MAX_OVERFLOW,
@@ -333,13 +333,22 @@ class Scenario(BaseModel):
         return path if path.is_absolute() or self._source is None else self._source.parent / path
 
     def session_file(self, seed: int) -> Path:
-        """The transcript of context ``seed``: its own, or a corpus family's session drawn for the seed."""
+        """The transcript of context ``seed``: its own, or a corpus family's session drawn
+        for the seed. A drawn session without an agent turn (:func:`~.corpus.has_agent_turn`)
+        is drawn again among those with one, so every other seed keeps its session."""
         if self.corpus is None:
             return self.transcript_path
         files = corpus_files(self.corpus_path, self.split)
         if not files:
             raise ScenarioError(f"split {self.split!r} holds no session", source=self.corpus_path, key="split")
-        return files[int(np.random.default_rng([seed, 0xC0A]).integers(len(files)))]
+        drawn = files[int(np.random.default_rng([seed, 0xC0A]).integers(len(files)))]
+        if has_agent_turn(drawn):
+            return drawn
+        working = [path for path in files if has_agent_turn(path)]
+        if not working:
+            raise ScenarioError(f"split {self.split!r} holds no session with a message after its task",
+                                source=self.corpus_path, key="split")
+        return working[int(np.random.default_rng([seed, 0xC0A, 1]).integers(len(working)))]
 
     @property
     def is_family(self) -> bool:
