@@ -15,7 +15,7 @@ import numpy as np
 from ..episode import EpisodeSettings, OverflowEpisode
 from ..episode_config import SEED_CHAIN
 from ..errors import PolicyError
-from ..reward import compute_reward
+from ..reward import RewardWeights, compute_reward
 from ..strategies import Strategy, list_strategies
 from .registry import Policy, register_family, register_policy
 
@@ -142,18 +142,19 @@ class GreedyPolicy(Policy):
     ``greedy-without-probes`` is the same lookahead on what one can score.
     """
 
-    def score(self, finished: OverflowEpisode) -> float:
-        """The value of a finished copy: its reward."""
-        return finished.reward
+    def weights(self, settings: EpisodeSettings) -> RewardWeights:
+        """The reward weights a finished copy is scored by: the episode's own."""
+        return settings.reward
 
     def act(self, episode: OverflowEpisode) -> str:
+        weights = self.weights(episode.settings)
         best_end: tuple[float, str] | None = None
         best_cut: tuple[int, str] | None = None
         for sid in candidate_actions(episode):
             child = episode.copy()
             step = child.step(sid)
             if child.done:
-                value = self.score(child)
+                value = compute_reward(child.outcome, weights)
                 if best_end is None or value > best_end[0]:
                     best_end = (value, sid)
             else:
@@ -171,5 +172,5 @@ class GreedyWithoutProbesPolicy(GreedyPolicy):
     against the original, tokens cut, P1 units, rules, latency) is computed from the
     context itself. Under a reward without probes (``seed001``) it is ``greedy``."""
 
-    def score(self, finished: OverflowEpisode) -> float:
-        return compute_reward(finished.outcome, finished.settings.reward.without_probes())
+    def weights(self, settings: EpisodeSettings) -> RewardWeights:
+        return settings.reward.without_probes()

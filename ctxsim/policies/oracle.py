@@ -29,13 +29,13 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from ..episode import EpisodeSettings, OverflowEpisode
 from ..errors import PolicyError
 from ..model import ContextState
-from ..reward import compute_reward
+from ..reward import RewardWeights, compute_reward
 from .baselines import candidate_actions
 from .registry import Policy, register_policy
 
@@ -76,16 +76,11 @@ def search(state: ContextState, settings: EpisodeSettings, *, probes: bool = Tru
     ``probes=False``: the chains are scored by the reward without its probe term
     (:meth:`~ctxsim.reward.RewardWeights.without_probes`), and the result's rewards
     are of that reward; the same search when the term is off already."""
-    if settings.reward.probe_weight == 0.0:
-        probes = True
+    weights = settings.reward if probes else settings.reward.without_probes()
     cache = _results_for(settings)
-    key = state.fingerprint if probes else f"{state.fingerprint}/without-probes"
+    key = state.fingerprint if weights is settings.reward else f"{state.fingerprint}/without-probes"
     if key not in cache:
-        if probes:
-            cache[key] = _search(state, settings, lambda finished: finished.reward)
-        else:
-            weights = settings.reward.without_probes()
-            cache[key] = _search(state, settings, lambda finished: compute_reward(finished.outcome, weights))
+        cache[key] = _search(state, settings, weights)
     return cache[key]
 
 
@@ -126,13 +121,13 @@ def _leaves(state: ContextState, settings: EpisodeSettings) -> Iterator[tuple[Ov
         stack.extend(reversed(children))
 
 
-def _search(state: ContextState, settings: EpisodeSettings, score: Callable[[OverflowEpisode], float]) -> OracleResult:
+def _search(state: ContextState, settings: EpisodeSettings, weights: RewardWeights) -> OracleResult:
     order = {sid: i for i, sid in enumerate(settings.actions)}
     best_reward, best, best_key = -math.inf, (), ()
     leaves, prefixes, expected = 0, set(), 0.0
     for finished, probability in _leaves(state, settings):
         leaves += 1
-        value = score(finished)
+        value = compute_reward(finished.outcome, weights)  # finished.reward when weights are the settings'
         expected += probability * value
         prefixes.update(finished.chain[:k] for k in range(1, len(finished.chain) + 1))
         key = tuple(order[sid] for sid in finished.chain)
