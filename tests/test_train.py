@@ -8,7 +8,7 @@ import pytest
 from ctxsim.lab.cli import main
 from ctxsim.episode import EpisodeSettings
 from ctxsim.errors import ConfigError
-from ctxsim.lab.train import ExperimentConfig, load_experiment, train
+from ctxsim.lab.train import ExperimentConfig, load_experiment, run_name, train
 
 REPO = Path(__file__).resolve().parent.parent
 EXPERIMENTS = sorted((REPO / "experiments").glob("*.yaml"))
@@ -121,7 +121,8 @@ def test_several_seeds_train_a_folder_that_evaluates_as_one_policy(tmp_path, cap
     )
     assert main(["train", str(tmp_path / "tiny_seeds.yaml"), "--seed", "1", "2", "--out", str(tmp_path / "runs"), "--quiet"]) == 0
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir())
-    assert [name.split("__")[2] for name in runs] == ["1", "2"] and capsys.readouterr().out.count("run directory:") == 2
+    assert runs == ["ContextOverflow-v0__tiny_seeds__1", "ContextOverflow-v0__tiny_seeds__2"]
+    assert capsys.readouterr().out.count("run directory:") == 2
     with pytest.raises(PolicyError, match="folder of 2 trained policies"):
         get_policy(str(tmp_path / "runs"))
 
@@ -141,6 +142,18 @@ def test_several_seeds_train_a_folder_that_evaluates_as_one_policy(tmp_path, cap
     chain = df[df.policy == "seed-chain"].set_index(["scenario", "seed"]).reward
     expected = np.mean([r.reward - chain[(r.scenario, r.seed)] for r in group.itertuples()])
     assert diff.mean_difference == pytest.approx(expected) and diff.ci_low <= expected <= diff.ci_high
+
+
+def test_a_run_folder_is_named_by_env_experiment_and_seed_and_numbered_when_taken(tmp_path):
+    experiment = load_experiment("experiments/maskable_ppo_seed001.yaml")
+    first = run_name("ctxsim/ContextOverflow-v0", experiment, 3, tmp_path)
+    assert first == "ContextOverflow-v0__maskable_ppo_seed001__3"  # no time in it: evaluations' run columns reproduce
+    (tmp_path / first).mkdir()
+    assert run_name("ctxsim/ContextOverflow-v0", experiment, 3, tmp_path) == first + "__2"
+    (tmp_path / (first + "__2")).mkdir()
+    assert run_name("ctxsim/ContextOverflow-v0", experiment, 3, tmp_path) == first + "__3"
+    assert run_name("ctxsim/ContextOverflow-v0", experiment, 4, tmp_path) == "ContextOverflow-v0__maskable_ppo_seed001__4"
+    assert run_name("ctxsim/ContextOverflow-v0", experiment, 3, tmp_path / "new") == first
 
 
 def test_every_save_of_a_run_is_atomic(tmp_path, monkeypatch):

@@ -35,6 +35,7 @@ import shutil
 import time
 import warnings
 from dataclasses import replace
+from itertools import chain, count
 from pathlib import Path
 from typing import Annotated, Any, Iterator, Literal
 
@@ -191,9 +192,13 @@ def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict
             {**base, "scenario_names": selection})
 
 
-def run_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:
-    env_short = env_id.split("/")[-1]
-    return f"{env_short}__{experiment.name}__{seed}__{int(time.time())}"
+def run_name(env_id: str, experiment: ExperimentConfig, seed: int, out: str | Path) -> str:
+    """The run folder's name: ``{env}__{experiment}__{seed}``, or with ``__2``, ``__3``, ...
+    after it when ``out`` already holds that name (as SB3 numbers its logs). The name
+    never holds the time, so an evaluation's ``run`` column reproduces byte for byte."""
+    base = f"{env_id.split('/')[-1]}__{experiment.name}__{seed}"
+    names = chain([base], (f"{base}__{n}" for n in count(2)))
+    return next(name for name in names if not (Path(out) / name).exists())
 
 
 def _make_env(env_id: str, config: dict[str, Any], seed: int, rank: int, masked: bool, fixed: bool = False):
@@ -263,7 +268,7 @@ def train(
     check_teacher(experiment, env_id)
     algo_cls = algorithm_class(experiment.algo)
     check_hyperparams(algo_cls, experiment)
-    run_dir = Path(out) / run_name(env_id, experiment, seed)
+    run_dir = Path(out) / run_name(env_id, experiment, seed, out)
     resolved = yaml.safe_dump(  # before the algorithm sees (and SB3 may extend) the hyperparams
         {
             "experiment": experiment.model_dump(mode="json"),
