@@ -44,7 +44,7 @@ def sweep_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     """A training run folder holding SB3's evaluations.npz layout (timesteps, results, ep_lengths)."""
-    run = tmp_path_factory.mktemp("runs") / "ContextOverflow-v0__tiny__0__1"
+    run = tmp_path_factory.mktemp("runs") / "ContextOverflow-v0__tiny__0"
     run.mkdir()
     rng = np.random.default_rng(0)
     steps = np.arange(1, 6) * 1000
