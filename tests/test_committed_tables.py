@@ -1,0 +1,63 @@
+"""The committed tables reproduce: a slice of each CSV in ``reports/`` computed again.
+
+Every CSV in ``reports/`` is the output of a command its report shows. Here the rows
+of the policies that need no training run (a fixed chain, greedy, a peer) on one
+context or conversation are computed again by that command and must equal the
+committed rows value for value, as text. If one fails after a change that is meant
+to change outputs, regenerate the tables with the commands at the top of
+``reports/heldout_eval.md`` and ``reports/stream_eval.md`` (the learned rows need the
+runs trained again, see there).
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from ctxsim.lab.cli import main
+
+POLICIES = ("seed-chain", "greedy", "peer:claude-code")
+
+
+def rows_of(path: Path, policies: tuple[str, ...], scenario: str, seed: int) -> list[dict[str, str]]:
+    """The rows of ``policies`` on (scenario, seed) in the CSV at ``path``, as text, by policy."""
+    with path.open(newline="") as handle:
+        rows = [row for row in csv.DictReader(handle)
+                if row["policy"] in policies and row["scenario"] == scenario and row["seed"] == str(seed)]
+    return sorted(rows, key=lambda row: row["policy"])
+
+
+def policy_flags(policies: tuple[str, ...]) -> list[str]:
+    return [flag for policy in policies for flag in ("--policy", policy)]
+
+
+@pytest.mark.parametrize(("table", "options", "scenario", "seed"), [
+    ("heldout_grounded.csv", [], "gpt4-6000", 0),
+    ("heldout_seed001.csv", ["--reward", "seed001"], "tool-dupes", 0),
+    ("transcript_cuts.csv", ["--first-seed", "10"], "swe-heldout", 10),
+    ("probes_worth_validation.csv", ["--split", "validation"], "code-heavy", 0),
+    ("probes_worth_train200.csv", ["--split", "train", "--first-seed", "200"], "fact-dense", 200),
+])
+def test_a_held_out_table_reproduces_on_one_context(repo_root: Path, tmp_path: Path, capsys, table, options, scenario,
+                                                    seed):
+    out = tmp_path / "out.csv"
+    policies = ("greedy", "greedy-without-probes") if table.startswith("probes_worth") else POLICIES
+    code = main(["evaluate", "--experiment", str(repo_root / "experiments" / "maskable_ppo_default.yaml"), *options,
+                 "--names", scenario, "--seeds", "1", *policy_flags(policies), "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    committed = rows_of(repo_root / "reports" / table, policies, scenario, seed)
+    assert len(committed) == len(policies)  # the slice exists in the committed table
+    assert rows_of(out, policies, scenario, seed) == committed
+
+
+def test_the_stream_table_reproduces_on_one_conversation(repo_root: Path, tmp_path: Path, capsys):
+    out = tmp_path / "out.csv"
+    policies = ("seed-chain", "peer:letta")
+    code = main(["evaluate", "--env", str(repo_root / "envs" / "stream.yaml"), *policy_flags(policies),
+                 "--names", "tool-dupes", "--seeds", "1", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    committed = rows_of(repo_root / "reports" / "stream_eval.csv", policies, "tool-dupes", 0)
+    assert len(committed) == len(policies)
+    assert rows_of(out, policies, "tool-dupes", 0) == committed
