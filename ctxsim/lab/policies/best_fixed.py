@@ -29,6 +29,10 @@ code (the pools' source digest, this module and the chain rule's), the settings 
 the training contexts' fingerprints; ``BestFixedPolicy.fitted``
 names the chosen chain.
 
+On ConversationStream-v0 the same name plays the one (break depth, chain) best on
+the experiment's whole training conversations instead
+(:mod:`ctxsim.lab.stream.best_fixed`).
+
 ``adaptivity gap`` = mean reward of ``oracle`` minus ``best-fixed`` on held-out
 contexts: what choosing a chain per context adds over the best single choice
 (``ctxsim evaluate --policy oracle --policy best-fixed:<experiment> --compare oracle``

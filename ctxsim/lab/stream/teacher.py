@@ -36,7 +36,7 @@ import numpy as np
 from ...atomic import atomic_write_bytes
 from ...observe import ObservationConfig
 from ..export import npz_bytes
-from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
+from ..environments.conversation_stream import ConversationStreamEnv, StreamConfig, build_conversation, make_session
 from ..pool import PACKAGE_DIR, code_of, pool_dir, scenario_digest, source_digest
 from ..warmstart import ActionValues
 from .actions import depth_mask, split
@@ -121,16 +121,21 @@ def event_rows(session: StreamSession, found: list[Candidate], obs_config: Obser
 
 
 def teacher_file(config: dict[str, Any], teacher: str, margin: float = math.inf) -> Path:
-    """Where the rows of (config, teacher, margin) are kept in the pool folder: a digest of
-    the code, the config's values (not where its scenario files are, nor its cache size:
-    the scenarios count by content, :func:`ctxsim.lab.pool.scenario_digest`), the
-    teacher and the margin."""
+    """Where the rows of (config, teacher, margin) are kept in the pool folder
+    (:func:`cache_file`)."""
     checked = ConversationStreamEnv.checked_config(config)
+    return cache_file("teacher", checked, {"format": TEACHER_FORMAT, "teacher": teacher,
+                                           "margin": margin if math.isfinite(margin) else "inf"}, ".npz")
+
+
+def cache_file(kind: str, checked: StreamConfig, extra: dict[str, Any], suffix: str) -> Path:
+    """A file of the pool folder named by ``kind`` and a digest of the code, the validated
+    config's values (not where its scenario files are, nor its cache size: the scenarios
+    count by content, :func:`ctxsim.lab.pool.scenario_digest`) and ``extra``."""
     values = checked.model_dump(mode="json", exclude={"scenarios", "cache_size"})
-    blob = json.dumps({"format": TEACHER_FORMAT, "code": code_digest(), "config": values,
-                       "suite": [scenario_digest(s) for s in checked.suite], "teacher": teacher,
-                       "margin": margin if math.isfinite(margin) else "inf"}, sort_keys=True, default=str)
-    return pool_dir() / f"teacher-{hashlib.sha256(blob.encode()).hexdigest()[:32]}.npz"
+    blob = json.dumps({**extra, "code": code_digest(), "config": values,
+                       "suite": [scenario_digest(s) for s in checked.suite]}, sort_keys=True, default=str)
+    return pool_dir() / f"{kind}-{hashlib.sha256(blob.encode()).hexdigest()[:32]}{suffix}"
 
 
 def cached_rollout_values(config: dict[str, Any], teacher: str, margin: float = math.inf,
