@@ -10,6 +10,8 @@ recovery" (success when the result fits), exactly as when a learned policy picks
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..episode import EpisodeSettings, OverflowEpisode
@@ -61,6 +63,13 @@ class RandomPolicy(Policy):
     def act(self, episode: OverflowEpisode) -> str:
         valid = candidate_actions(episode)
         return valid[int(self._rng.integers(len(valid)))]
+
+
+def fixed_chains(settings: EpisodeSettings) -> list[tuple[str, ...]]:
+    """Every chain of ``settings.max_steps`` action ids (``error`` aside) a
+    :class:`FixedChainPolicy` can play, in the settings' action order."""
+    ids = [sid for sid in settings.actions if sid not in NOT_ACTIONS]
+    return list(itertools.product(ids, repeat=settings.max_steps))
 
 
 class FixedChainPolicy(Policy):

@@ -13,7 +13,7 @@ one of them (padded with any ids).
 :func:`fit` runs every candidate on every training context under the evaluation's
 episode settings (so the chain is best for the reward being reported) and keeps the
 one with the highest mean reward; ties go to the first in the order of
-:func:`fixed_chains` (the settings' action order). Steps are memoized by the
+:func:`~ctxsim.policies.baselines.fixed_chains` (the settings' action order). Steps are memoized by the
 settings, so a fit costs about one oracle search per context; when the
 experiment's training pool is on disk, built under the same settings, the fit
 reads its values first (:func:`training_pool_memo`; the same values, no search).
@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +59,7 @@ from ...errors import ConfigError, PolicyError
 from ...model import ContextState
 from ...paths import EXPERIMENTS_DIR
 from ...policies import baselines
-from ...policies.baselines import NOT_ACTIONS, FixedChainPolicy
+from ...policies.baselines import FixedChainPolicy, fixed_chains
 from ...policies.registry import Policy, register_family, run_episode
 
 #: context seeds per training scenario a fit uses
@@ -81,12 +80,6 @@ class FixedFit:
     def describe(self) -> str:
         return (f"{' -> '.join(self.chain)} (mean reward {self.mean_reward:.4f} on {self.contexts} training contexts, "
                 f"best of {self.chains_tried} fixed chains)")
-
-
-def fixed_chains(settings: EpisodeSettings) -> list[tuple[str, ...]]:
-    """Every candidate fixed chain under ``settings``, in the settings' action order."""
-    ids = [sid for sid in settings.actions if sid not in NOT_ACTIONS]
-    return list(itertools.product(ids, repeat=settings.max_steps))
 
 
 def chain_reward(chain: tuple[str, ...], state: ContextState, settings: EpisodeSettings) -> float:
@@ -245,6 +238,14 @@ class BestFixedPolicy(Policy):
 
     def reset(self, seed: int) -> None:
         self._player = None
+
+    def stream_player(self, config: Any) -> Any:
+        """How this policy plays ConversationStream-v0 under the validated StreamConfig
+        ``config``: the one (depth, chain) best on the experiment's whole training
+        conversations (:func:`ctxsim.lab.stream.best_fixed.stream_best_fixed`)."""
+        from ..stream.best_fixed import stream_best_fixed
+
+        return stream_best_fixed(self.experiment, config)
 
     def act(self, episode: OverflowEpisode) -> str:
         if self._player is None:

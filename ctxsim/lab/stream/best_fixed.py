@@ -10,7 +10,7 @@ can do is a pair: a depth of the config's ``break_depths`` and a chain of
 ``max_steps`` action ids played by the fixed-chain rule
 (:class:`~ctxsim.policies.baselines.FixedChainPolicy`), at every event.
 
-- Candidates: every depth × every fixed chain (:func:`~ctxsim.lab.policies.best_fixed.fixed_chains`;
+- Candidates: every depth × every fixed chain (:func:`~ctxsim.policies.baselines.fixed_chains`;
   3 × 216 = 648 under ``envs/stream.yaml``).
 - Conversations: the first :data:`FIT_CONVERSATIONS` seeds of each training scenario of
   the experiment (its split: :func:`ctxsim.lab.train.env_configs`), built under the
@@ -23,7 +23,7 @@ can do is a pair: a depth of the config's ``break_depths`` and a chain of
 Cost: every candidate plays every fitting conversation to its end (tens of ms to a few
 hundred per play; for ``maskable_ppo_stream_warm``'s 36 conversations the time is in
 ``reports/stream_eval.md``), the conversations spread over the cores. The fit is
-kept in the pool folder (:func:`ctxsim.lab.stream.teacher.cache_file`: keyed by the
+kept in the pool folder (:func:`ctxsim.lab.stream.stored.cache_file`: keyed by the
 package's code, the config and the conversations) and read by every later evaluation.
 """
 
@@ -38,11 +38,11 @@ from typing import TYPE_CHECKING, Any, Callable
 from ...atomic import atomic_write_text
 from ...errors import ConfigError, PolicyError
 from ...paths import EXPERIMENTS_DIR
-from ...policies.baselines import FixedChainPolicy
+from ...policies.baselines import FixedChainPolicy, fixed_chains
 from ..parallel import default_workers, process_map
-from ..policies.best_fixed import fixed_chains
 from .play import play, play_event
 from .session import StreamSession
+from .stored import cache_file
 
 if TYPE_CHECKING:
     from ..environments.conversation_stream import StreamConfig
@@ -139,8 +139,6 @@ def cached_fit(checked: StreamConfig, workers: int | None = None,
     """:func:`fit`, read from the pool folder when an earlier call made it with the same
     code, config and conversations (written there otherwise; ``note`` hears that it is
     being made); (the fit, its file, computed now)."""
-    from .teacher import cache_file
-
     path = cache_file("best-fixed-stream", checked, {"format": FIT_FORMAT, "conversations": FIT_CONVERSATIONS}, ".json")
     try:
         data = json.loads(path.read_text())

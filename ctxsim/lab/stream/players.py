@@ -12,9 +12,9 @@ differently (:func:`stream_player` picks):
   environment's) acts as in the environment (:class:`LearnedStream`): the
   observation with the session features, the flat strategy × depth actions and
   their mask;
-- ``best-fixed:<experiment>`` plays the one (depth, chain) best on the experiment's
-  whole training conversations (:mod:`.best_fixed`), not the chain best on single
-  breaks.
+- a policy with a ``stream_player(config)`` method plays as what that returns:
+  ``best-fixed:<experiment>`` the one (depth, chain) best on the experiment's whole
+  training conversations (:mod:`.best_fixed`), not the chain best on single breaks.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ import numpy as np
 from ...errors import PolicyError
 from ...observe import ObservationConfig, feature_names
 from ...policies import Policy, run_episode
-from ..policies.best_fixed import BestFixedPolicy
 from ..policies.sb3 import SB3Policy
 from .actions import depth_mask, step_flat
-from .best_fixed import stream_best_fixed
 from .features import SESSION_FEATURES, stream_observation
 from .play import EventPlayer, event_seed, play_event
 from .session import StreamSession
@@ -110,6 +108,5 @@ def stream_player(policy: Policy, config: StreamConfig) -> Policy | EventPlayer:
         return policy
     if policy.name in EVENT_MAXIMIZERS and depths > 1:
         return DepthSearch(policy)
-    if isinstance(policy, BestFixedPolicy):
-        return stream_best_fixed(policy.experiment, config)
-    return policy
+    own = getattr(policy, "stream_player", None)  # a policy with its own way of playing conversations
+    return own(config) if own is not None else policy

@@ -25,8 +25,6 @@ teacher, the margin and the package's code.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from pathlib import Path
 from typing import Any, Callable
@@ -36,13 +34,13 @@ import numpy as np
 from ...atomic import atomic_write_bytes
 from ...observe import ObservationConfig
 from ..export import npz_bytes
-from ..environments.conversation_stream import ConversationStreamEnv, StreamConfig, build_conversation, make_session
-from ..pool import PACKAGE_DIR, code_of, pool_dir, scenario_digest, source_digest
+from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
 from ..warmstart import ActionValues
 from .actions import depth_mask, split
 from .features import stream_observation
 from .rollout import Candidate, Rollout
 from .session import StreamSession
+from .stored import cache_file
 
 #: bumped when the rows' meaning changes (the cache key holds it)
 TEACHER_FORMAT = 1
@@ -128,16 +126,6 @@ def teacher_file(config: dict[str, Any], teacher: str, margin: float = math.inf)
                                            "margin": margin if math.isfinite(margin) else "inf"}, ".npz")
 
 
-def cache_file(kind: str, checked: StreamConfig, extra: dict[str, Any], suffix: str) -> Path:
-    """A file of the pool folder named by ``kind`` and a digest of the code, the validated
-    config's values (not where its scenario files are, nor its cache size: the scenarios
-    count by content, :func:`ctxsim.lab.pool.scenario_digest`) and ``extra``."""
-    values = checked.model_dump(mode="json", exclude={"scenarios", "cache_size"})
-    blob = json.dumps({**extra, "code": code_digest(), "config": values,
-                       "suite": [scenario_digest(s) for s in checked.suite]}, sort_keys=True, default=str)
-    return pool_dir() / f"{kind}-{hashlib.sha256(blob.encode()).hexdigest()[:32]}{suffix}"
-
-
 def cached_rollout_values(config: dict[str, Any], teacher: str, margin: float = math.inf,
                           note: Callable[[str], None] | None = None) -> tuple[ActionValues, Path, bool]:
     """:func:`rollout_values`, read from the pool folder when an earlier call computed
@@ -150,13 +138,3 @@ def cached_rollout_values(config: dict[str, Any], teacher: str, margin: float = 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, npz_bytes({"observations": data.observations, "masks": data.masks, "values": data.values}))
     return data, path, True
-
-
-def code_digest() -> str:
-    """Digest of the code of every source file of the package (the policies the
-    teacher plays included) and of what :func:`ctxsim.lab.pool.source_digest` covers."""
-    h = hashlib.sha256(source_digest().encode())
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
-        h.update(code_of(path))
-    return h.hexdigest()
