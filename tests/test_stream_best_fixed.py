@@ -82,3 +82,15 @@ def test_the_fitting_conversations_are_the_experiments_training_scenarios_under_
     assert "chat-10k" not in names and "gpt4-6000" not in names and "tool-dupes" not in names  # validation, held out
     assert "code-heavy" in names and len(names) == 18
     assert (fitting.turns, fitting.actions, fitting.max_steps) == (40, held_out.actions, 2)
+
+
+def test_a_teachers_copy_plays_the_fitted_conversations_as_the_pair_does(small):
+    """A teacher's rollout over the pair plays the training conversations it was fitted on."""
+    (scenario,) = [s for s in small.suite if s.name == "chat-10k"]
+    fitted = FixedAtDepth(2, ("prioritize_recent", "summarize_old"), "best-fixed:x", frozenset({("chat-10k", 0)}))
+    copy = fitted.for_training()
+    conversation = build_conversation(scenario, 0, small)
+    assert play(copy, make_session(conversation, small), "chat-10k", 0) == \
+        play(FixedAtDepth(2, ("prioritize_recent", "summarize_old")), make_session(conversation, small), "chat-10k", 0)
+    with pytest.raises(PolicyError):
+        play(fitted, make_session(conversation, small), "chat-10k", 0)

@@ -74,6 +74,12 @@ class FixedAtDepth:
         self.player = FixedChainPolicy(chain)
         self.player.name = name or f"{depth}:{'>'.join(chain)}"
 
+    def for_training(self) -> FixedAtDepth:
+        """The same player without the refusal, for a teacher's rollout over it: the
+        teacher plays the training conversations the pair was chosen on to make training
+        data, not to score the pair (:func:`ctxsim.lab.stream.teacher.rollout_values`)."""
+        return FixedAtDepth(self.depth, self.player.chain, self.name)
+
     def play_event(self, session: StreamSession, scenario: str, seed: int) -> float:
         if (scenario, seed) in self.fitted_on:
             raise PolicyError(f"{self.name} chose its depth and chain on this conversation ({scenario}, seed {seed}): "

@@ -54,6 +54,8 @@ def rollout_values(config: dict[str, Any], teacher: str, margin: float = math.in
     the ``rollout:<base>`` policy ``teacher``. ``note`` hears one line per conversation."""
     checked = ConversationStreamEnv.checked_config(config)
     rollout = Rollout.named(teacher, checked)
+    if hasattr(rollout.base, "for_training"):  # a fitted fixed choice refuses its fitting conversations; training data may use them
+        rollout.base = rollout.base.for_training()
     obs_config = ObservationConfig.of(checked)
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
     for scenario in checked.suite:
