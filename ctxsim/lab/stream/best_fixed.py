@@ -113,8 +113,8 @@ def fit(checked: StreamConfig, workers: int | None = None) -> StreamFit:
     each scenario of ``checked``'s suite (module docstring), computed now."""
     from ..environments.conversation_stream import depth_settings
 
-    candidates = [(depth, chain) for depth in range(len(checked.break_depths))
-                  for chain in fixed_chains(depth_settings(checked)[depth][0])]
+    chains = fixed_chains(depth_settings(checked)[0][0])  # every depth has the same actions and steps
+    candidates = [(depth, chain) for depth in range(len(checked.break_depths)) for chain in chains]
     pairs = [(s.name, seed) for s in checked.suite
              for seed in range(min(FIT_CONVERSATIONS, s.context_count(checked.contexts_per_scenario)))]
     config = checked.model_dump(mode="json")
