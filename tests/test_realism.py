@@ -13,7 +13,7 @@ from ctxsim.lab.cli import main
 from ctxsim.errors import ScenarioError, TranscriptError
 from ctxsim.lab.corpus import DEFAULT_CORPUS, corpus_files, read_splits, session_repository
 from ctxsim.lab.contexts import build_context
-from ctxsim.lab.realism import compare, stats_frame
+from ctxsim.lab.realism import DEFAULT_FAMILY, compare, stats_frame
 from ctxsim.lab.scenarios import find_scenario, load_scenarios
 from ctxsim.transcripts import load_transcript
 
@@ -113,7 +113,9 @@ def test_a_corpus_family_is_checked(write_file, repo_root):
 def test_the_family_stays_inside_the_corpus_range(repo_root):
     family = find_scenario(repo_root / "data/families/agent_sessions.yaml")
     generated = stats_frame([build_context(family, seed) for seed in range(12)])
-    corpus = stats_frame([load_transcript(p) for p in corpus_files()])
+    from ctxsim.lab.corpus import has_agent_turn
+
+    corpus = stats_frame([load_transcript(p) for p in corpus_files() if has_agent_turn(p)])  # as ctxsim realism
     table = compare(generated, corpus)
     assert table.inside.all(), table.loc[~table.inside].to_string()
 
@@ -130,6 +132,30 @@ def test_cli_writes_the_report_and_figure(tmp_path, capsys):
     assert "| units |" in text and "5 sessions" not in text and "(held_out)" in text and (tmp_path / "realism.png").stat().st_size > 1000
     assert main(["realism", "--contexts", "1", "--corpus", str(corpus), "--out", str(out)]) == 0  # the report is replaced
     assert main(["realism", "--contexts", "0", "--out", str(out)]) == 2
+
+
+def test_the_report_leaves_out_sessions_that_end_at_their_task_and_says_so(tmp_path):
+    """A session of a system prompt and a task is no agent session: counted, it would
+    lower every yes/no share of the corpus (no diff, no traceback in it)."""
+    from ctxsim.lab.corpus import has_agent_turn
+    from ctxsim.lab.realism import run
+
+    validation = corpus_files(split="validation")
+    empty = [p for p in validation if not has_agent_turn(p)][:1]
+    working = [p for p in validation if has_agent_turn(p)][:3]
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for path in empty + working:
+        shutil.copy(path, corpus)
+    shutil.copy(DEFAULT_CORPUS / "splits.yaml", corpus)
+    out = tmp_path / "realism.md"
+    table = run(contexts=1, corpus=corpus, out=out)
+    text = out.read_text()
+    assert "Corpus: 3 sessions of" in text and "(1 more end at their task and are left out)" in text
+    kept = stats_frame([load_transcript(p) for p in working])
+    expected = compare(stats_frame([build_context(find_scenario(DEFAULT_FAMILY), 0)]), kept)
+    assert table.corpus_p50.tolist() == expected.corpus_p50.tolist()
+    assert table.set_index("key").loc["has_diff", "corpus_p50"] == 1.0  # the left-out session has none
 
 
 def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, repo_root):

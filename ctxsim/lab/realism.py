@@ -30,7 +30,7 @@ from ..paths import DATA_DIR
 from ..strategies.registry import list_strategies
 from ..transcripts import load_transcript
 from .contexts import build_context
-from .corpus import DEFAULT_CORPUS, corpus_files
+from .corpus import DEFAULT_CORPUS, corpus_files, has_agent_turn
 from .evaluate import evaluate
 from .families import draw_rng
 from .realism_stats import STATISTICS, context_stats
@@ -108,7 +108,7 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, corpus: str, sessions: int,
-                 ranks: pd.DataFrame | None = None, rank_note: str = "") -> None:
+                 left_out: int = 0, ranks: pd.DataFrame | None = None, rank_note: str = "") -> None:
     """``out`` (markdown) and a figure beside it (``.png``): the statistics table, and the rank agreement when given."""
     import matplotlib
 
@@ -116,7 +116,8 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
     import matplotlib.pyplot as plt
 
     lines = ["# Realism: generated contexts against real sessions", "",
-             f"Generated: {contexts} contexts of `{family}`. Corpus: {sessions} sessions of `{corpus}`. "
+             f"Generated: {contexts} contexts of `{family}`. Corpus: {sessions} sessions of `{corpus}`"
+             + (f" ({left_out} more end at their task and are left out)" if left_out else "") + ". "
              "Generated is the median over contexts (a yes/no statistic: the share of contexts); the corpus columns are "
              "its 10th, 50th and 90th percentiles over whole sessions (a yes/no statistic: its share). *Inside*: within "
              "the corpus's 10-90 % range (a yes/no statistic: within 0.2 of the corpus's share). Statistics are defined in "
@@ -161,7 +162,8 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
         out: Path = Path("reports/realism.md"), rank: bool = False, rank_contexts: int = 12) -> pd.DataFrame:
     """What ``ctxsim realism`` runs; returns the statistics table."""
     scenario = find_scenario(family)
-    files = corpus_files(corpus, split)
+    listed = corpus_files(corpus, split)
+    files = [p for p in listed if has_agent_turn(p)]  # a session that ends at its task is a system prompt and a task, no session to compare
     generated = stats_frame([build_context(scenario, seed) for seed in range(contexts)])
     real = stats_frame([load_transcript(p) for p in files])
     table = compare(generated, real)
@@ -178,5 +180,5 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
                 "`ctxsim/lab/realism.py` `cut_scenarios`).")
     write_report(table, Path(out), family=_shown(family), contexts=contexts, corpus=_shown(corpus) + (f" ({split})" if split else ""),
-                 sessions=len(files), ranks=ranks, rank_note=note)
+                 sessions=len(files), left_out=len(listed) - len(files), ranks=ranks, rank_note=note)
     return table
