@@ -61,3 +61,22 @@ def test_the_stream_table_reproduces_on_one_conversation(repo_root: Path, tmp_pa
     committed = rows_of(repo_root / "reports" / "stream_eval.csv", policies, "tool-dupes", 0)
     assert len(committed) == len(policies)
     assert rows_of(out, policies, "tool-dupes", 0) == committed
+
+
+@pytest.mark.slow
+def test_the_learned_rows_reproduce_from_a_run_trained_again(repo_root: Path, tmp_path: Path, capsys, monkeypatch):
+    """The learned policy's rows of the held-out table: seed 0 of the default
+    experiment trained again (pools from an empty folder) gives its committed rows on
+    two held-out contexts, value for value (training is deterministic)."""
+    monkeypatch.chdir(tmp_path)
+    experiment = str(repo_root / "experiments" / "maskable_ppo_default.yaml")
+    assert main(["train", experiment, "--seed", "0", "--out", "runs/default", "--quiet"]) == 0, capsys.readouterr().err
+    out = tmp_path / "out.csv"
+    code = main(["evaluate", "--experiment", experiment, "--policy", "runs/default",
+                 "--names", "gpt4-6000", "swe-heldout", "--seeds", "1", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    for scenario in ("gpt4-6000", "swe-heldout"):
+        committed = [row for row in rows_of(repo_root / "reports" / "heldout_grounded.csv", ("runs/default",), scenario, 0)
+                     if row["run"].endswith("__0")]
+        assert len(committed) == 1
+        assert rows_of(out, ("runs/default",), scenario, 0) == committed
