@@ -81,3 +81,18 @@ def test_the_learned_rows_reproduce_from_a_run_trained_again(repo_root: Path, tm
                      if row["run"].endswith("__0")]
         assert len(committed) == 1
         assert rows_of(out, ("runs/default",), scenario, 0) == committed
+
+
+@pytest.mark.slow
+def test_the_stream_best_fixed_rows_reproduce_from_a_fit_made_again(repo_root: Path, tmp_path: Path, capsys):
+    """The stream's best fixed (depth, chain), fitted again on the training conversations
+    (an empty pool folder: 648 pairs on 36 conversations, a few minutes), gives its
+    committed rows on one held-out conversation, value for value."""
+    out = tmp_path / "out.csv"
+    policy = ("best-fixed:maskable_ppo_stream_warm",)
+    code = main(["evaluate", "--env", str(repo_root / "envs" / "stream.yaml"), *policy_flags(policy),
+                 "--names", "gpt4-6000", "--seeds", "1", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    committed = rows_of(repo_root / "reports" / "stream_eval.csv", policy, "gpt4-6000", 0)
+    assert len(committed) == 1
+    assert rows_of(out, policy, "gpt4-6000", 0) == committed
