@@ -20,11 +20,14 @@ import re
 import shutil
 import stat
 import tempfile
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 from .errors import ConfigError
+
+T = TypeVar("T")
 
 #: characters of the target's name kept in a temporary's name (so that the temporary
 #: of a name near the file system's limit still fits)
@@ -143,6 +146,25 @@ def _umask() -> int:
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
+
+
+#: what reading a kept file raises when it is missing, torn or of an older format
+UNREADABLE = (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile)
+
+
+def read_or_make(path: Path, read: Callable[[Path], T], make: Callable[[], T], dump: Callable[[T], bytes]) -> tuple[T, bool]:
+    """The value kept at ``path``, else made and kept there: ``(read(path), False)``
+    when that succeeds; otherwise (no file, or one ``read`` cannot take:
+    :data:`UNREADABLE`) ``(make(), True)``, written to ``path`` atomically as
+    ``dump(value)`` first. For pure, slow results named by what they depend on (a
+    fit, a teacher's rows in the pool folder)."""
+    try:
+        return read(path), False
+    except UNREADABLE:
+        pass
+    value = make()
+    atomic_write_bytes(path, dump(value))
+    return value, True
 
 
 @contextmanager

@@ -4,7 +4,8 @@ Every CSV in ``reports/`` is the output of a command its report shows. Here the 
 of the policies that need no training run (a fixed chain, greedy, a peer) on one
 context or conversation are computed again by that command and must equal the
 committed rows value for value, as text; a slow test trains seed 0 of the default
-experiment again and checks its learned rows the same way. If one fails after a change that is meant
+experiment again and checks its learned rows the same way, another fits the stream's
+best fixed (depth, chain) again. If one fails after a change that is meant
 to change outputs, regenerate the tables with the commands at the top of
 ``reports/heldout_eval.md`` and ``reports/stream_eval.md`` (the learned rows need the
 runs trained again, see there).

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxsim.atomic import atomic_write_bytes
+from ctxsim.atomic import atomic_write_bytes, read_or_make
 from ctxsim.lab.cli import main
 from ctxsim.transitions import REQUIRED_KEYS, SCHEMA_VERSION, TransitionWriter, encode_record, read_transitions
 
@@ -129,7 +129,7 @@ def test_evaluate_log_appends_by_default_and_truncates_with_overwrite(tmp_path, 
 ATOMIC_LOOP = textwrap.dedent(
     """
     import sys
-    from ctxsim.atomic import atomic_write_bytes
+    from ctxsim.atomic import atomic_write_bytes, read_or_make
 
     path = sys.argv[1]
     version = 0
@@ -211,6 +211,32 @@ def raw_writers(path: Path) -> list[tuple[str, int, str]]:
 
     visit(tree, [])
     return found
+
+
+def test_a_kept_result_is_read_when_whole_and_made_again_when_missing_or_torn(tmp_path):
+    """read_or_make (the pool folder's fits and teacher rows): made once and kept, then
+    read without making; a torn file (a crash of an older writer, an older format) is
+    made again and replaced, never raised."""
+    made = []
+
+    def make():
+        made.append(1)
+        return {"value": len(made)}
+
+    def read(path):
+        import json
+        return json.loads(path.read_text())
+
+    def dump(value):
+        import json
+        return json.dumps(value).encode()
+
+    path = tmp_path / "fits" / "fit.json"
+    assert read_or_make(path, read, make, dump) == ({"value": 1}, True) and path.read_text() == '{"value": 1}'
+    assert read_or_make(path, read, make, dump) == ({"value": 1}, False) and len(made) == 1
+    path.write_text('{"val')  # torn
+    assert read_or_make(path, read, make, dump) == ({"value": 2}, True) and path.read_text() == '{"value": 2}'
+    assert [p.name for p in path.parent.iterdir()] == ["fit.json"]  # no temporary left
 
 
 def test_every_file_writer_is_atomic_or_listed():

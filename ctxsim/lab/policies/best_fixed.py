@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ...atomic import atomic_write_text
+from ...atomic import read_or_make
 from ...episode import EpisodeSettings, OverflowEpisode
 from ...errors import ConfigError, PolicyError
 from ...model import ContextState
@@ -188,18 +188,18 @@ def _stored_fit(contexts: list[ContextState], settings: EpisodeSettings,
     for module in (__file__, baselines.__file__):  # policies/ is not in source_digest: the chain rule is here
         h.update(code_of(Path(module)))
     key = h.hexdigest()[:32]
-    path = pool_dir() / f"best-fixed-{key}.json"
-    try:
+
+    def read(path: Path) -> FixedFit:
         data = json.loads(path.read_text())
         return FixedFit(tuple(data["chain"]), float(data["mean_reward"]), int(data["contexts"]), int(data["chains_tried"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    fitting = dataclasses.replace(settings)  # a memo of its own: the pool's values stay out of the caller's settings
-    fitting.preload(memo())
-    fitted = fit(contexts, fitting)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(dataclasses.asdict(fitted)))
-    return fitted
+
+    def make() -> FixedFit:
+        fitting = dataclasses.replace(settings)  # a memo of its own: the pool's values stay out of the caller's settings
+        fitting.preload(memo())
+        return fit(contexts, fitting)
+
+    return read_or_make(pool_dir() / f"best-fixed-{key}.json", read, make,
+                        lambda fitted: json.dumps(dataclasses.asdict(fitted)).encode())[0]
 
 
 class BestFixedPolicy(Policy):

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ...atomic import atomic_write_text
+from ...atomic import read_or_make
 from ...errors import ConfigError, PolicyError
 from ...paths import EXPERIMENTS_DIR
 from ...policies.baselines import FixedChainPolicy, fixed_chains
@@ -146,18 +146,19 @@ def cached_fit(checked: StreamConfig, workers: int | None = None,
     code, config and conversations (written there otherwise; ``note`` hears that it is
     being made); (the fit, its file, computed now)."""
     path = cache_file("best-fixed-stream", checked, {"format": FIT_FORMAT, "conversations": FIT_CONVERSATIONS}, ".json")
-    try:
+
+    def read(path: Path) -> StreamFit:
         data = json.loads(path.read_text())
         return StreamFit(int(data["depth"]), tuple(data["chain"]), float(data["mean_reward"]),
-                         tuple((str(n), int(s)) for n, s in data["conversations"]), int(data["candidates_tried"])), path, False
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    if note is not None:
-        note(f"fitting a (depth, chain) on whole conversations of {len(checked.suite)} scenarios, once (then read from {path})")
-    fitted = fit(checked, workers)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(asdict(fitted)))
-    return fitted, path, True
+                         tuple((str(n), int(s)) for n, s in data["conversations"]), int(data["candidates_tried"]))
+
+    def make() -> StreamFit:
+        if note is not None:
+            note(f"fitting a (depth, chain) on whole conversations of {len(checked.suite)} scenarios, once (then read from {path})")
+        return fit(checked, workers)
+
+    fitted, made = read_or_make(path, read, make, lambda fitted: json.dumps(asdict(fitted)).encode())
+    return fitted, path, made
 
 
 def stream_best_fixed(experiment: str, config: StreamConfig) -> FixedAtDepth:

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...atomic import atomic_write_bytes
+from ...atomic import read_or_make
 from ...observe import ObservationConfig
 from ..export import npz_bytes
 from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
@@ -133,10 +133,11 @@ def cached_rollout_values(config: dict[str, Any], teacher: str, margin: float = 
     """:func:`rollout_values`, read from the pool folder when an earlier call computed
     them with the same config, teacher, margin and code; (rows, their file, computed now)."""
     path = teacher_file(config, teacher, margin)
-    if path.is_file():
+
+    def read(path: Path) -> ActionValues:
         with np.load(path) as saved:
-            return ActionValues(saved["observations"], saved["masks"], saved["values"]), path, False
-    data = rollout_values(config, teacher, margin, note)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(path, npz_bytes({"observations": data.observations, "masks": data.masks, "values": data.values}))
-    return data, path, True
+            return ActionValues(saved["observations"], saved["masks"], saved["values"])
+
+    data, made = read_or_make(path, read, lambda: rollout_values(config, teacher, margin, note), lambda data: npz_bytes(
+        {"observations": data.observations, "masks": data.masks, "values": data.values}))
+    return data, path, made
