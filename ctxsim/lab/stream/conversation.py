@@ -94,6 +94,31 @@ class Conversation:
         return replace(self, probes=schedule_probes(self.facts, self._planted, len(self.turns), config, key))
 
 
+def with_future_of(conversation: Conversation, other: Conversation, turn: int, tag: str, config: ProbeConfig) -> Conversation:
+    """A future ``conversation`` might have had: its turns up to ``turn`` (included, the
+    same objects), then ``other``'s turns after ``turn`` (the same scenario's process, an
+    other seed), their unit and fact ids prefixed with ``tag`` and their timestamps
+    shifted so that they follow on; the facts planted up to ``turn`` and ``other``'s
+    planted later; its probes up to ``turn``, then probes at ``config.turns`` drawn over
+    those facts (:func:`schedule_probes`, keyed by ``tag``). ``conversation`` itself when
+    it has no turn after ``turn``; ``other`` must have as many turns."""
+    if turn + 1 >= len(conversation.turns):
+        return conversation
+    if len(other.turns) != len(conversation.turns):
+        raise ScenarioError(f"conversation {other.scenario or '(built)'} seed {other.seed}: {len(other.turns)} turns, "
+                            f"a future of {conversation.scenario or '(built)'} needs {len(conversation.turns)}", key="turns")
+    shift = conversation.turns[turn + 1][0].timestamp - other.turns[turn + 1][0].timestamp
+    future = tuple(tuple(replace(u, id=tag + u.id, timestamp=u.timestamp + shift) for u in units)
+                   for units in other.turns[turn + 1:])
+    planted, planted_other = conversation.planted_turn, other.planted_turn
+    facts = tuple(f for f in conversation.facts if planted[f.id] <= turn) + tuple(
+        replace(f, id=tag + f.id, unit_id=tag + f.unit_id) for f in other.facts if planted_other[f.id] > turn)
+    spliced = replace(conversation, turns=conversation.turns[:turn + 1] + future, facts=facts, probes=())
+    drawn = schedule_probes(spliced.facts, spliced.planted_turn, len(spliced.turns), config,
+                            f"{conversation.scenario}/{conversation.seed}/{tag}")
+    return replace(spliced, probes=tuple(p for p in conversation.probes if p.turn <= turn) + tuple(p for p in drawn if p.turn > turn))
+
+
 def generated_conversation(scenario: Scenario, seed: int, turns: int) -> Conversation:
     """``turns`` turns of the scenario's :class:`~ctxsim.lab.generator.SessionGenerator` stream."""
     session = SessionGenerator(scenario, seed)

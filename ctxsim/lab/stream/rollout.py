@@ -16,6 +16,13 @@ conversation.
 
 Cost: per event, one session copy and one rest-of-conversation play per candidate
 (at most 258 chains per depth with six actions and three steps, plus the base's own).
+
+``rollout-futures:<base>`` (:class:`FuturesRollout`) does not see the conversation's
+own future: it scores each candidate by its mean total over :data:`FUTURE_DRAWS`
+conversations that share the past and take the later turns from other seeds of the
+same scenario (:func:`~.conversation.with_future_of`). It knows the present and the
+scenario's process, as a per-event policy with a model of the scenario could; its
+total can fall below the base's.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ from typing import TYPE_CHECKING
 from ...errors import PolicyError
 from ...policies import Policy, get_policy
 from ...policies.oracle import chains
+from ..environments.conversation_stream import build_conversation
+from .conversation import Conversation, with_future_of
 from .play import EventPlayer, break_event, play
 from .players import stream_player
 from .session import StreamSession
@@ -34,6 +43,10 @@ if TYPE_CHECKING:
 
 #: prefix of the rollout policies' names: ``rollout:<base policy name or path>``
 PREFIX = "rollout:"
+#: prefix of the rollouts over sampled futures: ``rollout-futures:<base>``
+FUTURES_PREFIX = "rollout-futures:"
+#: how many sampled futures a ``rollout-futures:`` candidate is scored over
+FUTURE_DRAWS = 4
 #: totals closer than this are ties (the same play summed in another order differs in
 #: the last bits, and must not count as an improvement)
 TIE = 1e-9
@@ -42,8 +55,8 @@ Candidate = tuple[int, tuple[str, ...], float]
 
 
 def is_rollout(name: str) -> bool:
-    """True for a ``rollout:<base>`` policy name."""
-    return str(name).startswith(PREFIX)
+    """True for a ``rollout:<base>`` or ``rollout-futures:<base>`` policy name."""
+    return str(name).startswith((PREFIX, FUTURES_PREFIX))
 
 
 class Rollout:
@@ -57,12 +70,14 @@ class Rollout:
         """The rollout policy of a ``rollout:<base>`` name (the base loaded by
         :func:`ctxsim.policies.get_policy`, playing as :func:`~ctxsim.lab.stream.players.stream_player`
         makes it under the validated StreamConfig ``config``)."""
-        base = str(name)[len(PREFIX):]
+        futures = str(name).startswith(FUTURES_PREFIX)
+        base = str(name)[len(FUTURES_PREFIX if futures else PREFIX):]
         if not base:
             raise PolicyError(f"'{name}' names no base policy; e.g. rollout:seed-chain")
         if is_rollout(base):
             raise PolicyError(f"'{name}': the base of a rollout cannot be a rollout")
-        return cls(stream_player(get_policy(base), config), str(name))
+        player = stream_player(get_policy(base), config)
+        return FuturesRollout(player, str(name), config) if futures else cls(player, str(name))
 
     def play_event(self, session: StreamSession, scenario: str, seed: int) -> float:
         """Break the pending event of ``session`` with the best candidate; the reward then
@@ -117,3 +132,41 @@ class Rollout:
         trial.choose_depth(depth)
         total = sum(trial.step(sid).reward for sid in chain)
         return total if trial.done else total + play(self.base, trial, scenario, seed)
+
+
+class FuturesRollout(Rollout):
+    """``rollout-futures:<base>`` (module docstring): each candidate scored over
+    ``draws`` sampled futures of the conversation, the base playing the rest."""
+
+    def __init__(self, base: Policy | EventPlayer, name: str, config: StreamConfig, draws: int = FUTURE_DRAWS):
+        super().__init__(base, name)
+        self.config, self.draws = config, draws
+        self._others: dict[tuple[str, int | None], list[Conversation]] = {}
+
+    def futures(self, session: StreamSession) -> list[StreamSession]:
+        """Copies of ``session`` whose conversation keeps the turns played so far and
+        takes the later ones from seed ``10,000 + 97·k + seed`` of the same scenario."""
+        conversation = session.conversation
+        key = (conversation.scenario, conversation.seed)
+        if key not in self._others:
+            scenario = next(s for s in self.config.suite if s.name == conversation.scenario)
+            self._others[key] = [build_conversation(scenario, 10_000 + 97 * k + (conversation.seed or 0), self.config)
+                                 for k in range(self.draws)]
+        copies = []
+        for k, other in enumerate(self._others[key]):
+            copy = session.copy()
+            copy.conversation = with_future_of(conversation, other, session.turn, f"future{k}-", self.config.probes)
+            copies.append(copy)
+        return copies
+
+    def candidates(self, session: StreamSession, scenario: str, seed: int) -> tuple[float, list[Candidate]]:
+        """:meth:`Rollout.candidates`, each total the mean over the sampled futures."""
+        futures = self.futures(session)
+        found = []
+        for depth in range(session.depth_count):
+            start = session.event_at(depth)
+            for finished in chains(start.original, start.settings):
+                values = [self.value(future, finished.chain, scenario, seed, depth) for future in futures]
+                found.append((depth, finished.chain, sum(values) / len(values)))
+        base = [play(self.base, future.copy(), scenario, seed) for future in futures]
+        return sum(base) / len(base), found

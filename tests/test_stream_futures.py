@@ -1,0 +1,84 @@
+"""Sampled futures on ConversationStream-v0: ``with_future_of`` (the same past, the later
+turns of another seed) and the ``rollout-futures:`` policy that scores candidates over them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from ctxsim.errors import PolicyError, ScenarioError
+from ctxsim.lab.environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
+from ctxsim.lab.stream.conversation import with_future_of
+from ctxsim.lab.stream.play import play
+from ctxsim.lab.stream.rollout import FuturesRollout, Rollout, is_rollout
+from ctxsim.policies.oracle import chains
+
+SMALL = {"turns": 40, "probes": {"turns": [15, 25, 35], "min_age_turns": 5},
+         "actions": ["prioritize_recent", "summarize_old", "fresh_start"], "max_steps": 2,
+         "scenario_names": ["chat-10k", "tool-dupes"]}
+
+
+@pytest.fixture(scope="module")
+def small():
+    return ConversationStreamEnv.checked_config(SMALL)
+
+
+def conversation(checked, name, seed):
+    (scenario,) = [s for s in checked.suite if s.name == name]
+    return build_conversation(scenario, seed, checked)
+
+
+def test_a_future_keeps_the_past_and_takes_the_other_seeds_later_turns(small):
+    own, other = conversation(small, "chat-10k", 0), conversation(small, "chat-10k", 7)
+    turn = 20
+    future = with_future_of(own, other, turn, "f0-", small.probes)
+    assert len(future.turns) == len(own.turns)
+    assert all(a is b for a, b in zip(future.turns[:turn + 1], own.turns[:turn + 1]))  # the past, the same objects
+    for mine, theirs in zip(future.turns[turn + 1:], other.turns[turn + 1:]):
+        assert [u.id for u in mine] == ["f0-" + u.id for u in theirs] and [u.content for u in mine] == [u.content for u in theirs]
+    stamps = [u.timestamp for units in future.turns for u in units]
+    assert stamps == sorted(stamps)  # the later turns follow on
+    planted = future.planted_turn
+    assert {f.id for f in future.facts if planted[f.id] <= turn} == {f.id for f in own.facts if own.planted_turn[f.id] <= turn}
+    later = [f for f in future.facts if planted[f.id] > turn]
+    assert later and all(f.id.startswith("f0-") for f in later)
+    assert [p for p in future.probes if p.turn <= turn] == [p for p in own.probes if p.turn <= turn]
+    held = {f.id for f in future.facts}
+    assert [p.turn for p in future.probes if p.turn > turn] == [t for t in small.probes.turns if t > turn]
+    assert all(p.fact_id in held for p in future.probes)  # every later probe asks a fact the future holds
+    assert with_future_of(own, other, turn, "f0-", small.probes) == future  # deterministic
+    assert with_future_of(own, other, len(own.turns) - 1, "f0-", small.probes) is own  # nothing after the last turn
+    last = len(other.turns) - 1
+    shorter = replace(other, turns=other.turns[:last], probes=(),
+                      facts=tuple(f for f in other.facts if other.planted_turn[f.id] < last))
+    with pytest.raises(ScenarioError, match="39 turns, a future of chat-10k needs 40"):
+        with_future_of(own, shorter, turn, "f0-", small.probes)
+
+
+def test_a_futures_rollout_scores_each_candidate_by_its_mean_over_the_sampled_futures(small):
+    rollout = Rollout.named("rollout-futures:only:prioritize_recent", small)
+    assert isinstance(rollout, FuturesRollout) and is_rollout("rollout-futures:only:prioritize_recent")
+    session = make_session(conversation(small, "tool-dupes", 0), small)
+    real = session.conversation
+    futures = rollout.futures(session)
+    assert len(futures) == rollout.draws and all(f.conversation is not session.conversation for f in futures)
+    assert {f.conversation.turns[session.turn + 1][0].id.split("-")[0] for f in futures} == {f"future{k}" for k in range(4)}
+    base, found = rollout.candidates(session, "tool-dupes", 0)
+    assert base == pytest.approx(sum(play(rollout.base, f.copy(), "tool-dupes", 0) for f in futures) / len(futures))
+    depth, chain, value = found[0]
+    assert value == pytest.approx(sum(rollout.value(f, chain, "tool-dupes", 0, depth) for f in futures) / len(futures))
+    assert len(found) == sum(len(list(chains(session.event_at(d).original, session.event_at(d).settings)))
+                             for d in range(session.depth_count))
+    assert session.conversation is real  # the real conversation is untouched
+
+
+def test_a_futures_rollout_plays_whole_conversations_repeatably(small):
+    totals = []
+    for _ in range(2):
+        rollout = Rollout.named("rollout-futures:only:prioritize_recent", small)
+        session = make_session(conversation(small, "tool-dupes", 1), small)
+        totals.append((play(rollout, session, "tool-dupes", 1), [e.chain for e in session.events]))
+    assert totals[0] == totals[1] and totals[0][1]
+    with pytest.raises(PolicyError, match="cannot be a rollout"):
+        Rollout.named("rollout-futures:rollout:only:prioritize_recent", small)
