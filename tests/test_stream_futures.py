@@ -82,3 +82,20 @@ def test_a_futures_rollout_plays_whole_conversations_repeatably(small):
     assert totals[0] == totals[1] and totals[0][1]
     with pytest.raises(PolicyError, match="cannot be a rollout"):
         Rollout.named("rollout-futures:rollout:only:prioritize_recent", small)
+
+
+def test_an_experiment_may_name_a_futures_rollout_as_its_teacher(tmp_path, repo_root, capsys):
+    from ctxsim.lab.cli import main
+    from ctxsim.lab.train import load_experiment
+
+    text = (repo_root / "experiments" / "maskable_ppo_stream_warm.yaml").read_text()
+    (tmp_path / "base.yaml").write_text((repo_root / "experiments" / "maskable_ppo_stream.yaml").read_text().replace(
+        "extends: maskable_ppo_seed001.yaml", f"extends: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}"))
+    futures = text.replace("extends: maskable_ppo_stream.yaml", "extends: base.yaml").replace(
+        "teacher: rollout:seed-chain", "teacher: rollout-futures:seed-chain")
+    (tmp_path / "futures.yaml").write_text(futures)
+    assert load_experiment(tmp_path / "futures.yaml").warm_start.teacher == "rollout-futures:seed-chain"
+    (tmp_path / "bad.yaml").write_text(futures.replace("rollout-futures:seed-chain", "rollout-futures:no-such-policy"))
+    assert main(["train", str(tmp_path / "bad.yaml")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "warm_start.teacher" in err and "no-such-policy" in err

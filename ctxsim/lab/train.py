@@ -54,7 +54,7 @@ from ..errors import ConfigError, PolicyError, describe_value
 from ..policies import get_policy
 from ..paths import ROOT
 from .pool import ensure_pool, pool_contexts, pool_dir
-from .stream.rollout import PREFIX as ROLLOUT_PREFIX, is_rollout
+from .stream.rollout import is_rollout, rollout_base
 from .stream.teacher import cached_rollout_values
 from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class
 from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
@@ -455,7 +455,7 @@ def check_teacher(experiment: ExperimentConfig, env_id: str) -> None:
             raise ConfigError(f"warm_start.teacher {warm.teacher!r} needs ConversationStream-v0, not {env_id} (on "
                               "ContextOverflow-v0 the teacher is 'oracle')", source=experiment.source, key="warm_start.teacher")
         try:
-            get_policy(warm.teacher[len(ROLLOUT_PREFIX):])
+            get_policy(rollout_base(warm.teacher))
         except PolicyError as exc:
             raise ConfigError(f"warm_start.teacher {warm.teacher!r}: {exc}", source=experiment.source,
                               key="warm_start.teacher") from None

@@ -54,6 +54,12 @@ TIE = 1e-9
 Candidate = tuple[int, tuple[str, ...], float]
 
 
+def rollout_base(name: str) -> str:
+    """The base policy's name of a ``rollout:<base>`` or ``rollout-futures:<base>`` name."""
+    name = str(name)
+    return name[len(FUTURES_PREFIX if name.startswith(FUTURES_PREFIX) else PREFIX):]
+
+
 def is_rollout(name: str) -> bool:
     """True for a ``rollout:<base>`` or ``rollout-futures:<base>`` policy name."""
     return str(name).startswith((PREFIX, FUTURES_PREFIX))
@@ -71,7 +77,7 @@ class Rollout:
         :func:`ctxsim.policies.get_policy`, playing as :func:`~ctxsim.lab.stream.players.stream_player`
         makes it under the validated StreamConfig ``config``)."""
         futures = str(name).startswith(FUTURES_PREFIX)
-        base = str(name)[len(FUTURES_PREFIX if futures else PREFIX):]
+        base = rollout_base(name)
         if not base:
             raise PolicyError(f"'{name}' names no base policy; e.g. rollout:seed-chain")
         if is_rollout(base):
