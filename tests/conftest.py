@@ -64,3 +64,23 @@ def private_pool_dir(tmp_path_factory):
         os.environ.pop("CTXSIM_POOL_DIR", None)
     else:
         os.environ["CTXSIM_POOL_DIR"] = previous
+
+
+#: short conversations that overflow several times; two actions and two steps: 3 depths × 9 chains
+SMALL_STREAM = {"turns": 40, "probes": {"turns": [15, 25, 35], "min_age_turns": 5},
+                "actions": ["prioritize_recent", "summarize_old", "fresh_start"], "max_steps": 2,
+                "scenario_names": ["chat-10k", "tool-dupes"]}
+
+
+@pytest.fixture(scope="session")
+def small_stream_config() -> dict:
+    """A ConversationStream-v0 config override of short, cheap conversations (:data:`SMALL_STREAM`)."""
+    return {**SMALL_STREAM}
+
+
+@pytest.fixture(scope="session")
+def small_stream(small_stream_config):
+    """That config, validated (a StreamConfig)."""
+    from ctxsim.lab.environments.conversation_stream import ConversationStreamEnv
+
+    return ConversationStreamEnv.checked_config(small_stream_config)

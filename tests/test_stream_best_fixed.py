@@ -14,15 +14,9 @@ from ctxsim.lab.stream.best_fixed import FixedAtDepth, cached_fit, fit, fitting_
 from ctxsim.lab.stream.evaluate_stream import evaluate_stream
 from ctxsim.lab.stream.play import play
 
-#: short conversations that overflow several times; two actions and two steps: 3 depths × 9 chains
-SMALL = {"turns": 40, "probes": {"turns": [15, 25, 35], "min_age_turns": 5},
-         "actions": ["prioritize_recent", "summarize_old", "fresh_start"], "max_steps": 2,
-         "scenario_names": ["chat-10k", "tool-dupes"]}
-
-
 @pytest.fixture(scope="module")
-def small():
-    return ConversationStreamEnv.checked_config(SMALL)
+def small(small_stream):
+    return small_stream
 
 
 @pytest.fixture(scope="module")
@@ -70,13 +64,13 @@ def test_it_refuses_a_conversation_it_was_fitted_on(small):
         play(player, make_session(build_conversation(scenario, 0, small), small), "chat-10k", 0)
 
 
-def test_a_context_overflow_experiment_is_refused_on_the_stream():
+def test_a_context_overflow_experiment_is_refused_on_the_stream(small_stream_config):
     with pytest.raises(PolicyError, match="best-fixed:maskable_ppo_default trains on .*ContextOverflow-v0"):
-        evaluate_stream(["best-fixed:maskable_ppo_default"], ["tool-dupes"], [0], SMALL)
+        evaluate_stream(["best-fixed:maskable_ppo_default"], ["tool-dupes"], [0], small_stream_config)
 
 
-def test_the_fitting_conversations_are_the_experiments_training_scenarios_under_the_evaluations_config(small):
-    held_out = ConversationStreamEnv.checked_config({**SMALL, "scenario_names": ["gpt4-6000"]})
+def test_the_fitting_conversations_are_the_experiments_training_scenarios_under_the_evaluations_config(small, small_stream_config):
+    held_out = ConversationStreamEnv.checked_config({**small_stream_config, "scenario_names": ["gpt4-6000"]})
     fitting = fitting_config("maskable_ppo_stream_warm", held_out)
     names = {s.name for s in fitting.suite}
     assert "chat-10k" not in names and "gpt4-6000" not in names and "tool-dupes" not in names  # validation, held out

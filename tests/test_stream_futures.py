@@ -8,20 +8,15 @@ from dataclasses import replace
 import pytest
 
 from ctxsim.errors import PolicyError, ScenarioError
-from ctxsim.lab.environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
+from ctxsim.lab.environments.conversation_stream import build_conversation, make_session
 from ctxsim.lab.stream.conversation import with_future_of
 from ctxsim.lab.stream.play import play
 from ctxsim.lab.stream.rollout import FuturesRollout, Rollout, is_rollout
 from ctxsim.policies.oracle import chains
 
-SMALL = {"turns": 40, "probes": {"turns": [15, 25, 35], "min_age_turns": 5},
-         "actions": ["prioritize_recent", "summarize_old", "fresh_start"], "max_steps": 2,
-         "scenario_names": ["chat-10k", "tool-dupes"]}
-
-
 @pytest.fixture(scope="module")
-def small():
-    return ConversationStreamEnv.checked_config(SMALL)
+def small(small_stream):
+    return small_stream
 
 
 def conversation(checked, name, seed):
