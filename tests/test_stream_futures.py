@@ -56,7 +56,7 @@ def test_a_futures_rollout_scores_each_candidate_by_its_mean_over_the_sampled_fu
     assert isinstance(rollout, FuturesRollout) and is_rollout("rollout-futures:only:prioritize_recent")
     session = make_session(conversation(small, "tool-dupes", 0), small)
     real = session.conversation
-    futures = rollout.futures(session)
+    futures = rollout.worlds(session)
     assert len(futures) == rollout.draws and all(f.conversation is not session.conversation for f in futures)
     assert {f.conversation.turns[session.turn + 1][0].id.split("-")[0] for f in futures} == {f"future{k}" for k in range(4)}
     base, found = rollout.candidates(session, "tool-dupes", 0)

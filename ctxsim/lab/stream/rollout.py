@@ -108,13 +108,22 @@ class Rollout:
     def candidates(self, session: StreamSession, scenario: str, seed: int) -> tuple[float, list[Candidate]]:
         """(total reward to the end when ``base`` breaks the pending event too, and a
         :data:`Candidate` for every depth and every chain of valid actions at it —
-        depths in order, chains in :func:`~ctxsim.policies.oracle.chains`' order)."""
+        depths in order, chains in :func:`~ctxsim.policies.oracle.chains`' order); each
+        total the mean over :meth:`worlds` (here the session alone)."""
+        worlds = self.worlds(session)
         found = []
         for depth in range(session.depth_count):
             start = session.event_at(depth)
             for finished in chains(start.original, start.settings):
-                found.append((depth, finished.chain, self.value(session, finished.chain, scenario, seed, depth)))
-        return play(self.base, session.copy(), scenario, seed), found
+                values = [self.value(world, finished.chain, scenario, seed, depth) for world in worlds]
+                found.append((depth, finished.chain, sum(values) / len(values)))
+        base = [play(self.base, world.copy(), scenario, seed) for world in worlds]
+        return sum(base) / len(base), found
+
+    def worlds(self, session: StreamSession) -> list[StreamSession]:
+        """The sessions a candidate is played on from here: ``session`` itself (its real
+        future)."""
+        return [session]
 
     @staticmethod
     def pick(base_value: float, candidates: list[Candidate], actions: tuple[str, ...]) -> tuple[int, tuple[str, ...]] | None:
@@ -147,32 +156,23 @@ class FuturesRollout(Rollout):
     def __init__(self, base: Policy | EventPlayer, name: str, config: StreamConfig, draws: int = FUTURE_DRAWS):
         super().__init__(base, name)
         self.config, self.draws = config, draws
-        self._others: dict[tuple[str, int | None], list[Conversation]] = {}
+        self._others: list[Conversation] = []
+        self._others_of: tuple[str, int | None] | None = None  # the conversation they are futures of
 
-    def futures(self, session: StreamSession) -> list[StreamSession]:
+    def worlds(self, session: StreamSession) -> list[StreamSession]:
         """Copies of ``session`` whose conversation keeps the turns played so far and
-        takes the later ones from seed ``10,000 + 97·k + seed`` of the same scenario."""
+        takes the later ones from seed ``10,000 + 97·k + seed`` of the same scenario
+        (built once per conversation: the last one played is kept)."""
         conversation = session.conversation
         key = (conversation.scenario, conversation.seed)
-        if key not in self._others:
+        if self._others_of != key:
             scenario = next(s for s in self.config.suite if s.name == conversation.scenario)
-            self._others[key] = [build_conversation(scenario, 10_000 + 97 * k + (conversation.seed or 0), self.config)
-                                 for k in range(self.draws)]
+            self._others = [build_conversation(scenario, 10_000 + 97 * k + (conversation.seed or 0), self.config)
+                            for k in range(self.draws)]
+            self._others_of = key
         copies = []
-        for k, other in enumerate(self._others[key]):
+        for k, other in enumerate(self._others):
             copy = session.copy()
             copy.conversation = with_future_of(conversation, other, session.turn, f"future{k}-", self.config.probes)
             copies.append(copy)
         return copies
-
-    def candidates(self, session: StreamSession, scenario: str, seed: int) -> tuple[float, list[Candidate]]:
-        """:meth:`Rollout.candidates`, each total the mean over the sampled futures."""
-        futures = self.futures(session)
-        found = []
-        for depth in range(session.depth_count):
-            start = session.event_at(depth)
-            for finished in chains(start.original, start.settings):
-                values = [self.value(future, finished.chain, scenario, seed, depth) for future in futures]
-                found.append((depth, finished.chain, sum(values) / len(values)))
-        base = [play(self.base, future.copy(), scenario, seed) for future in futures]
-        return sum(base) / len(base), found
