@@ -109,6 +109,16 @@ def test_the_warm_start_moves_the_policy_to_the_teachers_actions(rows):
     assert chosen() >= 0.9 > before_chosen
 
 
+def test_the_rows_are_the_same_on_one_process_or_several():
+    """Two conversations (seeds 0 and 1), each a work item: in-process or on two
+    workers, the rows come out the same and in conversation order (seed 0's first)."""
+    two = {**CONFIG, "contexts_per_scenario": 2}
+    alone, shared = rollout_values(two, TEACHER, 0.0, workers=1), rollout_values(two, TEACHER, 0.0, workers=2)
+    assert all(np.array_equal(getattr(alone, f), getattr(shared, f)) for f in ("observations", "masks", "values"))
+    first = rollout_values(CONFIG, TEACHER, 0.0)  # seed 0 alone
+    assert len(first) < len(alone) and np.array_equal(alone.values[:len(first)], first.values)
+
+
 def test_the_rows_are_cached_by_config_and_teacher(tmp_path, monkeypatch):
     monkeypatch.setenv("CTXSIM_POOL_DIR", str(tmp_path))
     first, path, computed = cached_rollout_values(CONFIG, TEACHER, 0.0)

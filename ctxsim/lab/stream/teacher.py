@@ -18,7 +18,8 @@ the states a teacher-like policy meets. Observations and masks are the environme
 (:func:`~.features.stream_observation`, :func:`~.actions.depth_mask`).
 
 Cost: one rollout per event (every chain at every depth played to the end by the
-base), seconds to a minute per conversation; :func:`cached_rollout_values` keeps the
+base), seconds to a minute per conversation (a few minutes for ``rollout-futures:``),
+the conversations shared among the machine's cores; :func:`cached_rollout_values` keeps the
 rows in the pool folder (:func:`ctxsim.lab.pool.pool_dir`), keyed by the config, the
 teacher, the margin and the package's code.
 """
@@ -34,6 +35,7 @@ import numpy as np
 from ...atomic import read_or_make
 from ...observe import ObservationConfig
 from ..export import npz_bytes
+from ..parallel import default_workers, process_map
 from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
 from ..warmstart import ActionValues
 from .actions import depth_mask, split
@@ -47,28 +49,41 @@ TEACHER_FORMAT = 1
 
 
 def rollout_values(config: dict[str, Any], teacher: str, margin: float = math.inf,
-                   note: Callable[[str], None] | None = None) -> ActionValues:
+                   note: Callable[[str], None] | None = None, workers: int | None = None) -> ActionValues:
     """The rows (module docstring) of every conversation a ConversationStream-v0 with
     ``config`` draws from (each scenario of its suite, seeds in
     ``range(contexts_per_scenario)``; those that never overflow give none), played by
-    the ``rollout:<base>`` policy ``teacher``. ``note`` hears one line per conversation."""
+    the ``rollout:<base>`` policy ``teacher``, one conversation per work item on
+    ``workers`` processes (default: every core; the rows come in the same order
+    whatever their number). ``note`` hears one line per conversation."""
     checked = ConversationStreamEnv.checked_config(config)
-    rollout = Rollout.named(teacher, checked)
-    if hasattr(rollout.base, "for_training"):  # a fitted fixed choice refuses its fitting conversations; training data may use them
-        rollout.base = rollout.base.for_training()
-    obs_config = ObservationConfig.of(checked)
+    items = [(checked.model_dump(mode="json"), teacher, scenario.name, seed, margin) for scenario in checked.suite
+             for seed in range(scenario.context_count(checked.contexts_per_scenario))]
+    played = process_map(_conversation_rows, items, workers or default_workers(),
+                         preload=["ctxsim.lab.stream.teacher"])
     rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    for scenario in checked.suite:
-        for seed in range(scenario.context_count(checked.contexts_per_scenario)):
-            session = make_session(build_conversation(scenario, seed, checked), checked)
-            found = conversation_rows(rollout, session, scenario.name, seed, obs_config, checked.session_features, margin)
-            rows.extend(found)
-            if note is not None:
-                note(f"{scenario.name} seed {seed}: {len(session.events)} events, {len(found)} states")
+    for (_, _, name, seed, _), (events, found) in zip(items, played):
+        rows.extend(found)
+        if note is not None:
+            note(f"{name} seed {seed}: {events} events, {len(found)} states")
     if not rows:
         raise ValueError("no training conversation overflows: the teacher has no state to value")
     obs, masks, q = (np.array(col) for col in zip(*rows))
     return ActionValues(obs.astype(np.float32), masks.astype(bool), q)
+
+
+def _conversation_rows(item: tuple[dict[str, Any], str, str, int, float]) -> tuple[int, list]:
+    """(events, rows) of one conversation (a worker's item: config, teacher, scenario
+    name, seed, margin)."""
+    config, teacher, name, seed, margin = item
+    checked = ConversationStreamEnv.checked_config(config)
+    rollout = Rollout.named(teacher, checked)
+    if hasattr(rollout.base, "for_training"):  # a fitted fixed choice refuses its fitting conversations; training data may use them
+        rollout.base = rollout.base.for_training()
+    scenario = next(s for s in checked.suite if s.name == name)
+    session = make_session(build_conversation(scenario, seed, checked), checked)
+    rows = conversation_rows(rollout, session, name, seed, ObservationConfig.of(checked), checked.session_features, margin)
+    return len(session.events), rows
 
 
 def conversation_rows(rollout: Rollout, session: StreamSession, scenario: str, seed: int, obs_config: ObservationConfig,
