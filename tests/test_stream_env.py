@@ -205,6 +205,22 @@ def test_evaluate_stream_compares_policies_deterministically():
     assert total == pytest.approx(only["reward"].iloc[0])
 
 
+def test_evaluate_stream_gives_the_same_rows_on_one_process_or_several():
+    """Four conversations (two scenarios × two seeds), each a work item: played here or
+    on two workers, every row is the same and in the same order (policy, scenario,
+    seed, run)."""
+    from ctxsim.lab.stream.evaluate_stream import evaluate_stream
+
+    config = {**SMALL, "turns": 24, "probes": {"turns": [12, 20], "min_age_turns": 5}}
+    policies = ["only:remove_oldest", "seed-chain"]
+    alone = evaluate_stream(policies, ["tool-dupes", "gpt4-6000"], [1, 0], config, workers=1)
+    shared = evaluate_stream(policies, ["tool-dupes", "gpt4-6000"], [1, 0], config, workers=2)
+    assert alone.equals(shared)
+    assert list(zip(shared["policy"], shared["scenario"], shared["seed"]))[:4] == [
+        ("only:remove_oldest", "tool-dupes", 1), ("only:remove_oldest", "tool-dupes", 0),
+        ("only:remove_oldest", "gpt4-6000", 1), ("only:remove_oldest", "gpt4-6000", 0)]
+
+
 def test_cli_stream_evaluation_takes_first_seed_by_scenario_and_compare(tmp_path, capsys):
     import pandas as pd
     import yaml

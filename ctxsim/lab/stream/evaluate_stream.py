@@ -29,6 +29,7 @@ from ...errors import ScenarioError
 from ...probes import PROBE_KINDS
 from ..environments.conversation_stream import ConversationStreamEnv, build_conversation, make_session
 from ..evaluate import load_policies
+from ..parallel import default_workers, process_map
 from ..scenarios import Scenario
 from .play import play
 from .players import stream_player
@@ -53,6 +54,7 @@ def evaluate_stream(
     seeds: Sequence[int] | int,
     config: dict[str, Any] | None = None,
     note: Callable[[str], None] | None = None,
+    workers: int | None = None,
 ) -> "pd.DataFrame":
     """One row per (policy, run, scenario, seed), ordered by policy, scenario, seed
     and run; columns :data:`COLUMNS` (``run``: as in :func:`ctxsim.lab.evaluate.evaluate`).
@@ -65,7 +67,10 @@ def evaluate_stream(
     same over sampled futures of the conversation). ``scenarios``:
     names in the config's suite, or Scenario objects. ``seeds``: a list or a count
     (``range(seeds)``). Raises ConfigError / ScenarioError / PolicyError on bad input
-    before any conversation is played.
+    before any conversation is played. Each conversation is a work item of
+    :func:`ctxsim.lab.parallel.process_map` on ``workers`` processes (default: every
+    core), played there by every policy; the rows do not depend on their number (a
+    script that calls it needs the usual ``if __name__ == "__main__":`` guard).
     """
     import pandas as pd
 
@@ -80,19 +85,55 @@ def evaluate_stream(
         else:
             raise ScenarioError(f"unknown scenario {item!r}; known: {sorted(by_name)}", key="scenarios")
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    names = [str(name) for name in dict.fromkeys(policies)]
-    plain = load_policies([n for n in names if not is_rollout(n)], note or (lambda text: print(f"note: {text}", file=sys.stderr)))
-    plain = {n: tuple((run, stream_player(policy, checked)) for run, policy in members) for n, members in plain.items()}
-    loaded = {n: ((("", Rollout.named(n, checked)),) if is_rollout(n) else plain[n]) for n in names if is_rollout(n) or n in plain}
-    rows: dict[tuple[int, int, int, int], dict[str, Any]] = {}
-    for si, scenario in enumerate(chosen):
-        for ki, seed in enumerate(seeds):
-            conversation = build_conversation(scenario, seed, checked)  # built once, played by every policy
-            for pi, (name, members) in enumerate(loaded.items()):
-                for ri, (run, policy) in enumerate(members):
-                    session = make_session(conversation, checked)
-                    reward = play(policy, session, scenario.name, seed)
-                    metrics = session.metrics()
-                    rows[(pi, si, ki, ri)] = {"policy": name, "run": run, "scenario": scenario.name, "seed": seed,
-                                              "reward": reward, **{k: metrics[k] for k in METRICS}}
+    names = tuple(str(name) for name in dict.fromkeys(policies))
+    config_json = checked.model_dump(mode="json")
+    # loaded here first: bad names fail before any conversation, notes are heard once, fits are made (and kept) once;
+    # conversations played in this process use them, a worker loads its own
+    key = _players_key(names, config_json)
+    _PLAYERS[key] = _players(names, checked, note or (lambda text: print(f"note: {text}", file=sys.stderr)))
+    items = [(config_json, names, scenario, seed) for scenario in chosen for seed in seeds]
+    try:
+        played = process_map(_play_conversation, items, workers or default_workers(),
+                             preload=["ctxsim.lab.stream.evaluate_stream"])
+    finally:
+        del _PLAYERS[key]
+    rows = {(pi, index, ri): row for index, found in enumerate(played) for pi, ri, row in found}
     return pd.DataFrame([rows[k] for k in sorted(rows)], columns=list(COLUMNS))
+
+
+def _play_conversation(item: tuple[dict[str, Any], tuple[str, ...], Scenario, int]) -> list[tuple[int, int, dict[str, Any]]]:
+    """(policy index, run index, row) of every policy on one conversation (a worker's
+    item: config, policy names, scenario, seed); the players are loaded once per process."""
+    config, names, scenario, seed = item
+    checked = ConversationStreamEnv.checked_config(config)
+    key = _players_key(names, config)
+    if key not in _PLAYERS:
+        _PLAYERS[key] = _players(names, checked, lambda text: None)  # the caller heard the notes
+    conversation = build_conversation(scenario, seed, checked)  # built once, played by every policy
+    found = []
+    for pi, (name, members) in enumerate(_PLAYERS[key].items()):
+        for ri, (run, policy) in enumerate(members):
+            session = make_session(conversation, checked)
+            reward = play(policy, session, scenario.name, seed)
+            metrics = session.metrics()
+            found.append((pi, ri, {"policy": name, "run": run, "scenario": scenario.name, "seed": seed,
+                                   "reward": reward, **{k: metrics[k] for k in METRICS}}))
+    return found
+
+
+#: the players of (policy names, config) this process has loaded (:func:`_players`): in the
+#: caller while its evaluation runs, in a worker for the worker's life
+_PLAYERS: dict[tuple, dict[str, tuple]] = {}
+
+
+def _players_key(names: tuple[str, ...], config: dict[str, Any]) -> tuple:
+    import json
+
+    return names, json.dumps(config, sort_keys=True)
+
+
+def _players(names: tuple[str, ...], checked, note: Callable[[str], None]) -> dict[str, tuple]:
+    """name -> ((run, player), ...) of every policy that loads (peers without their extra are left out)."""
+    plain = load_policies([n for n in names if not is_rollout(n)], note)
+    plain = {n: tuple((run, stream_player(policy, checked)) for run, policy in members) for n, members in plain.items()}
+    return {n: ((("", Rollout.named(n, checked)),) if is_rollout(n) else plain[n]) for n in names if is_rollout(n) or n in plain}
