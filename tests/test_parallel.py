@@ -23,6 +23,10 @@ def _fail_on_three(x: int) -> int:
     return x
 
 
+def _environment(name: str) -> tuple[str | None, str]:
+    return os.environ.get(name), os.getcwd()
+
+
 def _thread_limits(_: int) -> dict[str, int]:
     import torch
     from threadpoolctl import threadpool_info
@@ -62,3 +66,15 @@ def test_each_worker_uses_one_blas_openmp_and_torch_thread() -> None:
         assert limits["torch"] == 1
         assert all(count == 1 for count in limits.values()), limits
         assert len(limits) > 1  # numpy's BLAS was found, not only torch
+
+
+def test_workers_see_the_callers_environment_and_folder_as_they_are_now(monkeypatch, tmp_path) -> None:
+    """The forkserver keeps the environment of its first start; a pool started after the
+    caller changed a variable (here the pool folder's) and its folder sees the new ones."""
+    monkeypatch.setenv("CTXSIM_POOL_DIR", str(tmp_path / "first"))
+    assert {value for value, _ in process_map(_environment, ["CTXSIM_POOL_DIR"] * 2, 2)} == {str(tmp_path / "first")}
+    monkeypatch.setenv("CTXSIM_POOL_DIR", str(tmp_path / "second"))
+    monkeypatch.chdir(tmp_path)
+    assert set(process_map(_environment, ["CTXSIM_POOL_DIR"] * 2, 2)) == {(str(tmp_path / "second"), str(tmp_path))}
+    monkeypatch.delenv("CTXSIM_POOL_DIR")
+    assert {value for value, _ in process_map(_environment, ["CTXSIM_POOL_DIR"] * 2, 2)} == {None}

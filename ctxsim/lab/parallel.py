@@ -4,7 +4,9 @@ Used by sweeps (one (scenario, seed) unit per item) and context pools (one conte
 per item). Workers are ``forkserver`` processes that fork with ``preload`` already
 imported (``spawn`` where forkserver is missing), each limited to one BLAS/OpenMP
 thread (threadpoolctl, since the preload has already loaded numpy's BLAS) and one
-torch thread: the pool is the parallelism. Results come back in item order whatever order
+torch thread: the pool is the parallelism. A worker starts with the caller's
+environment variables as they are when the pool starts (the forkserver keeps those
+of its own start), and in the caller's working folder. Results come back in item order whatever order
 the items ran in, so outputs do not depend on the number of workers. A worker ends
 when the process that started the pool does, so a killed sweep leaves no worker.
 """
@@ -52,8 +54,12 @@ def _watch_owner(owner: int) -> None:
     threading.Thread(target=wait, name="ctxsim-owner-watch", daemon=True).start()
 
 
-def _init_worker(owner: int) -> None:
+def _init_worker(owner: int, environment: dict[str, str]) -> None:
     _watch_owner(owner)
+    # the caller's environment as it is now (e.g. $CTXSIM_POOL_DIR, where pool-folder results are read
+    # and kept): the forkserver was started with the environment of the first pool and forks from it
+    os.environ.clear()
+    os.environ.update(environment)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = "1"  # for libraries loaded later
     from threadpoolctl import threadpool_limits
@@ -91,7 +97,7 @@ def process_map(
         context = multiprocessing.get_context("spawn")
     results: list[Any] = [None] * len(items)
     with ProcessPoolExecutor(max_workers=min(workers, len(items)), mp_context=context, initializer=_init_worker,
-                             initargs=(os.getpid(),)) as pool:
+                             initargs=(os.getpid(), dict(os.environ))) as pool:
         futures = {pool.submit(fn, items[i]): i for i in (order if order is not None else range(len(items)))}
         pending = set(futures)
         try:
