@@ -205,6 +205,31 @@ def test_evaluate_stream_compares_policies_deterministically():
     assert total == pytest.approx(only["reward"].iloc[0])
 
 
+def test_the_stream_rows_say_what_the_breaks_kept_rules_and_p1():
+    """rules_retained is the share of the rules planted so far still in the final context
+    (dropping the oldest units loses gpt4-6000's rule, seed-chain keeps it); p1_preserved
+    the mean over the events of each break's P1 preserved (a summary of everything, as
+    aider's, folds the P1 units away)."""
+    from ctxsim.lab.stream.evaluate_stream import evaluate_stream
+
+    config = {"turns": 30, "probes": {"turns": [12, 20], "min_age_turns": 5}}
+    df = evaluate_stream(["seed-chain", "only:remove_oldest", "peer:aider"], ["gpt4-6000"], [0], config, workers=1)
+    by = df.set_index("policy")
+    assert by.loc["seed-chain", "rules_retained"] == 1.0 and by.loc["only:remove_oldest", "rules_retained"] == 0.0
+    assert by.loc["peer:aider", "p1_preserved"] < by.loc["seed-chain", "p1_preserved"] < 1.0
+    from ctxsim.lab.environments.conversation_stream import build_conversation, make_session
+    from ctxsim.lab.stream.play import play
+    from ctxsim.lab.stream.players import stream_player
+    from ctxsim.policies import get_policy
+
+    checked = ConversationStreamEnv.checked_config(config)
+    scenario = next(s for s in checked.suite if s.name == "gpt4-6000")
+    session = make_session(build_conversation(scenario, 0, checked), checked)
+    play(stream_player(get_policy("seed-chain"), checked), session, "gpt4-6000", 0)
+    p1 = [event.p1_preserved for event in session.events]
+    assert len(p1) == by.loc["seed-chain", "overflow_events"] and by.loc["seed-chain", "p1_preserved"] == pytest.approx(sum(p1) / len(p1))
+
+
 def test_evaluate_stream_gives_the_same_rows_on_one_process_or_several():
     """Four conversations (two scenarios × two seeds), each a work item: played here or
     on two workers, every row is the same and in the same order (policy, scenario,

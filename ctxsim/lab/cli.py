@@ -374,7 +374,7 @@ def _experiment_split(args: argparse.Namespace):
 
 STREAM_SUMMARY = {
     "reward": "mean", "probe_share": "mean", **{f"probe_share_{kind}": "mean" for kind in PROBE_KINDS},
-    "facts_retained": "mean", "cache_hit_rate": "mean", "tokens_sent": "mean",
+    "facts_retained": "mean", "rules_retained": "mean", "p1_preserved": "mean", "cache_hit_rate": "mean", "tokens_sent": "mean",
     "cost_usd": "mean", "overflow_events": "mean", "over_hit_fresh_starts": "mean", "break_depth": "mean", "max_summary_depth": "max",
     "max_summary_tokens": "max", "rehydrations": "sum", "rehydration_loops": "sum",
 }

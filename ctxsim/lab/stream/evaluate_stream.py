@@ -41,7 +41,8 @@ if TYPE_CHECKING:
 #: metrics of :meth:`StreamSession.metrics` reported per row, after policy, scenario, seed and reward
 METRICS = (
     "event_reward", "overflow_events", "over_hit_fresh_starts", "forced_recoveries", "compactions", "strategy_steps",
-    "probes_asked", "probes_answered", "probe_share", *(f"probe_share_{kind}" for kind in PROBE_KINDS), "facts_retained", "cache_hit_rate", "tokens_sent",
+    "probes_asked", "probes_answered", "probe_share", *(f"probe_share_{kind}" for kind in PROBE_KINDS), "facts_retained", "rules_retained", "p1_preserved",
+    "cache_hit_rate", "tokens_sent",
     "cached_tokens", "cost_usd", "max_summary_depth", "max_summary_tokens", "rehydrations", "rehydration_loops",
     "milestones", "break_depth",
 )

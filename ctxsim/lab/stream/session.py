@@ -155,6 +155,7 @@ class EventRecord:
     success: bool
     used_recovery: bool
     forced_recovery: bool
+    p1_preserved: float  # share of the P1 units before it still present after it (:func:`ctxsim.metrics.p1_preserved`)
 
 
 @dataclass(frozen=True)
@@ -408,6 +409,7 @@ class StreamSession:
             turn=self.turn, time_s=turn.time_s, trigger=trigger, skip_aggressive=episode.settings.skip_aggressive,
             chain=episode.chain, target_tokens=episode.target_tokens, tokens_before=o.original_tokens, tokens_after=o.final_tokens, reward=episode.reward,
             success=o.success, used_recovery=o.used_recovery, forced_recovery=episode.forced_recovery,
+            p1_preserved=o.p1_preserved,
         ))
         self.state = episode.state
 
@@ -477,6 +479,10 @@ class StreamSession:
         """Share of the facts and rules planted so far whose value is in the current context."""
         return share_answered((f for f in self.state.fact_table if f.kind in STATED_KINDS), self.state.render())
 
+    def rules_retained(self) -> float:
+        """Share of the user rules planted so far whose value is in the current context (1.0 when none)."""
+        return share_answered((f for f in self.state.fact_table if f.kind == "rule"), self.state.render())
+
     def metrics(self) -> dict[str, Any]:
         """The session's running totals (tokens, dollars, counts)."""
         c, r = self.counters, self.rehydrator
@@ -497,6 +503,9 @@ class StreamSession:
             "probe_share": self.probe_share,
             **{f"probe_share_{kind}": share for kind, share in self.probe_share_by_kind().items()},
             "facts_retained": self.facts_retained(),
+            "rules_retained": self.rules_retained(),
+            # as on ContextOverflow-v0, per break: the mean over the events (1.0 when nothing was broken)
+            "p1_preserved": sum(e.p1_preserved for e in self.events) / len(self.events) if self.events else 1.0,
             "max_summary_depth": c.max_summary_depth,
             "max_summary_tokens": c.max_summary_tokens,
             "artifacts": len(self.state.artifacts),
