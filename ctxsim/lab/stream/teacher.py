@@ -57,6 +57,7 @@ def rollout_values(config: dict[str, Any], teacher: str, margin: float = math.in
     ``workers`` processes (default: every core; the rows come in the same order
     whatever their number). ``note`` hears one line per conversation."""
     checked = ConversationStreamEnv.checked_config(config)
+    Rollout.named(teacher, checked)  # here first: a bad name fails before any conversation, a base's fit is made once
     items = [(checked.model_dump(mode="json"), teacher, scenario.name, seed, margin) for scenario in checked.suite
              for seed in range(scenario.context_count(checked.contexts_per_scenario))]
     played = process_map(_conversation_rows, items, workers or default_workers(),
