@@ -210,18 +210,18 @@ def test_the_stream_rows_say_what_the_breaks_kept_rules_and_p1():
     (dropping the oldest units loses gpt4-6000's rule, seed-chain keeps it); p1_preserved
     the mean over the events of each break's P1 preserved (a summary of everything, as
     aider's, folds the P1 units away)."""
+    from ctxsim.lab.environments.conversation_stream import build_conversation, make_session
     from ctxsim.lab.stream.evaluate_stream import evaluate_stream
+    from ctxsim.lab.stream.play import play
+    from ctxsim.lab.stream.players import stream_player
+    from ctxsim.policies import get_policy
 
     config = {"turns": 30, "probes": {"turns": [12, 20], "min_age_turns": 5}}
     df = evaluate_stream(["seed-chain", "only:remove_oldest", "peer:aider"], ["gpt4-6000"], [0], config, workers=1)
     by = df.set_index("policy")
     assert by.loc["seed-chain", "rules_retained"] == 1.0 and by.loc["only:remove_oldest", "rules_retained"] == 0.0
     assert by.loc["peer:aider", "p1_preserved"] < by.loc["seed-chain", "p1_preserved"] < 1.0
-    from ctxsim.lab.environments.conversation_stream import build_conversation, make_session
-    from ctxsim.lab.stream.play import play
-    from ctxsim.lab.stream.players import stream_player
-    from ctxsim.policies import get_policy
-
+    # the column is the mean of the events' own P1 preserved
     checked = ConversationStreamEnv.checked_config(config)
     scenario = next(s for s in checked.suite if s.name == "gpt4-6000")
     session = make_session(build_conversation(scenario, 0, checked), checked)
