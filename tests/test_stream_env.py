@@ -269,9 +269,19 @@ def test_cli_stream_evaluation_takes_first_seed_by_scenario_and_compare(tmp_path
     assert "probes answered (difference) [95% CI]" in text  # the stream's probe_share, paired as the reward
     by_scenario = direct.groupby(["scenario", "policy"])["reward"].mean()
     assert f"| tool-dupes | {by_scenario['tool-dupes', 'seed-chain']:+.4f} | {by_scenario['tool-dupes', 'only:remove_oldest']:+.4f} |\n" in text
-    # refused before any conversation is played: a log, an unknown --compare
-    for extra, key in ((["--log", str(tmp_path / "t.jsonl")], "--log"), (["--compare", "peer:letta"], "--compare")):
+    # --workers: the same rows from one process
+    assert main(argv + ["--workers", "1"]) == 0
+    assert pd.read_csv(out).equals(df)
+    capsys.readouterr()
+    # refused before any conversation is played: a log, an unknown --compare, no worker
+    for extra, key in ((["--log", str(tmp_path / "t.jsonl")], "--log"), (["--compare", "peer:letta"], "--compare"),
+                       (["--workers", "0"], "--workers")):
         out.unlink(missing_ok=True)
         assert main(argv + extra) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and key.strip("-") in err and not out.exists()
+    # an evaluation of overflow events has no workers to share: refused, naming the option
+    assert main(["evaluate", "--policy", "seed-chain", "--names", "gpt4-6000", "--seeds", "1", "--out", str(out),
+                 "--workers", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--workers" in err and not out.exists()

@@ -227,6 +227,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if not 0 <= args.first_seed <= last_first:
         raise ConfigError(f"--first-seed must be in 0..{last_first} (seeds end below 2**32), got {args.first_seed}",
                           key="first-seed")
+    _check_option("workers", args.workers, 1)
     if args.split and not args.experiment:
         raise ConfigError("--split needs --experiment FILE", key="split")
     if args.experiment:
@@ -249,6 +250,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             raise ConfigError("--log records the transitions of overflow events; a stream evaluation writes no log",
                               key="log" if args.log else "overwrite")
         return _evaluate_stream(args, env_config, scenarios, seeds, console)
+    if args.workers is not None:
+        raise ConfigError("--workers shares a stream evaluation's conversations among processes; an evaluation of "
+                          "overflow events runs in this process", key="workers")
     from .stream.rollout import is_rollout
 
     rollouts = [name for name in args.policy if is_rollout(name)]
@@ -387,7 +391,7 @@ def _evaluate_stream(args: argparse.Namespace, env_config: dict, scenarios, seed
 
     config = {**env_config, "scenarios": [str(s.source) for s in scenarios], "scenario_names": None}
     df = evaluate_stream(args.policy, [s.name for s in scenarios], list(seeds), config=config,
-                         note=_notes(console))
+                         note=_notes(console), workers=args.workers)
     atomic_write_text(args.out, df.to_csv(index=False))
     columns = [c for c in STREAM_SUMMARY if c in df.columns]
     summary = df.groupby("policy", sort=False).agg({c: STREAM_SUMMARY[c] for c in columns}).reset_index()
@@ -575,6 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--reward", metavar="PROFILE",
                     help="score under this reward profile instead of the env's (e.g. seed001, grounded); "
                          "best-fixed fits its chain under it")
+    ev.add_argument("--workers", type=int,
+                    help="processes a ConversationStream-v0 evaluation shares its conversations among (default: the machine's cores)")
     ev.add_argument("--quiet", action="store_true", help="no progress bar")
     ev.add_argument("--markdown", metavar="FILE.md", help="also write the printed tables as markdown to FILE.md")
     ev.add_argument("--by-scenario", action="store_true", help="also the mean reward of every policy (and the oracle, on overflow events) per scenario")
