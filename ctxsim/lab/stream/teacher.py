@@ -26,7 +26,9 @@ teacher, the margin and the package's code.
 
 from __future__ import annotations
 
+import json
 import math
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -57,8 +59,9 @@ def rollout_values(config: dict[str, Any], teacher: str, margin: float = math.in
     ``workers`` processes (default: every core; the rows come in the same order
     whatever their number). ``note`` hears one line per conversation."""
     checked = ConversationStreamEnv.checked_config(config)
-    Rollout.named(teacher, checked)  # here first: a bad name fails before any conversation, a base's fit is made once
-    items = [(checked.model_dump(mode="json"), teacher, scenario.name, seed, margin) for scenario in checked.suite
+    text = json.dumps(checked.model_dump(mode="json"), sort_keys=True)
+    _teacher(teacher, text)  # here first: a bad name fails before any conversation, a base's fit is made once
+    items = [(text, teacher, scenario.name, seed, margin) for scenario in checked.suite
              for seed in range(scenario.context_count(checked.contexts_per_scenario))]
     played = process_map(_conversation_rows, items, workers or default_workers(),
                          preload=["ctxsim.lab.stream.teacher"])
@@ -73,17 +76,25 @@ def rollout_values(config: dict[str, Any], teacher: str, margin: float = math.in
     return ActionValues(obs.astype(np.float32), masks.astype(bool), q)
 
 
-def _conversation_rows(item: tuple[dict[str, Any], str, str, int, float]) -> tuple[int, list]:
-    """(events, rows) of one conversation (a worker's item: config, teacher, scenario
-    name, seed, margin)."""
-    config, teacher, name, seed, margin = item
-    checked = ConversationStreamEnv.checked_config(config)
-    rollout = Rollout.named(teacher, checked)
+@lru_cache(maxsize=1)
+def _teacher(teacher: str, config: str) -> Rollout:
+    """The rollout ``teacher`` under the StreamConfig of the JSON ``config``, built once
+    per process (the caller's conversations played in-process share the caller's)."""
+    rollout = Rollout.named(teacher, ConversationStreamEnv.checked_config(json.loads(config)))
     if hasattr(rollout.base, "for_training"):  # a fitted fixed choice refuses its fitting conversations; training data may use them
         rollout.base = rollout.base.for_training()
+    return rollout
+
+
+def _conversation_rows(item: tuple[str, str, str, int, float]) -> tuple[int, list]:
+    """(events, rows) of one conversation (a worker's item: the config as JSON, teacher,
+    scenario name, seed, margin)."""
+    config, teacher, name, seed, margin = item
+    checked = ConversationStreamEnv.checked_config(json.loads(config))
     scenario = next(s for s in checked.suite if s.name == name)
     session = make_session(build_conversation(scenario, seed, checked), checked)
-    rows = conversation_rows(rollout, session, name, seed, ObservationConfig.of(checked), checked.session_features, margin)
+    rows = conversation_rows(_teacher(teacher, config), session, name, seed, ObservationConfig.of(checked),
+                             checked.session_features, margin)
     return len(session.events), rows
 
 
