@@ -6,7 +6,8 @@ Together the sentences hold every non-whitespace character of the input, in orde
 
 How text is cut:
 
-* fenced blocks (```` ``` ````), code lines and log lines: each non-empty line is
+* fenced blocks (```` ``` ````; a last fence line that nothing closes opens no
+  block and is a code line of its own), code lines and log lines: each non-empty line is
   one sentence (a line is code-like when it starts like a statement, a log record,
   a stack frame or a shell prompt, or is indented by 4+ spaces, or opens/closes a
   block);
@@ -95,8 +96,10 @@ def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
     block: list[int] | None = None  # [start, end] of the current prose block
     colon = False  # whether the current prose block ends with ":" (before trailing whitespace)
     in_fence = False
+    lines = text.splitlines(keepends=True)
+    fences, lone = _fences(lines) if "```" in text or "~~~" in text else (frozenset(), -1)
     pos = 0
-    for line in text.splitlines(keepends=True):
+    for index, line in enumerate(lines):
         start, pos = pos, pos + len(line)
         body = line.rstrip("\r\n")
         if not body or body.isspace():
@@ -105,13 +108,12 @@ def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
                 block = None
             continue
         end = start + len(body)
-        # a fence line holds its marker (a substring search rules most lines out)
-        fence = ("```" in body or "~~~" in body) and _FENCE.match(body) is not None
+        fence = index in fences
         if not (in_fence or fence) and block is not None and body[:1].islower() and not colon:
             block[1] = end  # wrapped prose
             colon = body.rstrip().endswith(":")
             continue
-        if in_fence or fence or (not _LIST_ITEM.match(body) and _is_code_line(body)):
+        if in_fence or fence or index == lone or (not _LIST_ITEM.match(body) and _is_code_line(body)):
             if block is not None:
                 _flush(text, block, out)
                 block = None
@@ -126,6 +128,23 @@ def segments(text: str, *, by_line: bool = False) -> tuple[Segment, ...]:
     if block is not None:
         _flush(text, block, out)
     return tuple(out)
+
+
+def is_fence_line(line: str) -> bool:
+    """Whether ``line`` (one line) is a code fence's marker line (```` ``` ```` or ``~~~``, after any indentation)."""
+    return ("```" in line or "~~~" in line) and _FENCE.match(line) is not None
+
+
+def _fences(lines: list[str]) -> tuple[frozenset[int], int]:
+    """(indices of the fence lines that open or close a fenced block, index of a last
+    fence line that nothing closes, or -1). In order, each fence line opens a block and
+    the next one closes it; a last one left open (a text cut, or an extract that kept
+    only the opening line) opens no block: it is a code line of its own and the lines
+    after it are read as they are, so a rule after it stays prose."""
+    found = [i for i, line in enumerate(lines) if is_fence_line(line)]
+    if len(found) % 2:
+        return frozenset(found[:-1]), found[-1]
+    return frozenset(found), -1
 
 
 #: characters ``str.splitlines`` breaks lines at (``\r\n`` is one break); all are whitespace

@@ -57,3 +57,27 @@ def test_wrapped_prose_stops_after_a_line_ending_with_a_colon():
     assert split_sentences("We did\nthis:\nand more") == ["We did\nthis:", "and more"]
     assert split_sentences("Notes:  \nfirst item\nsecond item") == ["Notes:", "first item\nsecond item"]
     assert split_sentences("Plan: ship\nit today") == ["Plan: ship\nit today"]
+
+
+def test_a_fence_nothing_closes_opens_no_block():
+    """An extract that kept a fence's opening line but not its closing one: the fence
+    line is a code line of its own, and the prose after it (here a user rule) is prose."""
+    text = "The code:\n```python\ndef f(x):\nYou must keep the public signature of f unchanged. Do it now."
+    assert split_sentences(text) == ["The code:", "```python", "def f(x):",
+                                     "You must keep the public signature of f unchanged.", "Do it now."]
+    assert [s.code for s in segments(text)] == [False, True, True, False, False]
+    # a closed fence still holds its lines, and a later fence left open opens nothing
+    closed = "```\nNot prose. At all.\n```\nProse. Again.\n~~~\nLast words. Here."
+    assert [s.code for s in segments(closed)] == [True, True, True, False, False, True, False, False]
+
+
+def test_a_text_extract_holds_no_fence_marker_line():
+    """The extractive text summary never keeps a fence's marker line: kept alone (or joined
+    to the prose after it) it would make the rest of the extract read as code."""
+    from ctxsim.summarize import get_summarizer
+
+    prose = " ".join(f"Step {i} of the plan changes the export of the invoice totals." for i in range(30))
+    text = f"{prose}\n\n```python\ndivision(23, 0)\n```\n\nbut I get an error.\n\n```\nSyntaxError: invalid syntax\n```\n\n{prose}"
+    extract = get_summarizer("extractive").summarize_text(text, 120).text
+    assert extract and all(not line.lstrip().startswith(("```", "~~~")) for line in extract.splitlines())
+    assert [s.code for s in segments(extract)].count(True) <= 2  # at most the two code lines, never a fenced rest

@@ -115,6 +115,17 @@ def test_fresh_start_handover_names_the_task_and_keeps_p1_rules():
     assert new.fits()
 
 
+def test_fresh_start_keeps_a_rule_after_a_code_fence_an_extract_left_open():
+    """A P1 message compressed in place may keep a snippet's opening fence and not its
+    closing one; the rule after it is still a rule to the handover summary."""
+    units = session(40)
+    units[1] = unit(1, f"The code in question:\n```python\ndef export(rows):\n{RULE} Always keep the audit log.",
+                    priority=1, role="user")
+    state = state_of(units, limit=state_of(units, limit=10**6).total_tokens // 2)
+    handover = get_strategy("fresh_start").apply(state).state.units[1]
+    assert RULE in handover.content, "the rule after the open fence kept verbatim"
+
+
 def test_fresh_start_handover_size_and_long_tasks_are_bounded():
     units = session(40)
     long_task = "Ship the export. " * 300

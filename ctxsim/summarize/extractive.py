@@ -71,7 +71,7 @@ from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_joined, count_spaced, count_tokens
 from .rules import VALUE, is_user_rule, may_hold, mentions_rule
-from ..sentences import segments
+from ..sentences import is_fence_line, segments
 from .structured import (
     SUMMARY_RENDER_VERSION,
     ArtifactRef,
@@ -200,19 +200,24 @@ class ExtractiveSummarizer:
         if input_tokens <= target_tokens:
             return SummaryResult(text, None, input_tokens, input_tokens)
         sentences, separators = _text_pieces(text)
-        candidates = [Candidate("text", sentences[i], (i, 0)) for i in range(len(sentences))]
+        # a fence marker line carries no content, and kept without its pair (or joined to the
+        # prose after it) it would turn the rest of the extract into code: never a candidate
+        candidates = [Candidate("text", sentences[i], (i, 0)) for i in range(len(sentences))
+                      if not is_fence_line(sentences[i])]
 
         def marginal(c: Candidate, _opened: set[str] | None = None) -> int:
             return _piece_tokens(separators[c.position[0]], c.payload)
 
         wanted = set(keep)
-        tiers = [0.0 if sentence in wanted else 1.0 for sentence in sentences]
+        texts = [c.payload for c in candidates]
+        tiers = [0.0 if sentence in wanted else 1.0 for sentence in texts]
         target_tokens = max(target_tokens, self.keep_tokens(text, keep))
         if input_tokens <= target_tokens:
             return SummaryResult(text, None, input_tokens, input_tokens)
-        sizes = np.array([count_tokens(t) for t in sentences], dtype=np.float64)
-        scored = self._scores(sentences, sizes, np.arange(len(sentences)), [1.0] * len(sentences), task, len(sentences))
-        ranked = [candidates[i] for i in self._rank(sentences, scored, tiers, target_tokens)]
+        sizes = np.array([count_tokens(t) for t in texts], dtype=np.float64)
+        positions = np.array([c.position[0] for c in candidates], dtype=np.int64)
+        scored = self._scores(texts, sizes, positions, [1.0] * len(texts), task, len(sentences))
+        ranked = [candidates[i] for i in self._rank(texts, scored, tiers, target_tokens)]
 
         chosen = fit_candidates(
             ranked,
@@ -222,7 +227,7 @@ class ExtractiveSummarizer:
             tokens=lambda chosen: text_rendering_tokens(separators, chosen),
             least=lambda c, _opened: count_tokens(c.payload),  # counted for ``sizes``: a lookup
             fill_ratio=FILL_RATIO,
-            floors=sizes[[c.position[0] for c in ranked]],
+            floors=np.array([count_tokens(c.payload) for c in ranked], dtype=np.float64),
         )
         out = text_rendering(separators, chosen or [])
         if not out.strip():  # not even one sentence fits: the text's own opening, cut to the budget
