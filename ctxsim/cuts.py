@@ -91,7 +91,9 @@ _IDENT = re.compile(r"(?<![\w.])[A-Za-z_][A-Za-z0-9_]*")
 _NUMBER = re.compile(r"(?<![\w.])\d[\d.,]*\d(?![\w])")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
 _ARGUMENT_KEY = re.compile(r'"(\w+)"\s*:')
-_TOOL_CALL_LINE = re.compile(r"^\[tool_call\] .*$", re.MULTILINE)
+#: a ``[tool_call] NAME ARGS_JSON`` line of an assistant unit (how :mod:`ctxsim.transcripts` writes
+#: a tool call): (NAME, ARGS_JSON); the one pattern of that line, here below the modules that read it
+TOOL_CALL_LINE = re.compile(r"^\[tool_call\] (\S+) ?(.*)$", re.MULTILINE)
 
 
 def cut_index(tool_results: Sequence[bool], cut: float) -> int:
@@ -153,7 +155,8 @@ def task_terms(task: str) -> set[str]:
 
 def argument_names(units: Iterable[ContextUnit]) -> set[str]:
     """The argument names of the tool calls in ``units`` (keys of ``[tool_call]`` lines' JSON)."""
-    return {key for u in units for line in _TOOL_CALL_LINE.findall(u.content) for key in _ARGUMENT_KEY.findall(line)}
+    return {key for u in units for call in TOOL_CALL_LINE.finditer(u.content)
+            for key in _ARGUMENT_KEY.findall(call[2])}
 
 
 def _unit_candidates(unit: ContextUnit, terms: set[str]) -> dict[str, str]:

@@ -29,9 +29,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .model import DEFAULT_MIN_LIMIT, ContextState
-from .transcripts import context_from_messages
+from .transcripts import TOOL_CALL_LINE, context_from_messages
 
-_CALL_LINE = re.compile(r"\n?^\[tool_call\] .*$", re.MULTILINE)
+#: a ``[tool_call]`` line with the line break before it (removed from a compressed assistant message)
+_CALL_LINE = re.compile(r"\n?" + TOOL_CALL_LINE.pattern, re.MULTILINE)
 
 
 class Breaker(Protocol):

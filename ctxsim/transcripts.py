@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import model_limit
-from .cuts import ERROR_LINE, cut_index, future_probes
+from .cuts import ERROR_LINE, TOOL_CALL_LINE, cut_index, future_probes
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
@@ -68,8 +68,6 @@ DURABILITY_BY_TOOL: dict[str, str] = {
 TARGET_KEYS = ("path", "filename", "file_name", "file", "url")
 DEMONSTRATION_MARK = "--- DEMONSTRATION ---"
 
-#: a ``[tool_call] NAME ARGS_JSON`` line of an assistant unit: (NAME, ARGS_JSON)
-TOOL_CALL_LINE = re.compile(r"^\[tool_call\] (\S+) ?(.*)$", re.MULTILINE)
 _FENCED_BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 #: language tags of a fenced block that is an action to run (no tag: SWE-agent's commands)
 COMMAND_TAGS = ("", "bash", "sh", "shell", "console")
