@@ -459,6 +459,22 @@ def test_supersede_names_the_nearest_later_command_of_the_path():
     assert "shown again later" in result.state.unit("a1").content and "shown again later" in result.state.unit("a3").content
 
 
+def test_supersede_crosses_tool_kinds_a_read_tool_shows_a_shell_write_and_a_shell_read_a_write_tool():
+    """A bash-and-tools agent: a heredoc write read back by ``read_file``, and a ``write_file``
+    read back by ``cat``, are superseded as if read back by their own kind (paths normalized)."""
+    shown = call(3, "read_file", path="./check.py", content=SCRIPT, turn=3)
+    state = state_of([message(0, TASK), *bash_turn(1, WRITE), shown])
+    result = get_strategy("supersede_writes").apply(state)
+    assert result.compressed == ("a1",) and "[superseded: check.py is shown again later]" in result.state.unit("a1").content
+    failed = call(3, "read_file", path="check.py", outcome="failure", error="permission denied", turn=3)
+    assert not get_strategy("supersede_writes").applicable(state_of([message(0, TASK), *bash_turn(1, WRITE), failed]))
+    written = call(1, "write_file", path="src/a.py", arguments={"path": "src/a.py", "content": SCRIPT}, turn=1)
+    state = state_of([message(0, TASK), written, *bash_turn(2, "cat ./src/a.py", SCRIPT)])
+    assert get_strategy("supersede_writes").apply(state).removed == ("t1",)
+    other = state_of([message(0, TASK), written, *bash_turn(2, "cat src/b.py", SCRIPT)])
+    assert not get_strategy("supersede_writes").applicable(other)
+
+
 @pytest.mark.parametrize(
     "later",
     (bash_turn(2, "sed -n '1,40p' check.py"), bash_turn(2, "cat check.py | head -40"), bash_turn(2, "cat other.py"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import posixpath
 import re
 from functools import lru_cache
 from typing import Iterator
@@ -141,12 +142,14 @@ class SupersedeWrites(_Prune):
 
     A non-pinned result of a write tool whose target (``ToolEnvelope.target``, else
     a ``path``-like argument) is read later (a later read-tool result on the same
-    target whose outcome is not ``failure``) is removed: the read captures the
+    target, or a shell call's whole-file read of it, whose outcome is not
+    ``failure``; paths compared normalized) is removed: the read captures the
     file's current state. Writes may be P1 and are removed all the same.
 
     Shell tools (a bash-only agent): a whole-file heredoc write of a shell call
     (:func:`~.shell.file_command`, paths compared normalized) is superseded when a
-    later whole-file read of the same path (``cat P``, ``nl -ba P``) did not fail,
+    later whole-file read of the same path (``cat P``, ``nl -ba P``, or a read
+    tool's result on it) did not fail,
     or when a later whole-file write of the same path replaced it (an extension of
     design 004: the earlier content is gone from the file). The written text lives
     in the assistant unit that made the call (its ``[tool_call] NAME ARGS`` line
@@ -168,22 +171,32 @@ class SupersedeWrites(_Prune):
     summary = "Remove file writes whose file is read back or written again later (a shell heredoc loses its body in place)."
     Params = SupersedeParams
 
+    def _shown(self, unit: ContextUnit) -> str | None:
+        """The file (normalized path) a successful read shows whole: a read tool's target,
+        or a shell call's whole-file read (``cat P``, ``nl -ba P``); else None."""
+        if unit.tool.outcome == "failure":
+            return None
+        if unit.tool.tool_name in self.params.read_tools:
+            target = call_target(unit.tool)
+            return posixpath.normpath(target) if target else None
+        if unit.tool.tool_name in self.params.shell_tools:
+            op = _shell_file_command(unit.tool.arguments)
+            return op.path if op is not None and op.kind == "read" else None
+        return None
+
     def _removed(self, state: ContextState) -> list[ContextUnit]:
-        """Write-tool results whose target is read later, in order."""
-        writes, reads = set(self.params.write_tools), set(self.params.read_tools)
+        """Write-tool results whose target is read later (by a read tool or a shell read), in order."""
+        writes = set(self.params.write_tools)
         read_later: set[str] = set()
         superseded = []
         for u in reversed(self.tool_units(state)):
-            name = u.tool.tool_name
-            if name not in reads and name not in writes:
-                continue  # its target is never needed: not parsed
-            target = call_target(u.tool)
-            if target is None:
-                continue
-            if name in reads and u.tool.outcome != "failure":
-                read_later.add(target)
-            elif name in writes and target in read_later and not u.pinned:
-                superseded.append(u)
+            shown = self._shown(u)
+            if shown is not None:
+                read_later.add(shown)
+            elif u.tool.tool_name in writes and not u.pinned:
+                target = call_target(u.tool)
+                if target is not None and posixpath.normpath(target) in read_later:
+                    superseded.append(u)
         return superseded[::-1]
 
     def _rewritten(self, state: ContextState) -> dict[str, ContextUnit]:
@@ -192,12 +205,12 @@ class SupersedeWrites(_Prune):
         later: dict[str, str] = {}  # path -> what its nearest later whole-file command did
         markers: dict[str, dict[tuple[str, str], str]] = {}  # caller id -> call key -> marker
         for u in reversed(self.tool_units(state)):
-            op = _shell_file_command(u.tool.arguments) if u.tool.tool_name in shells else None
-            if op is None:
+            shown = self._shown(u)
+            if shown is not None:
+                later[shown] = "shown"
                 continue
-            if op.kind == "read":
-                if u.tool.outcome != "failure":
-                    later[op.path] = "shown"
+            op = _shell_file_command(u.tool.arguments) if u.tool.tool_name in shells else None
+            if op is None or op.kind == "read":  # not a whole-file command, or a failed read
                 continue
             if op.path in later:
                 caller = _caller(state, u)
