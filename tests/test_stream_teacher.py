@@ -99,9 +99,9 @@ def test_the_warm_start_moves_the_policy_to_the_teachers_actions(rows):
     assert np.array_equal(data.values, q)
     model = MaskablePPO("MlpPolicy", ConversationStreamEnv(CONFIG), seed=0, device="cpu")
 
-    def chosen():  # share of the states where the policy's greedy action is one of the teacher's best
+    def chosen():  # share of the states where the policy's greedy action is within 0.01 of the teacher's best
         greedy, _ = model.policy.predict(obs, deterministic=True, action_masks=masks)
-        return np.mean(q[np.arange(len(q)), greedy] >= q.max(1) - 1e-9)
+        return np.mean(q[np.arange(len(q)), greedy] >= q.max(1) - 0.01)
 
     before_regret, before_chosen = greedy_regret(model.policy, data), chosen()
     stats = fit(model.policy, data, WarmStart(teacher=TEACHER, epochs=300, scale=0.05, weight_decay=0.0), seed=0)
