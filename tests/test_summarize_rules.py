@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ctxsim.lab.session_text import RULE_SENTENCES, RULES
-from ctxsim.model import ContextUnit
+from ctxsim.model import ContextUnit, ToolEnvelope
 from ctxsim.summarize import get_summarizer
 from ctxsim.summarize.rules import holds_user_rule, is_user_rule, must_keep_sentences
 from ctxsim.tokens import count_tokens
@@ -63,6 +63,40 @@ def test_must_keep_sentences_are_rules_and_for_p1_the_values():
     p1 = ContextUnit("u", "message", text, role="user", priority=1)
     assert must_keep_sentences(p2) == ("Never push to main.",)
     assert must_keep_sentences(p1) == ("Never push to main.", "The budget is $1,250.")
+
+
+TRACEBACK = "\n".join(["<returncode>1</returncode>", "<output>", "Traceback (most recent call last):",
+                       *(f'  File "/testbed/pkg/mod{k}.py", line {10 + k}, in call_{k}\n    result = call_{k + 1}(value, options)'
+                         for k in range(12)),
+                       "ZeroDivisionError: division by zero", "</output>"])
+
+
+def test_a_failed_tool_call_keeps_its_first_and_last_error_lines():
+    """A traceback's header and the exception it ends in survive any in-place compression of
+    a failed call, whatever its priority; a successful call's output has none to keep."""
+    def result(outcome: str, priority: int) -> ContextUnit:
+        return ContextUnit("t", "tool_result", TRACEBACK, role="tool", priority=priority,
+                           tool=ToolEnvelope("bash", "c1", '{"command": "python reproduce.py"}', outcome=outcome))
+
+    for priority in (1, 2):
+        failed = result("failure", priority)
+        assert must_keep_sentences(failed) == ("Traceback (most recent call last):", "ZeroDivisionError: division by zero")
+        assert "ZeroDivisionError: division by zero" in get_summarizer("extractive").summarize_text(
+            TRACEBACK, 60, keep=must_keep_sentences(failed)).text
+        assert must_keep_sentences(result("success", priority)) == ()
+
+
+def test_content_type_chunking_leaves_a_failed_calls_exception_in_place():
+    from ctxsim.model import ContextState
+    from ctxsim.strategies import get_strategy
+
+    task = ContextUnit("m0", "message", "Fix the crash in mod3.", role="user", priority=1)
+    failed = ContextUnit("t1", "tool_result", TRACEBACK, role="tool", priority=1, turn=1,
+                         tool=ToolEnvelope("bash", "c1", '{"command": "python reproduce.py"}', outcome="failure"))
+    state = ContextState(units=(task, failed), limit=200, min_limit=10, task=task.content)
+    compressed = get_strategy("content_type_chunking").apply(state)
+    assert compressed.compressed == ("t1",) and compressed.state.unit("t1").token_count < failed.token_count
+    assert "ZeroDivisionError: division by zero" in compressed.state.unit("t1").content
 
 
 def test_summarize_text_keeps_the_listed_sentences_and_grows_the_budget_only_for_them():

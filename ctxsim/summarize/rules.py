@@ -15,8 +15,11 @@ compresses, summarizes or drops text finds the rules the way a reader would:
 
 Sentences passing :func:`is_user_rule` are never cut by a summary (design 004: the
 summary "preserves user rules"). :func:`must_keep_sentences` lists the sentences of
-a unit no in-place compression may drop: its user rules, and for a P1 unit (seed
-001: "must keep") every sentence carrying a value (a number, path, name, ...).
+a unit no in-place compression may drop: its user rules, for a P1 unit (seed
+001: "must keep") every sentence carrying a value (a number, path, name, ...), and
+for a failed tool call its error: the first and the last line that reads as one
+(:data:`ctxsim.cuts.ERROR_LINE`; for a Python traceback, its header and the
+exception it ends in).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ..cuts import ERROR_LINE
 from ..model import ContextUnit
 from ..sentences import segments
 
@@ -102,18 +106,23 @@ def holds_user_rule(unit: ContextUnit) -> bool:
 
 def may_keep_sentences(unit: ContextUnit) -> bool:
     """Whether :func:`must_keep_sentences` of ``unit`` can be non-empty, from its
-    role, type and priority alone (no text read): a prose unit (not code or a log)
-    that is P1 or has a user or system role."""
-    return may_state_rule(unit) or (unit.priority == 1 and unit.type not in ("code", "log"))
+    role, type, priority and tool outcome alone (no text read): a prose unit (not
+    code or a log) that is P1 or has a user or system role, or a failed tool call."""
+    return may_state_rule(unit) or (unit.priority == 1 and unit.type not in ("code", "log")) or _failed(unit)
 
 
 def must_keep_sentences(unit: ContextUnit) -> tuple[str, ...]:
     """Sentences an in-place compression of ``unit`` keeps verbatim, in order:
-    its user rules, and for a P1 unit also every prose sentence carrying a value
-    (none, without splitting the text, when :func:`may_keep_sentences` is False)."""
+    its user rules, for a P1 unit also every prose sentence carrying a value, and
+    for a failed tool call the first and last lines that read as an error (none,
+    without splitting the text, when :func:`may_keep_sentences` is False)."""
     if not may_keep_sentences(unit):
         return ()
-    return _must_keep(unit.content, unit.role in RULE_ROLES, unit.priority == 1)
+    return _must_keep(unit.content, unit.role in RULE_ROLES, unit.priority == 1, _failed(unit))
+
+
+def _failed(unit: ContextUnit) -> bool:
+    return unit.tool is not None and unit.tool.outcome == "failure"
 
 
 #: how many distinct texts the sentence memos below hold
@@ -127,12 +136,18 @@ def _rule_sentences(content: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=MEMO_SIZE)
-def _must_keep(content: str, rule_role: bool, p1: bool) -> tuple[str, ...]:
-    """:func:`must_keep_sentences` of a prose unit's ``content``."""
+def _must_keep(content: str, rule_role: bool, p1: bool, failed: bool = False) -> tuple[str, ...]:
+    """:func:`must_keep_sentences` of a unit's ``content``."""
     rules = set(_rule_sentences(content)) if rule_role else set()
-    out: list[str] = []
-    for seg in segments(content):
+    segs = segments(content)
+    chosen: list[int] = []
+    errors: list[int] = []
+    for k, seg in enumerate(segs):
         sentence = content[seg.start : seg.end]
         if sentence in rules or (p1 and not seg.code and VALUE.search(sentence)):
-            out.append(sentence)
-    return tuple(dict.fromkeys(out))
+            chosen.append(k)
+        if failed and ERROR_LINE.search(sentence):
+            errors.append(k)
+    if errors:  # the first and the last error line, in text order among the rest
+        chosen = sorted({*chosen, errors[0], errors[-1]})
+    return tuple(dict.fromkeys(content[segs[k].start : segs[k].end] for k in chosen))
