@@ -62,9 +62,10 @@ class WarmStart(BaseModel):
     entropy: float = Field(0.0, ge=0, description="entropy bonus of the actor's loss")
     margin: float = Field(0.05, ge=0, description="fit the states reached through actions within this much reward of the best")
     teacher: str = Field(
-        ORACLE, pattern=r"^(oracle|rollout:.+|rollout-futures:.+)$",
+        ORACLE, pattern=r"^(oracle|rollout:.+|rollout-futures:.+|rollout-past:.+)$",
         description="who values the actions: 'oracle' (ContextOverflow-v0's exhaustive oracle) or 'rollout:<base "
-        "policy>' / 'rollout-futures:<base policy>' (ConversationStream-v0's rollouts, ctxsim.lab.stream.teacher)",
+        "policy>' / 'rollout-futures:<base policy>' / 'rollout-past:<base policy>' (ConversationStream-v0's rollouts, "
+        "ctxsim.lab.stream.teacher)",
     )
     contexts_per_scenario: int | None = Field(
         None, ge=1, description="the teacher values at most this many contexts (conversations) of each training "

@@ -13,6 +13,8 @@ unit lists.
 
 from __future__ import annotations
 
+import random
+import zlib
 from dataclasses import dataclass, replace
 from itertools import groupby
 
@@ -114,6 +116,47 @@ def with_future_of(conversation: Conversation, other: Conversation, turn: int, t
     facts = tuple(f for f in conversation.facts if planted[f.id] <= turn) + tuple(
         replace(f, id=tag + f.id, unit_id=tag + f.unit_id) for f in other.facts if planted_other[f.id] > turn)
     spliced = replace(conversation, turns=conversation.turns[:turn + 1] + future, facts=facts, probes=())
+    drawn = schedule_probes(spliced.facts, spliced.planted_turn, len(spliced.turns), config,
+                            f"{conversation.scenario}/{conversation.seed}/{tag}")
+    return replace(spliced, probes=tuple(p for p in conversation.probes if p.turn <= turn) + tuple(p for p in drawn if p.turn > turn))
+
+
+def with_future_from_past(conversation: Conversation, turn: int, tag: str, config: ProbeConfig) -> Conversation:
+    """A future ``conversation`` might have had, drawn from its own past only: its turns
+    up to ``turn`` (included, the same objects), then copies of its turns 1..``turn``
+    (the opening, turn 0, when there is no other) drawn with replacement by a
+    ``random.Random`` keyed by the conversation, ``turn`` and ``tag``; each copy's unit
+    and fact ids prefixed with ``tag`` and its position, its units' timestamps moved so
+    that it follows the previous turn after the gap that preceded its source turn; the
+    facts planted up to ``turn`` and the copies' facts; its probes up to ``turn``, then
+    probes at ``config.turns`` drawn over those facts (:func:`schedule_probes`). What a
+    deployed policy could assume of the rest of a conversation it has seen so far: more
+    of the same. ``conversation`` itself when it has no turn after ``turn``."""
+    if turn + 1 >= len(conversation.turns):
+        return conversation
+    sources = list(range(1, turn + 1)) or [0]
+    rng = random.Random(zlib.crc32(f"{conversation.scenario}/{conversation.seed}/{turn}/{tag}".encode("utf-8")))
+    planted = conversation.planted_turn
+    facts_of: dict[int, list[Fact]] = {}
+    for fact in conversation.facts:
+        facts_of.setdefault(planted[fact.id], []).append(fact)
+
+    def start(i: int) -> float:
+        return conversation.turns[i][0].timestamp
+
+    previous = start(turn)
+    future: list[tuple[ContextUnit, ...]] = []
+    copied: list[Fact] = []
+    for position in range(turn + 1, len(conversation.turns)):
+        source = rng.choice(sources)
+        gap = start(source) - start(source - 1) if source else 0.0
+        prefix = f"{tag}{position}-"
+        shift = previous + gap - start(source)
+        future.append(tuple(replace(u, id=prefix + u.id, timestamp=u.timestamp + shift) for u in conversation.turns[source]))
+        copied += [replace(f, id=prefix + f.id, unit_id=prefix + f.unit_id) for f in facts_of.get(source, ())]
+        previous += gap
+    facts = tuple(f for f in conversation.facts if planted[f.id] <= turn) + tuple(copied)
+    spliced = replace(conversation, turns=conversation.turns[:turn + 1] + tuple(future), facts=facts, probes=())
     drawn = schedule_probes(spliced.facts, spliced.planted_turn, len(spliced.turns), config,
                             f"{conversation.scenario}/{conversation.seed}/{tag}")
     return replace(spliced, probes=tuple(p for p in conversation.probes if p.turn <= turn) + tuple(p for p in drawn if p.turn > turn))

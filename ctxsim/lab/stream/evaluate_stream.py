@@ -64,8 +64,9 @@ def evaluate_stream(
     ``only:<id>``, ``peer:<system>``, ``greedy``, a trained run directory, …; peers
     whose optional extra is missing are skipped with a ``note``), or
     ``rollout:<one of those>`` (:mod:`ctxsim.lab.stream.rollout`: lookahead to the end of
-    the conversation over that base policy) or ``rollout-futures:<one of those>`` (the
-    same over sampled futures of the conversation). ``scenarios``:
+    the conversation over that base policy), ``rollout-futures:<one of those>`` (the
+    same over sampled futures of the conversation) or ``rollout-past:<one of those>``
+    (over futures drawn from the conversation's own past turns). ``scenarios``:
     names in the config's suite, or Scenario objects. ``seeds``: a list or a count
     (``range(seeds)``). Raises ConfigError / ScenarioError / PolicyError on bad input
     before any conversation is played. Each conversation is a work item of

@@ -23,6 +23,11 @@ conversations that share the past and take the later turns from other seeds of t
 same scenario (:func:`~.conversation.with_future_of`). It knows the present and the
 scenario's process, as a per-event policy with a model of the scenario could; its
 total can fall below the base's.
+
+``rollout-past:<base>`` (:class:`PastRollout`) knows less: its futures are the
+conversation's own past turns drawn again (:func:`~.conversation.with_future_from_past`),
+so it needs nothing a deployed agent does not have at the event — what it has seen, and
+the session's rules (limits, the fresh-start trigger, the reward) to play them by.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from ...errors import PolicyError
 from ...policies import Policy, get_policy
 from ...policies.oracle import chains
 from ..environments.conversation_stream import build_conversation
-from .conversation import Conversation, with_future_of
+from .conversation import Conversation, with_future_from_past, with_future_of
 from .play import EventPlayer, break_event, play
 from .players import stream_player
 from .session import StreamSession
@@ -45,6 +50,8 @@ if TYPE_CHECKING:
 PREFIX = "rollout:"
 #: prefix of the rollouts over sampled futures: ``rollout-futures:<base>``
 FUTURES_PREFIX = "rollout-futures:"
+#: prefix of the rollouts over futures drawn from the conversation's past: ``rollout-past:<base>``
+PAST_PREFIX = "rollout-past:"
 #: how many sampled futures a ``rollout-futures:`` candidate is scored over
 FUTURE_DRAWS = 4
 #: totals closer than this are ties (the same play summed in another order differs in
@@ -54,15 +61,19 @@ TIE = 1e-9
 Candidate = tuple[int, tuple[str, ...], float]
 
 
+def _prefix(name: str) -> str | None:
+    """The rollout prefix ``name`` starts with (:data:`PREFIX`, :data:`FUTURES_PREFIX`, :data:`PAST_PREFIX`), or None."""
+    return next((p for p in (PREFIX, FUTURES_PREFIX, PAST_PREFIX) if str(name).startswith(p)), None)
+
+
 def rollout_base(name: str) -> str:
-    """The base policy's name of a ``rollout:<base>`` or ``rollout-futures:<base>`` name."""
-    name = str(name)
-    return name[len(FUTURES_PREFIX if name.startswith(FUTURES_PREFIX) else PREFIX):]
+    """The base policy's name of a ``rollout:``, ``rollout-futures:`` or ``rollout-past:`` name."""
+    return str(name)[len(_prefix(name) or PREFIX):]
 
 
 def is_rollout(name: str) -> bool:
-    """True for a ``rollout:<base>`` or ``rollout-futures:<base>`` policy name."""
-    return str(name).startswith((PREFIX, FUTURES_PREFIX))
+    """True for a ``rollout:<base>``, ``rollout-futures:<base>`` or ``rollout-past:<base>`` policy name."""
+    return _prefix(name) is not None
 
 
 class Rollout:
@@ -76,14 +87,18 @@ class Rollout:
         """The rollout policy of a ``rollout:<base>`` name (the base loaded by
         :func:`ctxsim.policies.get_policy`, playing as :func:`~ctxsim.lab.stream.players.stream_player`
         makes it under the validated StreamConfig ``config``)."""
-        futures = str(name).startswith(FUTURES_PREFIX)
+        prefix = _prefix(name)
         base = rollout_base(name)
         if not base:
             raise PolicyError(f"'{name}' names no base policy; e.g. rollout:seed-chain")
         if is_rollout(base):
             raise PolicyError(f"'{name}': the base of a rollout cannot be a rollout")
         player = stream_player(get_policy(base), config)
-        return FuturesRollout(player, str(name), config) if futures else cls(player, str(name))
+        if prefix == FUTURES_PREFIX:
+            return FuturesRollout(player, str(name), config)
+        if prefix == PAST_PREFIX:
+            return PastRollout(player, str(name), config)
+        return cls(player, str(name))
 
     def play_event(self, session: StreamSession, scenario: str, seed: int) -> float:
         """Break the pending event of ``session`` with the best candidate; the reward then
@@ -174,5 +189,25 @@ class FuturesRollout(Rollout):
         for k, other in enumerate(self._others):
             copy = session.copy()
             copy.conversation = with_future_of(conversation, other, session.turn, f"future{k}-", self.config.probes)
+            copies.append(copy)
+        return copies
+
+
+class PastRollout(Rollout):
+    """``rollout-past:<base>`` (module docstring): each candidate scored over ``draws``
+    futures drawn from the conversation's own past turns, the base playing the rest."""
+
+    def __init__(self, base: Policy | EventPlayer, name: str, config: StreamConfig, draws: int = FUTURE_DRAWS):
+        super().__init__(base, name)
+        self.config, self.draws = config, draws
+
+    def worlds(self, session: StreamSession) -> list[StreamSession]:
+        """Copies of ``session`` whose conversation keeps the turns played so far and
+        draws the later ones from them (:func:`~.conversation.with_future_from_past`,
+        tags ``past0-`` … ``past{draws-1}-``)."""
+        copies = []
+        for k in range(self.draws):
+            copy = session.copy()
+            copy.conversation = with_future_from_past(session.conversation, session.turn, f"past{k}-", self.config.probes)
             copies.append(copy)
         return copies
