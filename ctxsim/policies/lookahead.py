@@ -5,18 +5,20 @@ first. With a step budget (``max_steps``) that can end in a dead end: a first st
 whose result no single next action brings under the target, so the episode ends in
 the forced recovery (a fresh start) that costs far more than any choice between two
 strategies. :func:`look_ahead` looks ahead with the policy's own ranking: it takes
-the highest-ranked action from which following the ranking (depth first,
-backtracking on failure) ends the break under the target without any recovery;
-when none does, the first from which it ends in a recovery mode the ranking chose
-(often far better than a forced one: ``truncate`` keeps the recent turns); a top
-action that is itself a recovery mode is taken as it is. It uses nothing the
-deployed policy lacks: only whether a state fits its target, which the episode
-knows.
+the highest-ranked action that is not a recovery mode and from which following the
+ranking (depth first, backtracking on failure) ends the break under the target
+without any recovery; when none does, the first that is a recovery mode or from
+which the ranking ends in one (a recovery the policy chooses is often far better than
+a forced one: ``truncate`` keeps the recent turns). A recovery mode the ranking puts
+first is taken only when no clean break is reachable: on the validation split the
+runs put ``truncate`` first on HumanEvalFix cuts that one ``summarize`` fits. It
+uses nothing the deployed policy lacks: only whether a state fits its target, which
+the episode knows.
 
 Cost: the policy's continuation is what it would run anyway, so when the top action
 finishes, the look-ahead runs the same steps the episode then takes (strategy
-results are memoized per state by the episode settings); only a dead end makes it
-try more: at most :data:`BUDGET` steps per decision (``len(actions) ** (max_steps -
+results are memoized per state by the episode settings); only a dead end, or a
+recovery mode ranked first, makes it try more: at most :data:`BUDGET` steps per decision (``len(actions) ** (max_steps -
 steps_taken)`` could be far more with many steps left).
 """
 
@@ -50,26 +52,27 @@ def ranked_actions(actions: Sequence[str], mask: np.ndarray, scores: np.ndarray)
 
 
 def look_ahead(episode: OverflowEpisode, ranked: Ranking, budget: int = BUDGET) -> str:
-    """The action to take: the top of ``ranked(episode)`` when it is a recovery mode
-    (the policy chose to start over); else the first action from which the ranking's
-    choices (depth first, backtracking) end under the target with no recovery; else
-    the first whose continuation ends in a recovery the ranking chose rather than a
-    forced one; else the top action. The search tries at most ``budget`` steps and
-    decides on what it found by then."""
+    """The action to take: the first of ``ranked(episode)`` that is not a recovery mode
+    and from which the ranking's choices (depth first, backtracking) end under the
+    target with no recovery; else the first that is a recovery mode or whose
+    continuation ends in a recovery the ranking chose rather than a forced one; else
+    the top action. The search tries at most ``budget`` steps and decides on what it
+    found by then."""
     order = ranked(episode)
-    if episode.settings.strategy(order[0]).recovery:
-        return order[0]
     left = [budget]
-    first_recovered = None
+    fallback = None
     for action in order:
+        if episode.settings.strategy(action).recovery:
+            fallback = fallback or action  # the ranking's own recovery, taken if no clean break is reachable
+            continue
         end = _best_end(episode, action, ranked, left)
         if end == CLEAN:
             return action
-        if end == RECOVERED and first_recovered is None:
-            first_recovered = action
+        if end == RECOVERED and fallback is None:
+            fallback = action
         if left[0] <= 0:
             break
-    return first_recovered or order[0]
+    return fallback or order[0]
 
 
 def _best_end(episode: OverflowEpisode, action: str, ranked: Ranking, left: list[int]) -> int:
