@@ -104,8 +104,8 @@ class ExperimentConfig(BaseModel):
     )
     lookahead: bool = Field(
         False, description="the trained policy acts looking ahead with its own ranking (ctxsim.policies.lookahead): "
-        "a top action whose continuation can only end in a recovery gives way to the first that ends under the "
-        "target, else to one that ends in a recovery the policy chooses rather than a forced one",
+        "the first action that is not a recovery mode and whose continuation ends under the target, else a "
+        "recovery the policy chooses (ranked, or where its continuation ends) rather than a forced one",
     )
     source: str | None = Field(None, description="file the experiment came from (set by the loader)")
 

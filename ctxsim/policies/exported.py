@@ -19,8 +19,9 @@ and returns an :class:`ExportedPolicy`:
   optionally logged to JSONL in the transition schema of :mod:`ctxsim.transitions`;
   when the spec says ``lookahead`` (the run's experiment did), each step is chosen by
   :func:`ctxsim.policies.lookahead.look_ahead` on the network's ranking, so the break
-  avoids a forced recovery its own choices can avoid (``decide`` sees one state and
-  takes the top action);
+  avoids a forced recovery its own choices can avoid, and a recovery its ranking puts
+  first when a clean break is reachable (``decide`` sees one state and takes the top
+  action);
 * ``compact_messages(messages, limit)`` — the same on an agent's own chat message
   list, returned as chat messages (:mod:`ctxsim.messages`);
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
