@@ -13,6 +13,7 @@ from ctxsim.lab.stream.conversation import with_future_of
 from ctxsim.lab.stream.play import play
 from ctxsim.lab.stream.rollout import FuturesRollout, Rollout, is_rollout
 from ctxsim.policies.oracle import chains
+from future_contract import assert_a_future_of
 
 @pytest.fixture(scope="module")
 def small(small_stream):
@@ -28,20 +29,9 @@ def test_a_future_keeps_the_past_and_takes_the_other_seeds_later_turns(small):
     own, other = conversation(small, "chat-10k", 0), conversation(small, "chat-10k", 7)
     turn = 20
     future = with_future_of(own, other, turn, "f0-", small.probes)
-    assert len(future.turns) == len(own.turns)
-    assert all(a is b for a, b in zip(future.turns[:turn + 1], own.turns[:turn + 1]))  # the past, the same objects
+    assert_a_future_of(own, future, turn, "f0-", small.probes.turns)
     for mine, theirs in zip(future.turns[turn + 1:], other.turns[turn + 1:]):
         assert [u.id for u in mine] == ["f0-" + u.id for u in theirs] and [u.content for u in mine] == [u.content for u in theirs]
-    stamps = [u.timestamp for units in future.turns for u in units]
-    assert stamps == sorted(stamps)  # the later turns follow on
-    planted = future.planted_turn
-    assert {f.id for f in future.facts if planted[f.id] <= turn} == {f.id for f in own.facts if own.planted_turn[f.id] <= turn}
-    later = [f for f in future.facts if planted[f.id] > turn]
-    assert later and all(f.id.startswith("f0-") for f in later)
-    assert [p for p in future.probes if p.turn <= turn] == [p for p in own.probes if p.turn <= turn]
-    held = {f.id for f in future.facts}
-    assert [p.turn for p in future.probes if p.turn > turn] == [t for t in small.probes.turns if t > turn]
-    assert all(p.fact_id in held for p in future.probes)  # every later probe asks a fact the future holds
     assert with_future_of(own, other, turn, "f0-", small.probes) == future  # deterministic
     assert with_future_of(own, other, len(own.turns) - 1, "f0-", small.probes) is own  # nothing after the last turn
     last = len(other.turns) - 1
