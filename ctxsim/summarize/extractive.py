@@ -217,7 +217,8 @@ class ExtractiveSummarizer:
         sizes = np.array([count_tokens(t) for t in texts], dtype=np.float64)
         positions = np.array([c.position[0] for c in candidates], dtype=np.int64)
         scored = self._scores(texts, sizes, positions, [1.0] * len(texts), task, len(sentences))
-        ranked = [candidates[i] for i in self._rank(texts, scored, tiers, target_tokens)]
+        order = self._rank(texts, scored, tiers, target_tokens)
+        ranked = [candidates[i] for i in order]
 
         chosen = fit_candidates(
             ranked,
@@ -227,7 +228,7 @@ class ExtractiveSummarizer:
             tokens=lambda chosen: text_rendering_tokens(separators, chosen),
             least=lambda c, _opened: count_tokens(c.payload),  # counted for ``sizes``: a lookup
             fill_ratio=FILL_RATIO,
-            floors=np.array([count_tokens(c.payload) for c in ranked], dtype=np.float64),
+            floors=sizes[order],
         )
         out = text_rendering(separators, chosen or [])
         if not out.strip():  # not even one sentence fits: the text's own opening, cut to the budget
