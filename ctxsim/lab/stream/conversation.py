@@ -112,13 +112,9 @@ def with_future_of(conversation: Conversation, other: Conversation, turn: int, t
     shift = conversation.turns[turn + 1][0].timestamp - other.turns[turn + 1][0].timestamp
     future = tuple(tuple(replace(u, id=tag + u.id, timestamp=u.timestamp + shift) for u in units)
                    for units in other.turns[turn + 1:])
-    planted, planted_other = conversation.planted_turn, other.planted_turn
-    facts = tuple(f for f in conversation.facts if planted[f.id] <= turn) + tuple(
-        replace(f, id=tag + f.id, unit_id=tag + f.unit_id) for f in other.facts if planted_other[f.id] > turn)
-    spliced = replace(conversation, turns=conversation.turns[:turn + 1] + future, facts=facts, probes=())
-    drawn = schedule_probes(spliced.facts, spliced.planted_turn, len(spliced.turns), config,
-                            f"{conversation.scenario}/{conversation.seed}/{tag}")
-    return replace(spliced, probes=tuple(p for p in conversation.probes if p.turn <= turn) + tuple(p for p in drawn if p.turn > turn))
+    planted_other = other.planted_turn
+    later = tuple(replace(f, id=tag + f.id, unit_id=tag + f.unit_id) for f in other.facts if planted_other[f.id] > turn)
+    return _spliced(conversation, turn, future, later, tag, config)
 
 
 def with_future_from_past(conversation: Conversation, turn: int, tag: str, config: ProbeConfig) -> Conversation:
@@ -155,8 +151,17 @@ def with_future_from_past(conversation: Conversation, turn: int, tag: str, confi
         future.append(tuple(replace(u, id=prefix + u.id, timestamp=u.timestamp + shift) for u in conversation.turns[source]))
         copied += [replace(f, id=prefix + f.id, unit_id=prefix + f.unit_id) for f in facts_of.get(source, ())]
         previous += gap
-    facts = tuple(f for f in conversation.facts if planted[f.id] <= turn) + tuple(copied)
-    spliced = replace(conversation, turns=conversation.turns[:turn + 1] + tuple(future), facts=facts, probes=())
+    return _spliced(conversation, turn, tuple(future), tuple(copied), tag, config)
+
+
+def _spliced(conversation: Conversation, turn: int, future: tuple[tuple[ContextUnit, ...], ...], later: tuple[Fact, ...],
+             tag: str, config: ProbeConfig) -> Conversation:
+    """``conversation``'s turns up to ``turn`` then ``future``; the facts planted up to
+    ``turn`` then ``later`` (the future's); its probes up to ``turn``, then probes at
+    ``config.turns`` drawn over those facts (:func:`schedule_probes`, keyed by ``tag``)."""
+    planted = conversation.planted_turn
+    facts = tuple(f for f in conversation.facts if planted[f.id] <= turn) + later
+    spliced = replace(conversation, turns=conversation.turns[:turn + 1] + future, facts=facts, probes=())
     drawn = schedule_probes(spliced.facts, spliced.planted_turn, len(spliced.turns), config,
                             f"{conversation.scenario}/{conversation.seed}/{tag}")
     return replace(spliced, probes=tuple(p for p in conversation.probes if p.turn <= turn) + tuple(p for p in drawn if p.turn > turn))

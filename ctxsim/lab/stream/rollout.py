@@ -164,50 +164,56 @@ class Rollout:
         return total if trial.done else total + play(self.base, trial, scenario, seed)
 
 
-class FuturesRollout(Rollout):
+class _FuturesOf(Rollout):
+    """A rollout whose candidates are scored over ``draws`` futures of the conversation
+    (:meth:`future`, the ``k``-th of them), the base playing the rest."""
+
+    def __init__(self, base: Policy | EventPlayer, name: str, config: StreamConfig, draws: int = FUTURE_DRAWS):
+        super().__init__(base, name)
+        self.config, self.draws = config, draws
+
+    def worlds(self, session: StreamSession) -> list[StreamSession]:
+        """Copies of ``session`` whose conversation keeps the turns played so far and
+        takes the later ones from :meth:`future`."""
+        copies = []
+        for k in range(self.draws):
+            copy = session.copy()
+            copy.conversation = self.future(session, k)
+            copies.append(copy)
+        return copies
+
+    def future(self, session: StreamSession, k: int) -> Conversation:
+        raise NotImplementedError
+
+
+class FuturesRollout(_FuturesOf):
     """``rollout-futures:<base>`` (module docstring): each candidate scored over
     ``draws`` sampled futures of the conversation, the base playing the rest."""
 
     def __init__(self, base: Policy | EventPlayer, name: str, config: StreamConfig, draws: int = FUTURE_DRAWS):
-        super().__init__(base, name)
-        self.config, self.draws = config, draws
+        super().__init__(base, name, config, draws)
         self._others: list[Conversation] = []
         self._others_of: tuple[str, int | None] | None = None  # the conversation they are futures of
 
-    def worlds(self, session: StreamSession) -> list[StreamSession]:
-        """Copies of ``session`` whose conversation keeps the turns played so far and
-        takes the later ones from seed ``10,000 + 97·k + seed`` of the same scenario
-        (built once per conversation: the last one played is kept)."""
+    def future(self, session: StreamSession, k: int) -> Conversation:
+        """The conversation with its turns after the current one taken from seed
+        ``10,000 + 97·k + seed`` of the same scenario (those conversations built once per
+        conversation: the last one played is kept); tag ``future{k}-``."""
         conversation = session.conversation
         key = (conversation.scenario, conversation.seed)
         if self._others_of != key:
             scenario = next(s for s in self.config.suite if s.name == conversation.scenario)
-            self._others = [build_conversation(scenario, 10_000 + 97 * k + (conversation.seed or 0), self.config)
-                            for k in range(self.draws)]
+            self._others = [build_conversation(scenario, 10_000 + 97 * j + (conversation.seed or 0), self.config)
+                            for j in range(self.draws)]
             self._others_of = key
-        copies = []
-        for k, other in enumerate(self._others):
-            copy = session.copy()
-            copy.conversation = with_future_of(conversation, other, session.turn, f"future{k}-", self.config.probes)
-            copies.append(copy)
-        return copies
+        return with_future_of(conversation, self._others[k], session.turn, f"future{k}-", self.config.probes)
 
 
-class PastRollout(Rollout):
+class PastRollout(_FuturesOf):
     """``rollout-past:<base>`` (module docstring): each candidate scored over ``draws``
     futures drawn from the conversation's own past turns, the base playing the rest."""
 
-    def __init__(self, base: Policy | EventPlayer, name: str, config: StreamConfig, draws: int = FUTURE_DRAWS):
-        super().__init__(base, name)
-        self.config, self.draws = config, draws
-
-    def worlds(self, session: StreamSession) -> list[StreamSession]:
-        """Copies of ``session`` whose conversation keeps the turns played so far and
-        draws the later ones from them (:func:`~.conversation.with_future_from_past`,
-        tags ``past0-`` … ``past{draws-1}-``)."""
-        copies = []
-        for k in range(self.draws):
-            copy = session.copy()
-            copy.conversation = with_future_from_past(session.conversation, session.turn, f"past{k}-", self.config.probes)
-            copies.append(copy)
-        return copies
+    def future(self, session: StreamSession, k: int) -> Conversation:
+        """The conversation with its later turns drawn from its turns so far
+        (:func:`~.conversation.with_future_from_past`, tag ``past{k}-``)."""
+        return with_future_from_past(session.conversation, session.turn, f"past{k}-", self.config.probes)
