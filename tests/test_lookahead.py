@@ -1,4 +1,8 @@
-"""Acting on a ranking while looking ahead for a forced recovery (ctxsim.policies.lookahead)."""
+"""Acting on a ranking while looking ahead for a forced recovery, and checking its first
+clean break against what it can score (ctxsim.policies.lookahead).
+
+The tests of the ranking's own ends call ``look_ahead(..., compare=1)``: the first clean
+break as the ranking orders them, before any comparison."""
 
 from __future__ import annotations
 
@@ -8,7 +12,13 @@ import pytest
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.lab.contexts import build_context
 from ctxsim.policies import Policy, run_episode
-from ctxsim.policies.lookahead import look_ahead, ranked_actions
+from ctxsim.policies.lookahead import MARGIN, look_ahead as _look_ahead, ranked_actions
+from ctxsim.reward import RewardWeights, compute_reward
+
+
+def look_ahead(episode, ranking, budget=None):
+    """The look-ahead on the ranking alone (no comparison of clean breaks)."""
+    return _look_ahead(episode, ranking, compare=1) if budget is None else _look_ahead(episode, ranking, budget, compare=1)
 
 #: strategies that often leave a context over its target, strategies that cut until it
 #: fits, and the recovery mode
@@ -174,3 +184,33 @@ def test_the_search_stops_at_its_budget_and_takes_the_top_action(contexts):
             assert look_ahead(episode, ranking, budget=1) == order[0]
             return
     pytest.fail("no context put a dead end first")
+
+
+def test_the_first_clean_break_gives_way_only_to_one_that_scores_more_than_the_margin_without_probes(contexts):
+    """Of the first three actions that end clean, the ranking's first is taken unless
+    another's break scores more than MARGIN above it by the reward without probes
+    (brute force over one-step breaks, under ``grounded``: its probe term is left out)."""
+    settings = EpisodeSettings(actions=ACTIONS, max_steps=1, reward=RewardWeights(profile="grounded"))
+    unscored = settings.reward.without_probes()
+    ranking = preferring(ACTIONS)
+    overruled = kept = 0
+    for state in contexts:
+        episode = OverflowEpisode(state, settings)
+        if episode.done:
+            continue
+        finished = []
+        for action in ranking(episode):
+            child = episode.copy()
+            child.step(action)
+            if ends_clean(child):
+                finished.append((action, compute_reward(child.outcome, unscored)))
+        if not finished:
+            continue
+        first3 = finished[:3]
+        top = max(range(len(first3)), key=lambda i: (first3[i][1], -i))
+        expected = first3[top][0] if first3[top][1] > first3[0][1] + MARGIN else first3[0][0]
+        assert _look_ahead(episode, ranking) == expected
+        assert _look_ahead(episode, ranking, margin=float("inf")) == finished[0][0]  # no gain overrules it
+        overruled += expected != finished[0][0]
+        kept += expected == finished[0][0] and len(first3) > 1
+    assert overruled >= 1 and kept >= 1
