@@ -39,6 +39,8 @@ def policy_flags(policies: tuple[str, ...]) -> list[str]:
     ("heldout_grounded.csv", [], "gpt4-6000", 0),
     ("heldout_seed001.csv", ["--reward", "seed001"], "tool-dupes", 0),
     ("transcript_cuts.csv", ["--first-seed", "10"], "swe-heldout", 10),
+    ("transcript_cuts_seed001.csv", ["--reward", "seed001", "--first-seed", "10"],
+     "transcript-marshmallow-cut-family", 10),
     ("probes_worth_validation.csv", ["--split", "validation"], "code-heavy", 0),
     ("probes_worth_train200.csv", ["--split", "train", "--first-seed", "200"], "fact-dense", 200),
 ])
