@@ -12,13 +12,13 @@ import pytest
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
 from ctxsim.lab.contexts import build_context
 from ctxsim.policies import Policy, run_episode
-from ctxsim.policies.lookahead import MARGIN, look_ahead as _look_ahead, ranked_actions
+from ctxsim.policies.lookahead import BUDGET, MARGIN, look_ahead as _look_ahead, ranked_actions
 from ctxsim.reward import RewardWeights, compute_reward
 
 
-def look_ahead(episode, ranking, budget=None):
+def look_ahead(episode, ranking, budget=BUDGET):
     """The look-ahead on the ranking alone (no comparison of clean breaks)."""
-    return _look_ahead(episode, ranking, compare=1) if budget is None else _look_ahead(episode, ranking, budget, compare=1)
+    return _look_ahead(episode, ranking, budget, compare=1)
 
 #: strategies that often leave a context over its target, strategies that cut until it
 #: fits, and the recovery mode

@@ -20,8 +20,9 @@ and returns an :class:`ExportedPolicy`:
   when the spec says ``lookahead`` (the run's experiment did), each step is chosen by
   :func:`ctxsim.policies.lookahead.look_ahead` on the network's ranking, so the break
   avoids a forced recovery its own choices can avoid, and a recovery its ranking puts
-  first when a clean break is reachable (``decide`` sees one state and takes the top
-  action);
+  first when a clean break is reachable, and its first clean break gives way to one of
+  the next two that scores more than 0.1 above it by the reward without probes
+  (``decide`` sees one state and takes the top action);
 * ``compact_messages(messages, limit)`` — the same on an agent's own chat message
   list, returned as chat messages (:mod:`ctxsim.messages`);
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
