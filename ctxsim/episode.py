@@ -270,7 +270,16 @@ class Step:
 
 
 class OverflowEpisode:
-    """The state of one overflow event being broken (cheap to copy for search)."""
+    """The state of one overflow event being broken (cheap to copy for search).
+
+    ``latency_ms`` is what the chain taken cost (its steps and a forced recovery).
+    A policy that tries steps before it takes one (:mod:`ctxsim.policies.lookahead`)
+    pays for them too: it charges the episode (:meth:`charge`) with the steps it ran on
+    copies, and the outcome's latency (:attr:`total_ms`) adds those the chain did not take
+    (:attr:`search_ms`; each distinct step once: a tried step the chain takes later is
+    paid by the chain). The reference searches (``oracle``, ``greedy``) charge
+    nothing: they bound what a break can reach, they are not deployed.
+    """
 
     def __init__(self, original: ContextState, settings: EpisodeSettings | None = None):
         self.settings = settings or EpisodeSettings()
@@ -278,6 +287,11 @@ class OverflowEpisode:
         self.state = original
         self.chain: tuple[str, ...] = ()
         self.latency_ms = 0.0
+        #: the chain's steps as (state fingerprint, action), and the steps a search tried
+        #: on this episode's behalf with what each cost (ms); both rebound, never
+        #: changed in place, so a copy shares them safely
+        self.taken: tuple[tuple[str, str], ...] = ()
+        self.tried: dict[tuple[str, str], float] = {}
         self.done = original.total_tokens <= self.settings.target_tokens(original)
         self.forced_recovery = False
         self._outcome: BreakingOutcome | None = None
@@ -322,6 +336,7 @@ class OverflowEpisode:
             result = replace(result, state=self.settings.recorded(sid, result.state))
         self.state = result.state
         self.chain += (sid,)
+        self.taken += ((before.fingerprint, sid),)
         self.latency_ms += result.latency_ms
         forced = None
         if result.recovery or self.state.total_tokens <= self.target_tokens:
@@ -341,10 +356,30 @@ class OverflowEpisode:
         self.state = result.state
         self.latency_ms += result.latency_ms
 
+    def charge(self, tried: dict[tuple[str, str], float]) -> None:
+        """Record steps a search ran on this episode's behalf: (fingerprint of the state
+        it ran on, action) -> what the step cost (ms)."""
+        if self.done:
+            raise RecoveryError("the episode is over; its latency is final")
+        self.tried = {**tried, **self.tried}
+
+    @property
+    def search_ms(self) -> float:
+        """What the tried steps the chain did not take cost (ms)."""
+        if not self.tried:
+            return 0.0
+        taken = set(self.taken)
+        return sum(ms for step, ms in self.tried.items() if step not in taken)
+
+    @property
+    def total_ms(self) -> float:
+        """The break's latency: the chain's (:attr:`latency_ms`) and the search's (:attr:`search_ms`)."""
+        return self.latency_ms + self.search_ms
+
     @property
     def outcome(self) -> BreakingOutcome:
         if self._outcome is None or not self.done:
-            o = self.settings.outcome(self.original, self.state, self.latency_ms)
+            o = self.settings.outcome(self.original, self.state, self.total_ms)
             if self.forced_recovery:
                 o = replace(o, success=False, used_recovery=self.settings.recovery_mode != "error")
             if not self.done:

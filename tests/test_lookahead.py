@@ -1,8 +1,5 @@
-"""Acting on a ranking while looking ahead for a forced recovery, and checking its first
-clean break against what it can score (ctxsim.policies.lookahead).
-
-The tests of the ranking's own ends call ``look_ahead(..., compare=1)``: the first clean
-break as the ranking orders them, before any comparison."""
+"""Acting on a ranking while looking ahead for a forced recovery, and paying for what
+the search tries (ctxsim.policies.lookahead, OverflowEpisode.charge)."""
 
 from __future__ import annotations
 
@@ -10,15 +7,10 @@ import numpy as np
 import pytest
 
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
+from ctxsim.errors import RecoveryError
 from ctxsim.lab.contexts import build_context
 from ctxsim.policies import Policy, run_episode
-from ctxsim.policies.lookahead import BUDGET, MARGIN, look_ahead as _look_ahead, ranked_actions
-from ctxsim.reward import RewardWeights, compute_reward
-
-
-def look_ahead(episode, ranking, budget=BUDGET):
-    """The look-ahead on the ranking alone (no comparison of clean breaks)."""
-    return _look_ahead(episode, ranking, budget, compare=1)
+from ctxsim.policies.lookahead import look_ahead, ranked_actions
 
 #: strategies that often leave a context over its target, strategies that cut until it
 #: fits, and the recovery mode
@@ -186,31 +178,81 @@ def test_the_search_stops_at_its_budget_and_takes_the_top_action(contexts):
     pytest.fail("no context put a dead end first")
 
 
-def test_the_first_clean_break_gives_way_only_to_one_that_scores_more_than_the_margin_without_probes(contexts):
-    """Of the first three actions that end clean, the ranking's first is taken unless
-    another's break scores more than MARGIN above it by the reward without probes
-    (brute force over one-step breaks, under ``grounded``: its probe term is left out)."""
-    settings = EpisodeSettings(actions=ACTIONS, max_steps=1, reward=RewardWeights(profile="grounded"))
-    unscored = settings.reward.without_probes()
-    ranking = preferring(ACTIONS)
-    overruled = kept = 0
+def tried_steps(episode: OverflowEpisode, action: str, ranking) -> dict[tuple[str, str], float]:
+    """Brute force of what the look-ahead runs from ``episode`` for ``action``: the step,
+    then (not finished) the ranking's actions depth first until one path ends clean."""
+    out: dict[tuple[str, str], float] = {}
+
+    def walk(ep: OverflowEpisode, a: str) -> bool:
+        child = ep.copy()
+        step = child.step(a)
+        out.setdefault((ep.state.fingerprint, a), step.latency_ms)
+        if child.done:
+            return not child.forced_recovery and not (step.result is not None and step.result.recovery)
+        return any(walk(child, after) for after in ranking(child))
+
+    walk(episode, action)
+    return out
+
+
+def test_the_steps_it_tries_and_does_not_take_are_charged_to_the_break_once(contexts):
+    """A dead end ranked first: the break's latency is its chain's plus every distinct
+    step the search tried that the chain did not take, and the reward sees it."""
+    settings = EpisodeSettings(actions=WEAK, max_steps=2)
+    ranking = preferring(WEAK)
+    charged = 0
     for state in contexts:
         episode = OverflowEpisode(state, settings)
         if episode.done:
             continue
-        finished = []
-        for action in ranking(episode):
-            child = episode.copy()
-            child.step(action)
-            if ends_clean(child):
-                finished.append((action, compute_reward(child.outcome, unscored)))
-        if not finished:
+        order = ranking(episode)
+        chosen = look_ahead(episode, ranking)
+        if chosen == order[0]:
             continue
-        first3 = finished[:3]
-        top = max(range(len(first3)), key=lambda i: (first3[i][1], -i))
-        expected = first3[top][0] if first3[top][1] > first3[0][1] + MARGIN else first3[0][0]
-        assert _look_ahead(episode, ranking) == expected
-        assert _look_ahead(episode, ranking, margin=float("inf")) == finished[0][0]  # no gain overrules it
-        overruled += expected != finished[0][0]
-        kept += expected == finished[0][0] and len(first3) > 1
-    assert overruled >= 1 and kept >= 1
+        tried: dict[tuple[str, str], float] = {}
+        for action in order[: order.index(chosen) + 1]:
+            tried.update({k: v for k, v in tried_steps(episode, action, ranking).items() if k not in tried})
+        ahead = run_episode(_LookingAhead(ranking), state, settings, 0)
+        taken = {(s.fingerprint, a) for s, a in zip(_states(ahead), ahead.chain)}
+        extra = sum(ms for step, ms in tried.items() if step not in taken)
+        assert extra > 0
+        assert ahead.search_ms == pytest.approx(extra)
+        assert ahead.total_ms == pytest.approx(ahead.latency_ms + extra)
+        assert ahead.outcome.time_ms == pytest.approx(ahead.total_ms)
+        # the same chain played without a search pays its own steps only
+        plain = OverflowEpisode(state, settings)
+        for action in ahead.chain:
+            plain.step(action)
+        assert plain.search_ms == 0 and plain.total_ms == ahead.latency_ms
+        charged += 1
+    assert charged >= 2
+
+
+def test_a_search_whose_first_try_is_taken_adds_nothing(contexts):
+    settings = EpisodeSettings(actions=ACTIONS, max_steps=2)
+    ranking = preferring(("remove_oldest",) + ACTIONS)  # cuts until it fits: the first try ends clean
+    for state in contexts[:6]:
+        ahead = run_episode(_LookingAhead(ranking), state, settings, 0)
+        top = run_episode(_Top(ranking), state, settings, 0)
+        assert ahead.chain == top.chain
+        assert ahead.search_ms == 0 and ahead.total_ms == top.total_ms == top.latency_ms
+        assert ahead.reward == top.reward
+
+
+def test_a_finished_episode_cannot_be_charged(contexts):
+    episode = OverflowEpisode(contexts[0], EpisodeSettings(actions=ACTIONS, max_steps=2))
+    while not episode.done:
+        episode.step("remove_oldest")
+
+    with pytest.raises(RecoveryError, match="over"):
+        episode.charge({("x", "remove_oldest"): 1.0})
+
+
+def _states(episode: OverflowEpisode):
+    """The states the episode's chain stepped from, in order (replayed)."""
+    replay = OverflowEpisode(episode.original, episode.settings)
+    out = []
+    for action in episode.chain:
+        out.append(replay.state)
+        replay.step(action)
+    return out

@@ -83,7 +83,7 @@ def _row(policy: str, scenario: str, seed: int, episode: OverflowEpisode) -> dic
         "probe_score": o.probe_score,
         **{SCORE_COLUMNS[kind]: score for kind, score in o.probe_scores.items()},
         "reward_profile": episode.settings.reward.profile,
-        "latency_ms": episode.latency_ms,
+        "latency_ms": episode.total_ms,
         "chain": ">".join(episode.chain),
         "steps": episode.steps_taken,
     }

@@ -104,9 +104,9 @@ class ExperimentConfig(BaseModel):
     )
     lookahead: bool = Field(
         False, description="the trained policy acts looking ahead with its own ranking (ctxsim.policies.lookahead): "
-        "the first action that is not a recovery mode and whose continuation ends under the target (unless one of "
-        "the next two such scores more than 0.1 above it by the reward without probes), else a recovery the policy "
-        "chooses (ranked, or where its continuation ends) rather than a forced one",
+        "the first action that is not a recovery mode and whose continuation ends under the target, else a recovery "
+        "the policy chooses (ranked, or where its continuation ends) rather than a forced one; the steps it tries "
+        "and does not take count in the break's latency",
     )
     source: str | None = Field(None, description="file the experiment came from (set by the loader)")
 

@@ -20,9 +20,8 @@ and returns an :class:`ExportedPolicy`:
   when the spec says ``lookahead`` (the run's experiment did), each step is chosen by
   :func:`ctxsim.policies.lookahead.look_ahead` on the network's ranking, so the break
   avoids a forced recovery its own choices can avoid, and a recovery its ranking puts
-  first when a clean break is reachable, and its first clean break gives way to one of
-  the next two that scores more than 0.1 above it by the reward without probes
-  (``decide`` sees one state and takes the top action);
+  first when a clean break is reachable; the steps it tries and does not take count in
+  the break's latency (``decide`` sees one state and takes the top action);
 * ``compact_messages(messages, limit)`` — the same on an agent's own chat message
   list, returned as chat messages (:mod:`ctxsim.messages`);
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
@@ -180,7 +179,8 @@ class BreakResult:
     ``state``: the broken context (with the input's own limits); ``chain``: the
     strategy ids the policy chose, in order (a forced recovery is not in it; see
     ``forced_recovery``); ``outcome`` and ``reward``: design 001's metrics and reward
-    against ``target_tokens`` (tokens); ``latency_ms``: the modeled latency (ms).
+    against ``target_tokens`` (tokens); ``latency_ms``: the modeled latency (ms), the
+    steps the look-ahead tried and did not take included.
     """
 
     state: ContextState
@@ -322,7 +322,7 @@ class ExportedPolicy(Policy):
             final = replace(final, limit=state.limit, min_limit=state.min_limit)
         return BreakResult(
             final, episode.chain, episode.outcome, episode.reward, episode.forced_recovery,
-            episode.target_tokens, episode.latency_ms,
+            episode.target_tokens, episode.total_ms,
         )
 
     def compact_messages(
