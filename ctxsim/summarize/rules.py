@@ -136,7 +136,7 @@ def _rule_sentences(content: str) -> tuple[str, ...]:
 
 
 @lru_cache(maxsize=MEMO_SIZE)
-def _must_keep(content: str, rule_role: bool, p1: bool, failed: bool = False) -> tuple[str, ...]:
+def _must_keep(content: str, rule_role: bool, p1: bool, failed: bool) -> tuple[str, ...]:
     """:func:`must_keep_sentences` of a unit's ``content``."""
     rules = set(_rule_sentences(content)) if rule_role else set()
     segs = segments(content)
