@@ -26,7 +26,7 @@ Definitions (MISSION.md):
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 
 from .coherence import DEFAULT_MEASURE, get_measure
 from .model import STATED_KINDS, ContextState
@@ -66,7 +66,12 @@ class BreakingOutcome:
         return self.tokens_reduced / self.original_tokens if self.original_tokens else 0.0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields by name, in definition order (every field is a scalar: no deep copy)."""
+        return {name: getattr(self, name) for name in _OUTCOME_FIELDS}
+
+
+#: BreakingOutcome's field names, in definition order (what to_dict writes)
+_OUTCOME_FIELDS = tuple(f.name for f in fields(BreakingOutcome))
 
 
 def coherence(

@@ -241,3 +241,31 @@ def test_tune_reads_a_runs_evaluations_through_the_checked_reader(tmp_path):
     np.savez(tmp_path / "evaluations.npz", results=np.array([[0.5]]))
     with pytest.raises(ConfigError, match="timesteps"):
         eval_rewards(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("experiment", "split"),
+    [({"algo": "MaskablePPO", "validation_scenarios": ["code-heavy"]}, "validation"),
+     ({"algo": "MaskablePPO", "validation_scenarios": None}, "held-out"),
+     (None, "evaluation")],
+)
+def test_the_learning_curve_names_the_split_its_callback_scored(
+    sweep_dir: Path, tmp_path: Path, run_dir: Path, experiment, split
+):
+    """A run selects its best model on the validation split when its experiment names one
+    (ctxsim.lab.train): the caption and the figure's title say which split the curve is."""
+    import yaml
+
+    from ctxsim.lab.runs import evaluation_split
+
+    run = tmp_path / run_dir.name
+    run.mkdir()
+    (run / "evaluations.npz").write_bytes((run_dir / "evaluations.npz").read_bytes())
+    if experiment is not None:
+        (run / "config.yaml").write_text(yaml.safe_dump({"experiment": experiment}))
+    assert evaluation_split(run) == (None if experiment is None else split)
+    assert fig_learning_curves([run]).axes[0].get_title().startswith(f"Learning curves ({split} evaluation")
+    assert main(["report", str(sweep_dir), "--run", str(run), "--out", str(tmp_path / "report")]) == 0
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert f"during training on the {split} split" in report
+    assert "Held-out evaluation mean reward" not in report

@@ -12,12 +12,16 @@
 5. write the report and print the headline table and where everything is.
 
 Everything goes under ``--out`` (default ``runs/demo``, which git ignores; the
-committed ``reports/demo`` is regenerated on purpose by ``make demo-report``).
+committed ``reports/demo`` is regenerated on purpose by ``make demo-report``). A demo
+replaces the previous demo's outputs there, its training run included: the new run
+takes the first run's folder name once it has trained (:func:`_keep_as_first_run`), so
+the report names the same run folder every time.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from pathlib import Path
 
@@ -33,7 +37,7 @@ from .export import export_run
 from .report import markdown_table, write_report
 from .scenarios import DEFAULT_SUITE, load_scenarios
 from .sweep import load_sweep, run_sweep
-from .train import ExperimentConfig, env_configs, load_experiment, resolve_path, train
+from .train import ExperimentConfig, env_configs, load_experiment, resolve_path, run_base_name, train
 
 DEMO_EXPERIMENT = EXPERIMENTS_DIR / "maskable_ppo_default.yaml"
 DEMO_BASELINES = [f"best-fixed:{DEMO_EXPERIMENT.stem}", "seed-chain", "oracle", "random", "greedy"]
@@ -137,6 +141,20 @@ def demo_policies(learned: str) -> list[str]:
     return [learned] + DEMO_BASELINES + demo_peers()[0]
 
 
+def _keep_as_first_run(run_dir: Path, experiment: ExperimentConfig) -> Path:
+    """The demo's new training run under the first run's name (``{env}__{experiment}__{seed}``):
+    the earlier demo runs of that experiment and seed beside it (that name and its
+    ``__2``, ``__3``, ...) are removed, then the new run takes the name. Called once the
+    run has trained, so a failed demo leaves the previous one's run in place."""
+    first = run_dir.parent / run_base_name(env_configs(experiment)[0], experiment, experiment.seed)
+    if run_dir == first:
+        return run_dir
+    for old in [first, *first.parent.glob(f"{first.name}__*")]:
+        if old != run_dir and old.is_dir():
+            shutil.rmtree(old)
+    return run_dir.rename(first)
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -152,7 +170,8 @@ def run_demo(args: argparse.Namespace) -> int:
     experiment = load_experiment(DEMO_EXPERIMENT)
     timesteps = args.timesteps if args.timesteps is not None else (4_000 if args.quick else experiment.timesteps)
     console.print(f"[bold]1/4 train[/] {DEMO_EXPERIMENT} for {timesteps:,} steps")
-    run_dir = train(experiment, timesteps=timesteps, out=out / "runs", progress=not args.quiet)
+    run_dir = _keep_as_first_run(train(experiment, timesteps=timesteps, out=out / "runs", progress=not args.quiet),
+                                 experiment)
 
     console.print(f"[bold]2/4 export[/] {run_dir} -> {out / LEARNED}")
     exported = export_run(run_dir, out / LEARNED)

@@ -37,7 +37,7 @@ from ..errors import ConfigError
 from ..policies import is_learned, trained_policies_in
 from .evaluate import score_tensor, summarize
 from .results import policy_paths, read_results
-from .runs import EVALUATIONS_FILE, read_evaluations
+from .runs import EVALUATIONS_FILE, evaluation_split, read_evaluations
 from .stats import stratified_bootstrap_ci
 
 FIGSIZE = (8.0, 5.0)  # inches
@@ -266,9 +266,16 @@ def fig_learning_curves(runs: Sequence[Path]):
         ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2)
     ax.set_xlabel("training timesteps (environment steps)")
     ax.set_ylabel("evaluation mean episode reward")
-    ax.set_title("Learning curves (held-out evaluation, mean ± std over episodes)")
+    ax.set_title(f"Learning curves ({_curve_split(runs)} evaluation, mean ± std over episodes)")
     ax.legend(loc="lower right", frameon=False)
     return fig
+
+
+def _curve_split(runs: Sequence[Path]) -> str:
+    """The split the runs' evaluation callbacks scored (:func:`~ctxsim.lab.runs.evaluation_split`):
+    "validation", "held-out", or both named when they differ ("evaluation" when no run says)."""
+    splits = sorted({split for split in map(evaluation_split, runs) if split is not None})
+    return " / ".join(splits) or "evaluation"
 
 
 def fig_iqm(summary: pd.DataFrame):
@@ -401,7 +408,8 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
                 "Share of each action among all steps of all policies, per scenario (no learned policy in the results).")
         if run_dirs:
             add("learning_curves.png", fig_learning_curves(run_dirs), "Learning curves",
-                "Held-out evaluation mean reward during training (± std over evaluation episodes), from "
+                f"Mean reward of the evaluation callback during training on the {_curve_split(run_dirs)} split "
+                "(the split the best model is chosen on; ± std over evaluation episodes), from "
                 + ", ".join(f"`{r.name}`" for r in run_dirs) + ".")
 
     parts = [

@@ -9,7 +9,8 @@ A run folder (written by :func:`ctxsim.lab.train.train`) holds, among others:
 * ``vecnormalize.pkl`` (:data:`VECNORMALIZE_FILE`) — with ``normalize_observations:
   true``: the frozen observation statistics (SB3 VecNormalize) every consumer applies;
 * ``evaluations.npz`` (:data:`EVALUATIONS_FILE`) — the learning curve of the
-  evaluation callback (:func:`read_evaluations`), which reports and tuning read.
+  evaluation callback (:func:`read_evaluations`) on the split :func:`evaluation_split`
+  names, which reports and tuning read.
 
 Training writes these files; the SB3 policy adapter, export, reports and tuning read
 them through this module only. SB3 and torch are imported on first use.
@@ -76,6 +77,18 @@ def read_normalization(run_dir: Path) -> dict[str, Any] | None:
                 "epsilon": float(vec.epsilon), "clip": float(vec.clip_obs)}
     except (OSError, pickle.UnpicklingError, AttributeError, EOFError) as exc:
         raise PolicyError(f"cannot read the VecNormalize statistics ({exc})", source=file) from None
+
+
+def evaluation_split(run: Path) -> str | None:
+    """Which split the run's evaluation callback scored (``evaluations.npz``, the best
+    model's choice): ``"validation"`` when the experiment names
+    ``validation_scenarios``, else ``"held-out"``; None when the run has no readable
+    ``config.yaml``."""
+    try:
+        experiment = run_config(Path(run))["experiment"]
+    except PolicyError:
+        return None
+    return "validation" if experiment.get("validation_scenarios") else "held-out"
 
 
 def read_evaluations(run: Path) -> tuple[np.ndarray, np.ndarray]:

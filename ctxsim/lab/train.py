@@ -193,11 +193,16 @@ def env_configs(experiment: ExperimentConfig) -> tuple[str, dict[str, Any], dict
             {**base, "scenario_names": selection})
 
 
+def run_base_name(env_id: str, experiment: ExperimentConfig, seed: int) -> str:
+    """A run folder's name before any ``__2``, ``__3``, ...: ``{env}__{experiment}__{seed}``."""
+    return f"{env_id.split('/')[-1]}__{experiment.name}__{seed}"
+
+
 def run_name(env_id: str, experiment: ExperimentConfig, seed: int, out: str | Path) -> str:
     """The run folder's name: ``{env}__{experiment}__{seed}``, or with ``__2``, ``__3``, ...
     after it when ``out`` already holds that name (as SB3 numbers its logs). The name
     never holds the time, so an evaluation's ``run`` column reproduces byte for byte."""
-    base = f"{env_id.split('/')[-1]}__{experiment.name}__{seed}"
+    base = run_base_name(env_id, experiment, seed)
     names = chain([base], (f"{base}__{n}" for n in count(2)))
     return next(name for name in names if not (Path(out) / name).exists())
 
