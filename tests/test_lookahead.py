@@ -256,3 +256,32 @@ def _states(episode: OverflowEpisode):
         out.append(replay.state)
         replay.step(action)
     return out
+
+
+def test_it_does_not_search_where_the_kept_units_alone_exceed_the_target(scenario_suite, repo_root):
+    """Where the P1 and pinned units alone are over the target (the CTF session's cuts:
+    its system prompt and task), the look-ahead acts on the top action and tries nothing;
+    where they fit, a dead end still sends it searching."""
+    from ctxsim.lab.scenarios import load_scenarios
+    from ctxsim.policies.lookahead import keeps_over_target
+
+    family = {s.name: s for s in load_scenarios(repo_root / "data" / "families" / "transcripts.yaml")}[
+        "transcript-ctf-katy-cut-family"]
+    settings = EpisodeSettings(actions=WEAK, max_steps=2)
+    over = [OverflowEpisode(build_context(family, seed), settings) for seed in range(4)]
+    over = [e for e in over if not e.done]
+    assert over and all(keeps_over_target(e) for e in over)
+    for episode in over:
+        kept = sum(episode.state.unit_cost(u) for u in episode.state.units if u.priority == 1 or u.pinned)
+        assert kept > episode.target_tokens
+        top = preferring(WEAK)(episode)[0]
+        assert look_ahead(episode, preferring(WEAK)) == top
+        assert episode.tried == {} and episode.search_ms == 0.0  # nothing run, nothing charged
+    searched = 0
+    for state in (build_context(s, seed) for s in scenario_suite if s.name == "mild-overflow" for seed in range(4)):
+        episode = OverflowEpisode(state, settings)
+        if episode.done or keeps_over_target(episode):
+            continue
+        look_ahead(episode, preferring(WEAK))
+        searched += bool(episode.tried)
+    assert searched  # below the target the search runs as before
