@@ -56,6 +56,19 @@ def test_a_held_out_table_reproduces_on_one_context(repo_root: Path, tmp_path: P
     assert rows_of(out, policies, scenario, seed) == committed
 
 
+def test_the_small_context_table_reproduces_on_one_context(repo_root: Path, tmp_path: Path, capsys):
+    out = tmp_path / "out.csv"
+    policies = ("seed-chain", "greedy", "peer:langchain-trim")
+    code = main(["evaluate", "--env", str(repo_root / "envs" / "default.yaml"), "--reward", "grounded",
+                 "--scenarios", str(repo_root / "data" / "families" / "swe_corpus_early.yaml"),
+                 "--names", "swe-validation-early", "--first-seed", "200", "--seeds", "1", *policy_flags(policies),
+                 "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    committed = rows_of(repo_root / "reports" / "small_contexts.csv", policies, "swe-validation-early", 200)
+    assert len(committed) == len(policies)
+    assert rows_of(out, policies, "swe-validation-early", 200) == committed
+
+
 def test_the_stream_table_reproduces_on_one_conversation(repo_root: Path, tmp_path: Path, capsys):
     out = tmp_path / "out.csv"
     policies = ("seed-chain", "peer:letta")
@@ -79,11 +92,17 @@ def test_the_learned_rows_reproduce_from_a_run_trained_again(repo_root: Path, tm
     code = main(["evaluate", "--experiment", experiment, "--policy", "runs/default",
                  "--names", "gpt4-6000", "swe-heldout", "--seeds", "1", "--out", str(out)])
     assert code == 0, capsys.readouterr().err
-    for scenario in ("gpt4-6000", "swe-heldout"):
-        committed = [row for row in rows_of(repo_root / "reports" / "heldout_grounded.csv", ("runs/default",), scenario, 0)
+    # a marshmallow cut where the look-ahead leaves the top action's dead end (seed 4)
+    cut = tmp_path / "cut.csv"
+    code = main(["evaluate", "--experiment", experiment, "--policy", "runs/default", "--names",
+                 "transcript-marshmallow-cut-family", "--first-seed", "4", "--seeds", "1", "--out", str(cut)])
+    assert code == 0, capsys.readouterr().err
+    for csv_path, scenario, seed in ((out, "gpt4-6000", 0), (out, "swe-heldout", 0),
+                                     (cut, "transcript-marshmallow-cut-family", 4)):
+        committed = [row for row in rows_of(repo_root / "reports" / "heldout_grounded.csv", ("runs/default",), scenario, seed)
                      if row["run"].endswith("__0")]
         assert len(committed) == 1
-        assert rows_of(out, ("runs/default",), scenario, 0) == committed
+        assert rows_of(csv_path, ("runs/default",), scenario, seed) == committed
 
 
 @pytest.mark.slow

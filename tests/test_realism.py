@@ -76,6 +76,23 @@ def test_corpus_families_draw_sessions_of_their_split_only(repo_root):
     assert after.hits > before.hits and after.misses == before.misses  # a session is parsed once per process
 
 
+def test_the_early_cut_families_draw_small_contexts_of_their_split(repo_root):
+    """data/families/swe_corpus_early.yaml: the corpus sessions cut after 10-30 % of their
+    messages (in no split of an experiment; reports/heldout_eval.md scores them)."""
+    early = {f.name: f for f in load_scenarios(repo_root / "data/families/swe_corpus_early.yaml")}
+    later = {f.name: f for f in load_scenarios(repo_root / "data/families/swe_corpus.yaml")}
+    assert sorted(early) == ["swe-train-early", "swe-validation-early"]
+    for name, split in (("swe-train-early", "train"), ("swe-validation-early", "validation")):
+        family = early[name]
+        assert set(corpus_files(split=split)) >= {family.draw(seed).transcript_path for seed in range(200, 206)}
+        small = [build_context(family, seed) for seed in range(200, 206)]
+        long = [build_context(later[name.removesuffix("-early")], seed) for seed in range(200, 206)]
+        assert all(s.units[-1].role == "tool" and 1.1 - 0.01 <= s.total_tokens / s.limit <= 2.5 + 0.01 for s in small)
+        # the same session, cut earlier: fewer units
+        assert all(len(a.units) <= len(b.units) for a, b in zip(small, long))
+        assert sum(len(s.units) for s in small) < sum(len(s.units) for s in long)
+
+
 def test_a_corpus_family_draws_again_past_a_session_that_ends_at_its_task(repo_root):
     """Three validation sessions hold only the system prompt and the task: the seeds that
     drew them draw again among the others; every other seed keeps its session."""
