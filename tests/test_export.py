@@ -143,7 +143,7 @@ def test_export_is_reproducible_and_atomic(runs, exports, tmp_path, monkeypatch)
         raise RuntimeError("crash in the middle of an export")
 
     before = {f: (again / f).read_bytes() for f in files}
-    monkeypatch.setattr(ctxsim.lab.export, "held_out_rollouts", crash)
+    monkeypatch.setattr(ctxsim.lab.export, "selection_rollouts", crash)
     with pytest.raises(RuntimeError, match="crash"):
         export_run(runs["PPO"], again, seeds=SEEDS)
     assert {f: (again / f).read_bytes() for f in files} == before  # the earlier export is untouched
@@ -707,3 +707,20 @@ def test_the_compact_vs_trim_example_compares_both_on_held_out_sessions(exports,
     messages = example.read_messages(path)[:40]
     limit = example.tokens_of(messages) // 2
     assert 0 < example.tokens_of(example.trimmed(messages, limit)) <= limit
+
+
+def test_a_run_with_a_validation_split_chooses_its_chain_there_not_on_the_held_out_split(tmp_path):
+    """The chain config is chosen where the run chose its model (the validation split when
+    the experiment names one): the held-out split stays the test."""
+    from ctxsim.lab.train import train
+
+    run = train(experiment("MaskablePPO", train_scenarios=["chat-10k"], validation_scenarios=["mild-overflow"]),
+                out=tmp_path / "runs", progress=False)
+    result = export_run(run, tmp_path / "export", seeds=SEEDS)
+    provenance = (result.out / "chain_config.yaml").read_text()
+    assert "on mild-overflow;" in provenance and not any(name in provenance for name in EVAL)
+    policy = load(result.out)
+    states = [build_context(find_scenario("mild-overflow"), seed) for seed in range(SEEDS)]
+    chains = [run_episode(policy, s, policy.settings, 0).chain for s in states
+              if s.total_tokens > policy.settings.target_tokens(s)]
+    assert result.episodes == len(chains) > 0 and result.chain == Counter(chains).most_common()[0][0]

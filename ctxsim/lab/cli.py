@@ -431,7 +431,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     result = export_run(args.run, args.out, seeds=DEFAULT_SEEDS if args.seeds is None else args.seeds)
     print(
         f"exported the {result.algorithm} policy of {args.run} -> {result.out}: chain_order "
-        f"{' > '.join(result.chain)} ({result.share:.0%} of {result.episodes} held-out episodes), "
+        f"{' > '.join(result.chain)} ({result.share:.0%} of {result.episodes} selection episodes), "
         f"{len(result.rules)} learned rule(s)"
     )
     return 0

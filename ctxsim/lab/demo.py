@@ -175,7 +175,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     console.print(f"[bold]2/4 export[/] {run_dir} -> {out / LEARNED}")
     exported = export_run(run_dir, out / LEARNED)
-    console.print(f"  learned chain: {' > '.join(exported.chain)} ({exported.share:.0%} of held-out episodes)")
+    console.print(f"  learned chain: {' > '.join(exported.chain)} ({exported.share:.0%} of the validation episodes)")
 
     sweep_file = out / "demo_sweep.yaml"
     names, seeds = demo_selection(experiment, args.quick)

@@ -12,15 +12,18 @@ temporary folder renamed into place: a crash never leaves half an export)::
 The network is the SB3 policy's actor MLP and action head (PPO, A2C, MaskablePPO)
 or its Q-network (DQN), with the VecNormalize observation statistics when the run
 saved them (``vecnormalize.pkl``). The exported policy is then run, with numpy
-alone, on the run's held-out scenarios (``eval_env_config.scenario_names``; a
-few context seeds each, one context per transcript scenario, overflowing
-contexts only) — every decision's network outputs checked against the SB3 model's
-(:func:`check_network`) — and its most frequent chain becomes
+alone, on the run's selection scenarios (``selection_env_config.scenario_names``:
+the experiment's validation split, or its held-out split when it names none, as the
+run's evaluation callback chose its model; a few context seeds each, one context per
+transcript scenario, overflowing contexts only: the chain config is chosen on the
+split the run chose its model on, so a held-out split stays the test), every decision's
+network outputs checked against the SB3 model's (:func:`check_network`), and its
+most frequent chain becomes
 ``breaking_strategy.chain_order`` with the strategies' parameters and the
 ``recovery_mode`` of the run's env config.
 
 ``ContextConfig`` forbids unknown keys, so the per-situation rules go to the
-sibling ``learned_rules.yaml``. The held-out episodes are grouped by two
+sibling ``learned_rules.yaml``. The selection episodes are grouped by two
 situation features of the original context (:func:`situation`): the overflow
 band of ``total tokens / target tokens`` (:data:`OVERFLOW_BANDS`) and the
 dominant unit type (most tokens). A group (one feature value, or one pair of
@@ -75,7 +78,7 @@ FEATURES = ("overflow_ratio", "dominant_type")
 
 @dataclass(frozen=True)
 class Rollout:
-    """One held-out episode of the exported policy."""
+    """One episode of the exported policy on a selection context."""
 
     scenario: str
     seed: int
@@ -87,7 +90,7 @@ class Rollout:
 @dataclass(frozen=True)
 class ExportResult:
     """What :func:`export_run` wrote: the folder, the learned chain and its share of
-    the held-out episodes, the chains' counts (most frequent first) and the rules."""
+    the selection episodes, the chains' counts (most frequent first) and the rules."""
 
     out: Path
     algorithm: str
@@ -155,13 +158,16 @@ def learned_rules(rollouts: list[Rollout], default: tuple[str, ...]) -> list[dic
 
 # ---- reading the run ---------------------------------------------------------------------------
 def _env_config(config: dict[str, Any], file: Path) -> dict[str, Any]:
-    """The run's held-out env config, resolved against the env's defaults."""
+    """The env config of the run's selection split (``selection_env_config``; a run
+    written before that key: ``eval_env_config``, else ``env_config``), resolved against
+    the env's defaults."""
     env_id = config.get("env_id", ENV_ID)
     if env_id != ENV_ID:
         raise PolicyError(f"only {ENV_ID} runs can be exported, this run trained on {env_id!r}", source=file, key="env_id")
-    key = "eval_env_config" if isinstance(config.get("eval_env_config"), dict) else "env_config"
+    key = next((k for k in ("selection_env_config", "eval_env_config") if isinstance(config.get(k), dict)), "env_config")
     if not isinstance(config.get(key), dict):
-        raise PolicyError("the run config has no eval_env_config or env_config mapping", source=file, key=key)
+        raise PolicyError("the run config has no selection_env_config, eval_env_config or env_config mapping",
+                          source=file, key=key)
     return ContextOverflowEnv.resolve_config(config[key], source=file, key_prefix=key)
 
 
@@ -215,7 +221,7 @@ def npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
 
 
 def _policy_files(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray], dict[str, Any], Any]:
-    """(policy.json content, weight arrays, the resolved held-out env config, the
+    """(policy.json content, weight arrays, the resolved selection env config, the
     loaded SB3 policy) of a run."""
     if not source.exists() or not sb3.recognizes(source):
         raise PolicyError(f"not a training run directory (with {MODEL_FILE}) or a model .zip", source=source)
@@ -275,17 +281,17 @@ def check_network(trained, policy, observations: list[np.ndarray], source: Path)
         theirs = trained.scores(obs).astype(np.float64)
         worst = max(worst, float(np.abs((ours - ours.mean()) - (theirs - theirs.mean())).max()))
     if worst > MAX_NETWORK_ERROR:
-        raise PolicyError(f"the exported network differs from the trained model by {worst:.2g} on the held-out "
+        raise PolicyError(f"the exported network differs from the trained model by {worst:.2g} on the selection "
                           f"observations (at most {MAX_NETWORK_ERROR:g} allowed); not exported", source=source)
     return worst
 
 
-# ---- held-out rollouts ----------------------------------------------------------------------------
-def held_out_rollouts(policy, env_config: dict[str, Any], seeds: int, observations: list | None = None) -> list[Rollout]:
-    """The policy's episodes on the held-out scenarios of ``env_config``: context seeds
+# ---- selection rollouts ---------------------------------------------------------------------------
+def selection_rollouts(policy, env_config: dict[str, Any], seeds: int, observations: list | None = None) -> list[Rollout]:
+    """The policy's episodes on the scenarios of ``env_config`` (the run's selection split): context seeds
     ``0..seeds-1`` (one context per transcript scenario that is not a family), overflowing
     contexts only. ``observations`` (a list) gets the observation of every decision."""
-    suite = ContextOverflowEnv.checked_config(env_config).suite  # the held-out names only
+    suite = ContextOverflowEnv.checked_config(env_config).suite  # the selection split's names only
     settings = policy.settings
     out = []
     for scenario in suite:
@@ -337,10 +343,10 @@ def export_run(source: str | Path, out: str | Path, *, seeds: int = DEFAULT_SEED
         (tmp / POLICY_DIR / WEIGHTS_FILE).write_bytes(npz_bytes(arrays))
         policy = load(tmp)
         observations: list[np.ndarray] = []
-        rollouts = held_out_rollouts(policy, env_config, seeds, observations)
+        rollouts = selection_rollouts(policy, env_config, seeds, observations)
         if not rollouts:
-            raise PolicyError("no held-out context overflows its target; nothing to learn a chain from",
-                              source=source, key="eval_env_config")
+            raise PolicyError("no selection context overflows its target; nothing to learn a chain from",
+                              source=source, key="selection_env_config")
         check_network(trained, policy, observations, source)
         counts = Counter(r.chain for r in rollouts).most_common()
         chain, count = counts[0]  # never empty: every rollout broke an overflow
@@ -348,7 +354,7 @@ def export_run(source: str | Path, out: str | Path, *, seeds: int = DEFAULT_SEED
         strategies = list(dict.fromkeys([*chain, *(sid for r in rules for sid in r["chain"])]))
         provenance = [
             f"Learned by ctxsim export from run {spec['name']} ({spec['algorithm']}, model {spec['source']['model']}).",
-            f"chain_order: the policy's most frequent chain, {count} of {len(rollouts)} held-out episodes",
+            f"chain_order: the policy's most frequent chain, {count} of {len(rollouts)} selection episodes",
             f"on {', '.join(dict.fromkeys(r.scenario for r in rollouts))}; strategy parameters and",
             f"recovery_mode from the run's env config; per-situation rules in {RULES_FILE}.",
         ]
@@ -365,7 +371,7 @@ def export_run(source: str | Path, out: str | Path, *, seeds: int = DEFAULT_SEED
             }
         }
         explain = [
-            "Per-situation chains of the exported policy on the run's held-out scenarios.",
+            "Per-situation chains of the exported policy on the run's selection scenarios.",
             "The first rule whose `when` matches an overflowing context applies its chain; otherwise",
             f"context_config.breaking_strategy.chain_order of {CHAIN_CONFIG_FILE} (= default.chain).",
             "overflow_ratio: total tokens / target tokens of the context, in the band (above, at_most];",
