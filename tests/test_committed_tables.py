@@ -92,13 +92,15 @@ def test_the_learned_rows_reproduce_from_a_run_trained_again(repo_root: Path, tm
     code = main(["evaluate", "--experiment", experiment, "--policy", "runs/default",
                  "--names", "gpt4-6000", "swe-heldout", "--seeds", "1", "--out", str(out)])
     assert code == 0, capsys.readouterr().err
-    # a marshmallow cut where the look-ahead leaves the top action's dead end (seed 4)
+    # marshmallow cuts where the look-ahead leaves the top action's dead end (seed 4) and where
+    # the kept units exceed the target, so it passes over the actions that keep them (seed 9)
     cut = tmp_path / "cut.csv"
     code = main(["evaluate", "--experiment", experiment, "--policy", "runs/default", "--names",
-                 "transcript-marshmallow-cut-family", "--first-seed", "4", "--seeds", "1", "--out", str(cut)])
+                 "transcript-marshmallow-cut-family", "--first-seed", "4", "--seeds", "6", "--out", str(cut)])
     assert code == 0, capsys.readouterr().err
     for csv_path, scenario, seed in ((out, "gpt4-6000", 0), (out, "swe-heldout", 0),
-                                     (cut, "transcript-marshmallow-cut-family", 4)):
+                                     (cut, "transcript-marshmallow-cut-family", 4),
+                                     (cut, "transcript-marshmallow-cut-family", 9)):
         committed = [row for row in rows_of(repo_root / "reports" / "heldout_grounded.csv", ("runs/default",), scenario, seed)
                      if row["run"].endswith("__0")]
         assert len(committed) == 1

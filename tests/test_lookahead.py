@@ -260,7 +260,8 @@ def _states(episode: OverflowEpisode):
 
 def test_it_does_not_search_where_the_kept_units_alone_exceed_the_target(scenario_suite, repo_root):
     """Where the P1 and pinned units alone are over the target (the CTF session's cuts:
-    its system prompt and task), the look-ahead acts on the top action and tries nothing;
+    its system prompt and task), the look-ahead tries nothing and takes the first ranked
+    action that does not promise to keep every P1 unit (the others are dead ends there);
     where they fit, a dead end still sends it searching."""
     from ctxsim.lab.scenarios import load_scenarios
     from ctxsim.policies.lookahead import keeps_over_target
@@ -271,12 +272,22 @@ def test_it_does_not_search_where_the_kept_units_alone_exceed_the_target(scenari
     over = [OverflowEpisode(build_context(family, seed), settings) for seed in range(4)]
     over = [e for e in over if not e.done]
     assert over and all(keeps_over_target(e) for e in over)
+    passed_over = kept_only = 0
     for episode in over:
         kept = sum(episode.state.unit_cost(u) for u in episode.state.units if u.priority == 1 or u.pinned)
         assert kept > episode.target_tokens
-        top = preferring(WEAK)(episode)[0]
-        assert look_ahead(episode, preferring(WEAK)) == top
+        keeping_first = ("purge_errors", "discard_low_rel", "prioritize_recent", "dedupe_tool_results", "fresh_start")
+        assert [episode.settings.strategy(a).keeps_p1 for a in keeping_first] == [True, True, True, False, False]
+        ranking = preferring(keeping_first)
+        shrinking = next(a for a in ranking(episode) if not episode.settings.strategy(a).keeps_p1)
+        assert look_ahead(episode, ranking) == shrinking
+        passed_over += ranking(episode)[0] != shrinking
+        only_keeping = lambda ep: [a for a in ranking(ep) if ep.settings.strategy(a).keeps_p1]  # noqa: E731
+        if only_keeping(episode):  # none may shrink P1: the top action
+            kept_only += 1
+            assert look_ahead(episode, only_keeping) == only_keeping(episode)[0]
         assert episode.tried == {} and episode.search_ms == 0.0  # nothing run, nothing charged
+    assert passed_over and kept_only  # the ranking's top action passed over; a ranking with nothing else kept
     searched = 0
     for state in (build_context(s, seed) for s in scenario_suite if s.name == "mild-overflow" for seed in range(4)):
         episode = OverflowEpisode(state, settings)

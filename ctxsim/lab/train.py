@@ -105,9 +105,9 @@ class ExperimentConfig(BaseModel):
     lookahead: bool = Field(
         False, description="the trained policy acts looking ahead with its own ranking (ctxsim.policies.lookahead): "
         "the first action that is not a recovery mode and whose continuation ends under the target, else a recovery "
-        "the policy chooses (ranked, or where its continuation ends) rather than a forced one; no search where the "
-        "P1 and pinned units alone exceed the target (the top action); the steps it tries and does not take count in "
-        "the break's latency",
+        "the policy chooses (ranked, or where its continuation ends) rather than a forced one; where the P1 and "
+        "pinned units alone exceed the target, no search: the first ranked action that may shrink P1 units; the steps "
+        "it tries and does not take count in the break's latency",
     )
     source: str | None = Field(None, description="file the experiment came from (set by the loader)")
 

@@ -13,12 +13,13 @@ the ranking puts first is taken only when no clean break is reachable. It uses
 nothing the deployed policy lacks: only whether a state fits its target, which the
 episode knows.
 
-It does not search where the units the strategies keep (P1 and pinned) already
-exceed the target (:func:`keeps_over_target`): there no break that keeps them whole
-ends under it, and a search tries every continuation of every first action before it
-knows (31 s of modeled steps per break on the training split's CTF cuts); the policy
-acts on its top action, as without look-ahead. That check counts tokens the state
-holds and runs no strategy.
+Where the P1 and pinned units alone exceed the target (:func:`keeps_over_target`), no
+break that keeps them whole ends under it: there it does not search (a search tried
+every continuation of every first action: 31 s of modeled steps per break on the
+training split's CTF cuts) and takes the first ranked action that does not promise to
+keep every P1 unit (``keeps_p1`` false: the compactions, the droppers, the recovery
+modes), the others being dead ends there. That check counts tokens the state holds and
+runs no strategy.
 
 Cost, and who pays it: the policy's continuation is what it would run anyway, so
 when the top action finishes, the look-ahead runs the same steps the episode then
@@ -71,10 +72,12 @@ def look_ahead(episode: OverflowEpisode, ranked: Ranking, budget: int = BUDGET) 
     continuation ends in a recovery the ranking chose rather than a forced one; else
     the top action. The search tries at most ``budget`` steps and decides on what it
     found by then; the steps it tried are charged to ``episode``. Where the kept units
-    exceed the target (:func:`keeps_over_target`) there is no search: the top action."""
+    exceed the target (:func:`keeps_over_target`) there is no search: the first ranked
+    action that may shrink P1 units (none: the top action)."""
     order = ranked(episode)
     if keeps_over_target(episode):
-        return order[0]
+        shrinking = _may_shrink_p1(episode, order)
+        return shrinking[0] if shrinking else order[0]
     search = _Search(budget)
     fallback = None
     try:
@@ -99,6 +102,12 @@ def keeps_over_target(episode: OverflowEpisode) -> bool:
     episode's target (request tokens, as the state counts them)."""
     state = episode.state
     return sum(state.unit_cost(u) for u in state.units if u.priority == 1 or u.pinned) > episode.target_tokens
+
+
+def _may_shrink_p1(episode: OverflowEpisode, order: list[str]) -> list[str]:
+    """``order`` without the actions that promise to keep every P1 unit (``keeps_p1``)."""
+    strategy = episode.settings.strategy
+    return [a for a in order if strategy(a).recovery or not strategy(a).keeps_p1]
 
 
 class _Search:
