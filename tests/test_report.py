@@ -243,17 +243,29 @@ def test_tune_reads_a_runs_evaluations_through_the_checked_reader(tmp_path):
         eval_rewards(tmp_path)
 
 
+def _split_configs(train: list[str], held_out: list[str], selection: list[str]) -> dict:
+    """The env configs ctxsim.lab.train records in a run's config.yaml, by their scenario names."""
+    return {"env_config": {"scenario_names": train}, "eval_env_config": {"scenario_names": held_out},
+            "selection_env_config": {"scenario_names": selection}}
+
+
 @pytest.mark.parametrize(
-    ("experiment", "split"),
-    [({"algo": "MaskablePPO", "validation_scenarios": ["code-heavy"]}, "validation"),
-     ({"algo": "MaskablePPO", "validation_scenarios": None}, "held-out"),
+    ("config", "split"),
+    [  # runs written before selection_env_config was recorded: the experiment's validation_scenarios say
+     ({"experiment": {"algo": "MaskablePPO", "validation_scenarios": ["code-heavy"]}}, "validation"),
+     ({"experiment": {"algo": "MaskablePPO", "validation_scenarios": None}}, "held-out"),
+     # the scenarios the callback was given, as the run recorded them
+     ({"experiment": {"algo": "MaskablePPO"}, **_split_configs(["chat-10k"], ["gpt4-6000"], ["code-heavy"])}, "validation"),
+     ({"experiment": {"algo": "MaskablePPO"}, **_split_configs(["chat-10k"], ["gpt4-6000"], ["gpt4-6000"])}, "held-out"),
+     ({"experiment": {"algo": "MaskablePPO"}, **_split_configs(["chat-10k"], ["chat-10k"], ["chat-10k"])}, "training"),
      (None, "evaluation")],
 )
 def test_the_learning_curve_names_the_split_its_callback_scored(
-    sweep_dir: Path, tmp_path: Path, run_dir: Path, experiment, split
+    sweep_dir: Path, tmp_path: Path, run_dir: Path, config, split
 ):
-    """A run selects its best model on the validation split when its experiment names one
-    (ctxsim.lab.train): the caption and the figure's title say which split the curve is."""
+    """A run selects its best model on the validation split when its experiment names one,
+    else on the held-out split, which is the training split when nothing is held out
+    (ctxsim.lab.train.env_configs): the caption and the figure's title say which split the curve is."""
     import yaml
 
     from ctxsim.lab.runs import evaluation_split
@@ -261,9 +273,9 @@ def test_the_learning_curve_names_the_split_its_callback_scored(
     run = tmp_path / run_dir.name
     run.mkdir()
     (run / "evaluations.npz").write_bytes((run_dir / "evaluations.npz").read_bytes())
-    if experiment is not None:
-        (run / "config.yaml").write_text(yaml.safe_dump({"experiment": experiment}))
-    assert evaluation_split(run) == (None if experiment is None else split)
+    if config is not None:
+        (run / "config.yaml").write_text(yaml.safe_dump(config))
+    assert evaluation_split(run) == (None if config is None else split)
     assert fig_learning_curves([run]).axes[0].get_title().startswith(f"Learning curves ({split} evaluation")
     assert main(["report", str(sweep_dir), "--run", str(run), "--out", str(tmp_path / "report")]) == 0
     report = (tmp_path / "report" / "report.md").read_text()

@@ -254,8 +254,9 @@ def fig_strategy_usage(results: pd.DataFrame, label: str):
     return fig
 
 
-def fig_learning_curves(runs: Sequence[Path]):
-    """Evaluation mean reward (± std over episodes) against timesteps, one line per run."""
+def fig_learning_curves(runs: Sequence[Path], split: str | None = None):
+    """Evaluation mean reward (± std over episodes) against timesteps, one line per run;
+    ``split`` names the split the curves are on (default: read from the runs, :func:`_curve_split`)."""
     fig = _figure()
     ax = fig.add_subplot()
     for i, run in enumerate(runs):
@@ -266,14 +267,14 @@ def fig_learning_curves(runs: Sequence[Path]):
         ax.fill_between(steps, mean - std, mean + std, color=color, alpha=0.2)
     ax.set_xlabel("training timesteps (environment steps)")
     ax.set_ylabel("evaluation mean episode reward")
-    ax.set_title(f"Learning curves ({_curve_split(runs)} evaluation, mean ± std over episodes)")
+    ax.set_title(f"Learning curves ({split or _curve_split(runs)} evaluation, mean ± std over episodes)")
     ax.legend(loc="lower right", frameon=False)
     return fig
 
 
 def _curve_split(runs: Sequence[Path]) -> str:
     """The split the runs' evaluation callbacks scored (:func:`~ctxsim.lab.runs.evaluation_split`):
-    "validation", "held-out", or both named when they differ ("evaluation" when no run says)."""
+    "validation", "held-out", "training", or each named when they differ ("evaluation" when no run says)."""
     splits = sorted({split for split in map(evaluation_split, runs) if split is not None})
     return " / ".join(splits) or "evaluation"
 
@@ -407,8 +408,9 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
             add("strategy_usage.png", fig_strategy_usage(results, label), "Strategy usage",
                 "Share of each action among all steps of all policies, per scenario (no learned policy in the results).")
         if run_dirs:
-            add("learning_curves.png", fig_learning_curves(run_dirs), "Learning curves",
-                f"Mean reward of the evaluation callback during training on the {_curve_split(run_dirs)} split "
+            split = _curve_split(run_dirs)
+            add("learning_curves.png", fig_learning_curves(run_dirs, split), "Learning curves",
+                f"Mean reward of the evaluation callback during training on the {split} split "
                 "(the split the best model is chosen on; ± std over evaluation episodes), from "
                 + ", ".join(f"`{r.name}`" for r in run_dirs) + ".")
 

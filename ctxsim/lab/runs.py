@@ -81,14 +81,28 @@ def read_normalization(run_dir: Path) -> dict[str, Any] | None:
 
 def evaluation_split(run: Path) -> str | None:
     """Which split the run's evaluation callback scored (``evaluations.npz``, the best
-    model's choice): ``"validation"`` when the experiment names
-    ``validation_scenarios``, else ``"held-out"``; None when the run has no readable
-    ``config.yaml``."""
+    model's choice), read from the scenarios its ``config.yaml`` recorded
+    (``selection_env_config``, ctxsim.lab.train): ``"training"`` when they are the
+    training scenarios (an experiment with no held-out nor validation split),
+    ``"held-out"`` when they are the held-out ones, else ``"validation"``. A run
+    written before ``selection_env_config`` was recorded: ``"validation"`` when its
+    experiment names ``validation_scenarios``, else ``"held-out"``. None when the run
+    has no readable ``config.yaml``."""
     try:
-        experiment = run_config(Path(run))["experiment"]
+        config = run_config(Path(run))
     except PolicyError:
         return None
-    return "validation" if experiment.get("validation_scenarios") else "held-out"
+
+    def names(key: str):
+        section = config.get(key)
+        return section.get("scenario_names") if isinstance(section, dict) else None
+
+    selection = names("selection_env_config")
+    if selection is None:
+        return "validation" if config["experiment"].get("validation_scenarios") else "held-out"
+    if selection == names("env_config"):
+        return "training"
+    return "held-out" if selection == names("eval_env_config") else "validation"
 
 
 def read_evaluations(run: Path) -> tuple[np.ndarray, np.ndarray]:
