@@ -76,8 +76,7 @@ def look_ahead(episode: OverflowEpisode, ranked: Ranking, budget: int = BUDGET) 
     action that may shrink P1 units (none: the top action)."""
     order = ranked(episode)
     if keeps_over_target(episode):
-        shrinking = _may_shrink_p1(episode, order)
-        return shrinking[0] if shrinking else order[0]
+        return _first_that_may_shrink_p1(episode, order)
     search = _Search(budget)
     fallback = None
     try:
@@ -101,13 +100,14 @@ def keeps_over_target(episode: OverflowEpisode) -> bool:
     """Whether the units the strategies keep, P1 and pinned ones, alone exceed the
     episode's target (request tokens, as the state counts them)."""
     state = episode.state
-    return sum(state.unit_cost(u) for u in state.units if u.priority == 1 or u.pinned) > episode.target_tokens
+    return state.tokens_of(u for u in state.units if u.priority == 1 or u.pinned) > episode.target_tokens
 
 
-def _may_shrink_p1(episode: OverflowEpisode, order: list[str]) -> list[str]:
-    """``order`` without the actions that promise to keep every P1 unit (``keeps_p1``)."""
+def _first_that_may_shrink_p1(episode: OverflowEpisode, order: list[str]) -> str:
+    """The first of ``order`` that does not promise to keep every P1 unit (``keeps_p1``),
+    a recovery mode included; none: the first of ``order``."""
     strategy = episode.settings.strategy
-    return [a for a in order if strategy(a).recovery or not strategy(a).keeps_p1]
+    return next((a for a in order if strategy(a).recovery or not strategy(a).keeps_p1), order[0])
 
 
 class _Search:
