@@ -53,6 +53,10 @@ from typing import Iterable, Sequence
 
 from .model import ContextUnit, Fact
 
+#: the lines between which a SWE-agent user message quotes a worked example before the
+#: real task (a demonstration: P3 in a transcript, and no sentence of it instructs the agent)
+DEMONSTRATION_MARK = "--- DEMONSTRATION ---"
+DEMONSTRATION_END = "--- END OF DEMONSTRATION ---"
 #: a line that reads as an error (the first one of a tool result is its error message)
 ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:|No such file|command not found|syntax error|^\s*ERRORS?:",
@@ -94,6 +98,20 @@ _ARGUMENT_KEY = re.compile(r'"(\w+)"\s*:')
 #: a ``[tool_call] NAME ARGS_JSON`` line of an assistant unit (how :mod:`ctxsim.transcripts` writes
 #: a tool call): (NAME, ARGS_JSON); the one pattern of that line, here below the modules that read it
 TOOL_CALL_LINE = re.compile(r"^\[tool_call\] (\S+) ?(.*)$", re.MULTILINE)
+
+
+def demonstration_spans(text: str) -> tuple[tuple[int, int], ...]:
+    """The ``(start, end)`` spans of ``text`` that quote a demonstration, each from its
+    :data:`DEMONSTRATION_MARK` to the end of its :data:`DEMONSTRATION_END` line (to the
+    end of the text when nothing closes it), in order."""
+    spans: list[tuple[int, int]] = []
+    start = text.find(DEMONSTRATION_MARK)
+    while start >= 0:
+        end = text.find(DEMONSTRATION_END, start)
+        end = len(text) if end < 0 else end + len(DEMONSTRATION_END)
+        spans.append((start, end))
+        start = text.find(DEMONSTRATION_MARK, end)
+    return tuple(spans)
 
 
 def cut_index(tool_results: Sequence[bool], cut: float) -> int:

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import model_limit
-from .cuts import ERROR_LINE, TOOL_CALL_LINE, cut_index, future_probes
+from .cuts import DEMONSTRATION_MARK, ERROR_LINE, TOOL_CALL_LINE, cut_index, future_probes
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
@@ -66,7 +66,6 @@ DURABILITY_BY_TOOL: dict[str, str] = {
 }
 #: argument names that hold the resource a call touched (else the "[File: ...]" header of its output)
 TARGET_KEYS = ("path", "filename", "file_name", "file", "url")
-DEMONSTRATION_MARK = "--- DEMONSTRATION ---"
 
 _FENCED_BLOCK = re.compile(r"```([^\n`]*)\n(.*?)```", re.DOTALL)
 #: language tags of a fenced block that is an action to run (no tag: SWE-agent's commands)

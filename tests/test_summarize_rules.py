@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from ctxsim.cuts import DEMONSTRATION_END, DEMONSTRATION_MARK
 from ctxsim.lab.session_text import RULE_SENTENCES, RULES
-from ctxsim.model import ContextUnit, ToolEnvelope
+from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
+from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.summarize import get_summarizer
-from ctxsim.summarize.rules import holds_user_rule, is_user_rule, must_keep_sentences
+from ctxsim.summarize.extractive import must_carry, unit_items
+from ctxsim.summarize.rules import holds_user_rule, is_user_rule, must_keep_sentences, user_rule_sentences
 from ctxsim.tokens import count_tokens
 
 #: how people state rules to an agent, beyond the generator's templates
@@ -55,6 +58,50 @@ def test_only_user_and_system_prose_states_rules():
     assert holds_user_rule(ContextUnit("s", "message", text, role="system"))
     assert not holds_user_rule(ContextUnit("a", "message", text, role="assistant"))
     assert not holds_user_rule(ContextUnit("c", "code", "# Never push directly to main.\nx = 1", role="user"))
+
+
+#: a SWE-agent demonstration: a worked example of another task, quoted before the real one
+DEMONSTRATION = "\n".join([
+    "Here is a demonstration of how to correctly accomplish this task.",
+    DEMONSTRATION_MARK,
+    "INSTRUCTIONS: Always start by trying to replicate the bug.",
+    "First we should find the `fields.py` file in the repository.",
+    "Now that we have fixed the issue, we should submit our changes.",
+    DEMONSTRATION_END,
+    "Never push directly to main.",
+])
+
+
+def test_a_quoted_demonstration_states_no_rule():
+    """The sentences between the demonstration's marks instruct no one (the example's
+    own instructions, its narration "we should …"); a rule after the end mark does."""
+    unit = ContextUnit("demo", "message", DEMONSTRATION, role="user", priority=3)
+    assert is_user_rule("First we should find the `fields.py` file in the repository.")
+    assert user_rule_sentences(unit) == ["Never push directly to main."]
+    unclosed = ContextUnit("cut", "message", DEMONSTRATION.split(DEMONSTRATION_END)[0], role="user")
+    assert user_rule_sentences(unclosed) == [] and not holds_user_rule(unclosed)
+    assert user_rule_sentences(ContextUnit("two", "message", f"{DEMONSTRATION}\n{DEMONSTRATION}", role="user")) == [
+        "Never push directly to main.", "Never push directly to main."]
+
+
+def test_a_summary_files_no_sentence_of_a_demonstration_under_rules():
+    unit = ContextUnit("demo", "message", DEMONSTRATION, role="user", priority=3)
+    rules = [payload for section, payload, _ in unit_items(unit) if section == "rules"]
+    assert rules == ["Never push directly to main."]
+    assert must_carry([unit]) == {"rules": ("Never push directly to main.",)}
+
+
+def test_a_removal_may_drop_a_demonstration_whose_narration_reads_as_rules():
+    """``remove_oldest`` keeps a unit that states a user rule; a demonstration whose
+    sentences only quote another session's instructions is not one."""
+    demo = "\n".join([DEMONSTRATION_MARK, *(f"Step {k}: we should open file_{k}.py and look at it." for k in range(40)),
+                      DEMONSTRATION_END])
+    units = (ContextUnit("demo", "message", demo, role="user", priority=3),
+             ContextUnit("task", "message", "Fix the failing test in util.py.", role="user", priority=1),
+             ContextUnit("a1", "message", "I will read util.py first.", role="assistant"))
+    state = ContextState(units=units, limit=150, min_limit=10, task="fix the failing test")
+    after = get_strategy("remove_oldest").apply(state, StrategyContext())
+    assert after.removed == ("demo",) and [u.id for u in after.state.units] == ["task", "a1"]
 
 
 def test_must_keep_sentences_are_rules_and_for_p1_the_values():

@@ -24,9 +24,9 @@ import json
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from ..cuts import DEMONSTRATION_END, DEMONSTRATION_MARK
 from ..model import ContextState, ContextUnit
 from ..tokens import count_joined, count_tokens
-from ..transcripts import DEMONSTRATION_MARK
 from .session_text import SUMMARY_TEMPLATE
 
 if TYPE_CHECKING:
@@ -483,7 +483,7 @@ def demonstration(s: _Session) -> str:
              ("Now the tests.", "python -m pytest tests -q 2>&1 | tail -1", f"{rng.randint(20, 90)} passed in 1.2s")]
     body = [f"THOUGHT: {t}\n\n```bash\n{c}\n```\n\n<returncode>0</returncode>\n<output>\n{o}\n</output>" for t, c, o in steps]
     return "\n".join(["Here is a demonstration of how to solve a task with the bash tool.", DEMONSTRATION_MARK, "",
-                      f"Issue: {fake.sentence(nb_words=10)}", "", *body, "", "--- END OF DEMONSTRATION ---"])
+                      f"Issue: {fake.sentence(nb_words=10)}", "", *body, "", DEMONSTRATION_END])
 
 
 def prior_summary(s: _Session, first: int, last: int, depth: int) -> str:

@@ -29,6 +29,7 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    (embedder similarities), times the unit's priority weight (P1 or pinned 1.5,
    P3 0.75).
 3. Order. Rules first (instructions, :func:`~ctxsim.summarize.rules.is_user_rule`,
+   none from a quoted demonstration,
    and every rule an earlier summary carried, before the others), then the
    structured items an earlier summary carried (design 002: a summary of summaries
    carries forward what the previous one carried), then every candidate holding a
@@ -70,7 +71,7 @@ from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_joined, count_spaced, count_tokens
-from .rules import VALUE, is_user_rule, may_hold, mentions_rule
+from .rules import VALUE, in_spans, is_user_rule, may_hold, mentions_rule, quoted
 from ..sentences import is_fence_line, segments
 from .structured import (
     SUMMARY_RENDER_VERSION,
@@ -473,13 +474,14 @@ def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, 
             items.extend((section, item, tier) for item in getattr(carried, section))
         return tuple(items)
     rule_role = _rule_role(role, type_)
+    spans = quoted(content) if rule_role else ()
     plan = type_ == "plan_ref"
     for seg in segments(content, by_line=type_ in ("code", "log")):
         sentence = content[seg.start : seg.end]
         if sentence[0] in _BULLET_MARKS:
             sentence = _BULLET.sub("", sentence, count=1)
         if sentence:
-            items.append(classify(sentence, seg.code, rule_role, plan))
+            items.append(classify(sentence, seg.code, rule_role and not (spans and in_spans(seg.start, spans)), plan))
     return tuple(items)
 
 

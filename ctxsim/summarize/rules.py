@@ -13,6 +13,12 @@ compresses, summarizes or drops text finds the rules the way a reader would:
   circumstances", "is not allowed"). Questions are not rules. "The cache never
   expires" and "I always forget the flag" are statements, not rules.
 
+A demonstration (a worked example a SWE-agent user message quotes between
+``--- DEMONSTRATION ---`` and ``--- END OF DEMONSTRATION ---``, :mod:`ctxsim.cuts`)
+instructs no one: its sentences ("First we should find the file", the instructions of
+the example's own task) are neither rules nor filed under "Rules & Constraints"
+(:func:`quoted`).
+
 Sentences passing :func:`is_user_rule` are never cut by a summary (design 004: the
 summary "preserves user rules"). :func:`must_keep_sentences` lists the sentences of
 a unit no in-place compression may drop: its user rules, for a P1 unit (seed
@@ -27,7 +33,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from ..cuts import ERROR_LINE
+from ..cuts import ERROR_LINE, demonstration_spans
 from ..model import ContextUnit
 from ..sentences import segments
 
@@ -86,6 +92,17 @@ def is_user_rule(sentence: str) -> bool:
     return bool(_INSTRUCTION.search(text))
 
 
+def quoted(content: str) -> tuple[tuple[int, int], ...]:
+    """The spans of ``content`` that quote someone else's session (its demonstrations):
+    no sentence starting in them states a rule."""
+    return demonstration_spans(content) if "---" in content else ()
+
+
+def in_spans(position: int, spans: tuple[tuple[int, int], ...]) -> bool:
+    """Whether ``position`` lies in one of ``spans``."""
+    return any(start <= position < end for start, end in spans)
+
+
 def may_state_rule(unit: ContextUnit) -> bool:
     """Whether ``unit`` can state a user rule, from its role and type alone (no text
     read): user and system prose."""
@@ -131,8 +148,11 @@ MEMO_SIZE = 16_384
 
 @lru_cache(maxsize=MEMO_SIZE)
 def _rule_sentences(content: str) -> tuple[str, ...]:
-    """The prose sentences of ``content`` that state a user rule (once per distinct text)."""
-    return tuple(content[s.start : s.end] for s in segments(content) if not s.code and is_user_rule(content[s.start : s.end]))
+    """The prose sentences of ``content`` that state a user rule, outside what it quotes
+    (once per distinct text)."""
+    spans = quoted(content)
+    return tuple(content[s.start : s.end] for s in segments(content)
+                 if not s.code and not in_spans(s.start, spans) and is_user_rule(content[s.start : s.end]))
 
 
 @lru_cache(maxsize=MEMO_SIZE)
