@@ -481,7 +481,7 @@ def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, 
         if sentence[0] in _BULLET_MARKS:
             sentence = _BULLET.sub("", sentence, count=1)
         if sentence:
-            items.append(classify(sentence, seg.code, rule_role and not (spans and in_spans(seg.start, spans)), plan))
+            items.append(classify(sentence, seg.code, rule_role and not in_spans(seg.start, spans), plan))
     return tuple(items)
 
 

@@ -95,7 +95,7 @@ def is_user_rule(sentence: str) -> bool:
 def quoted(content: str) -> tuple[tuple[int, int], ...]:
     """The spans of ``content`` that quote someone else's session (its demonstrations):
     no sentence starting in them states a rule."""
-    return demonstration_spans(content) if "---" in content else ()
+    return demonstration_spans(content)
 
 
 def in_spans(position: int, spans: tuple[tuple[int, int], ...]) -> bool:
