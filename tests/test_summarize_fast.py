@@ -90,16 +90,18 @@ def _plain_mmr(members, scores, similarity, sizes, tokens, lam):
     top = s.max()
     rel = s / top if top > 0 else s
     picked: list[int] = []
+    rows = {}  # each picked candidate's similarities to all, computed once
     while len(picked) < len(members) and tokens > 0:
         best, best_value = None, None
         for k, member in enumerate(members.tolist()):
             if member in picked:
                 continue
-            nearest = max((similarity.to_row(p)[member] for p in picked), default=0.0)
+            nearest = max((rows[p][member] for p in picked), default=0.0)
             value = lam * rel[k] - (1 - lam) * nearest
             if best is None or value > best_value:
                 best, best_value = member, value
         picked.append(best)
+        rows[best] = similarity.to_row(best)
         tokens -= sizes[best]
     return picked + [i for i in by_score if i not in picked]
 
