@@ -377,11 +377,13 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
     check_complete(results, results_path / "results.csv" if results_path.is_dir() else results_path)
     results_dir = results_path if results_path.is_dir() else results_path.parent
     out = Path(out)
-    summary = summarize(results)
     paths = policy_paths(results_dir)  # a sweep's labels may be relative to its sweep file
     learned = [p for p in sorted(results["policy"].unique()) if is_learned(p)]
     run_dirs = find_runs(results_dir, [paths.get(p, p) for p in learned], runs)
+    for run in run_dirs:  # a bad evaluations.npz fails here, before the summary's bootstrap and the figures
+        read_evaluations(run)
 
+    summary = summarize(results)
     figures: list[tuple[str, bytes, str, str]] = []  # (file, PNG, heading, caption): all made before any is written
 
     def add(name: str, fig, heading: str, caption: str) -> None:
