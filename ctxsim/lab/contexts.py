@@ -4,7 +4,8 @@ pools and the CLI start from.
 
 A scenario (:mod:`ctxsim.lab.scenarios`) only describes a context; the three ways of
 making one live in their own modules and this one picks between them: the synthetic
-generator (:mod:`ctxsim.lab.generator`), the agent-loop session (:mod:`ctxsim.lab.agent_session`)
+generator (:mod:`ctxsim.lab.generator`), the agent-loop session (:mod:`ctxsim.lab.agent_session`;
+with ``probes: continuation``, cut from a longer one: :mod:`ctxsim.lab.continuation`)
 and a recorded transcript (:mod:`ctxsim.transcripts`).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .agent_session import generate_session
+from .continuation import continued_session
 from .generator import generate
 from ..model import ContextState
 from .scenarios import Scenario
@@ -36,5 +38,5 @@ def build_context(scenario: Scenario, seed: int) -> ContextState:
         return replace(state, seed=seed) if scenario.is_family else state
     drawn = scenario.draw(seed)
     if drawn.session == "agent_loop":
-        return generate_session(drawn, seed)
+        return continued_session(drawn, seed) if drawn.probes == "continuation" else generate_session(drawn, seed)
     return generate(drawn, seed)

@@ -54,7 +54,11 @@ these keys shape it (:data:`AGENT_LOOP_KEYS`; ``writes`` and ``task`` do not app
   limit grows to fit);
 - ``user_turns`` (later user messages with follow-up requests, instead of the 0-2
   format reminders) and ``worked_example`` (a P3 demonstration before the task) — keys
-  of an ``agent_loop`` session only.
+  of an ``agent_loop`` session only;
+- ``probes`` (an ``agent_loop`` session or family only): ``planted`` (the default: the
+  generator's ground truth, :mod:`ctxsim.lab.agent_session`) or ``continuation``: the
+  probes are what the session's own continuation uses again, as a transcript cut's are
+  (:mod:`ctxsim.lab.continuation`), with the user's rules as decision probes.
 
 As a family, an ``agent_loop`` scenario's ``sample`` draws only ``limit`` and ``overflow``.
 
@@ -212,11 +216,14 @@ class Scenario(BaseModel):
     p1_placement: P1Placement | None = None
     user_turns: Annotated[int, Field(ge=0, le=100)] | None = None
     worked_example: bool = False
+    probes: Literal["planted", "continuation"] = "planted"
 
     _source: Path | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
+        if "probes" in self.model_fields_set and self.session is None:
+            raise KeyedValueError("probes", self.probes, "only an agent_loop session has it (session: agent_loop)")
         if self.limit is not None and self.model is not None:
             raise KeyedValueError("model", self.model, f"give either 'limit' or 'model', not both (limit={self.limit})")
         if self.limit is not None and self.limit < self.min_limit:
@@ -370,7 +377,8 @@ class Scenario(BaseModel):
             return self
         if self.is_transcript:
             return self._draw_transcript_limit(seed)
-        keep = self.model_dump(include={"name", "description", "min_limit", "warning_threshold", "task", "session"}, exclude_unset=True)
+        keep = self.model_dump(include={"name", "description", "min_limit", "warning_threshold", "task", "session", "probes"},
+                               exclude_unset=True)
         drawn = self.sample.draw(seed)
         if self.session is not None:
             drawn = {key: drawn[key] for key in AGENT_LOOP_SAMPLE_KEYS}
