@@ -106,3 +106,18 @@ def test_the_option_is_checked(write_file, text, match):
     write_file("chat.jsonl", '{"role": "user", "content": "hi"}\n')
     with pytest.raises(ScenarioError, match=match):
         load_scenarios(write_file("s.yaml", text))
+
+
+def test_the_continuation_suite_follows_the_generated_scenarios(repo_root):
+    """data/families/continuation.yaml holds every agent-loop scenario of data/scenarios with
+    the same keys, its name suffixed, and probes: continuation."""
+    from ctxsim.lab.scenarios import DEFAULT_SUITE
+
+    base = {s.name: s for s in load_scenarios(DEFAULT_SUITE) if s.session == "agent_loop"}
+    suite = load_scenarios(repo_root / "data" / "families" / "continuation.yaml")
+    assert sorted(s.name for s in suite) == sorted(f"{name}-continuation" for name in base)
+    for scenario in suite:
+        original = base[scenario.name.removesuffix("-continuation")]
+        assert scenario.probes == "continuation"
+        assert scenario.model_dump(exclude={"name", "description", "probes"}) == original.model_dump(
+            exclude={"name", "description", "probes"})
