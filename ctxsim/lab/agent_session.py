@@ -42,6 +42,7 @@ import json
 import random
 import threading
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from faker import Faker
@@ -53,7 +54,7 @@ from .agent_options import (
 from .fake_repo import FakeRepo
 from .fast_random import FastRandom
 from .generator import stable_seed
-from ..model import ContextState, Fact
+from ..model import ContextState, ContextUnit, Fact
 from .scenarios import Scenario
 from ..tokens import DEFAULT_FORMAT, REPLY_PRIMING, count_tokens, message_overhead
 from ..transcripts import messages_to_units
@@ -510,16 +511,21 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
         del s.messages[before[0] :], s.facts[before[3] :]
         s.tokens, s.kinds = before[1], before[2]
     _artifact_facts(s)
-    holders: dict[str, list[str]] = {}
-    for f in s.facts:
-        holders.setdefault(f.unit_id, []).append(f.id)
-    units = shape_units([replace(u, fact_ids=tuple(holders.get(u.id, ()))) for u in messages_to_units(s.messages)], s)
+    units = shape_units(holding(messages_to_units(s.messages), s.facts), s)
     priority = {u.id: u.priority for u in units}
     facts = tuple(replace(f, priority=priority[f.unit_id]) for f in s.facts)
     state = ContextState(units=tuple(units), limit=10**12, min_limit=1, task=title, fact_table=facts,
                          scenario=scenario.name, seed=seed)
     limit = scenario.resolved_limit
     return replace(state, limit=limit, min_limit=min(scenario.min_limit, limit), warning_threshold=scenario.warning_threshold)
+
+
+def holding(units: Iterable[ContextUnit], facts: Iterable[Fact]) -> list[ContextUnit]:
+    """``units`` with each one's ``fact_ids`` set to the ids of the ``facts`` it holds, in order."""
+    holders: dict[str, list[str]] = {}
+    for fact in facts:
+        holders.setdefault(fact.unit_id, []).append(fact.id)
+    return [replace(u, fact_ids=tuple(holders.get(u.id, ()))) for u in units]
 
 
 def _close(s: _Session, final: list[str]) -> None:

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from ..cuts import future_probes
 from ..model import ContextState
-from .agent_session import generate_session
+from .agent_session import generate_session, holding
 from .scenarios import Scenario
 
 #: how much longer than its target the session is generated (the rest is the future)
@@ -40,13 +40,10 @@ def continued_session(scenario: Scenario, seed: int) -> ContextState:
     units = whole.units
     k = cut_after(whole, target)
     context, future = units[:k], units[k:]
-    rules = tuple(f for f in whole.fact_table if f.kind == "rule" and f.unit_id in {u.id for u in context})
+    kept = {u.id for u in context}
+    rules = tuple(f for f in whole.fact_table if f.kind == "rule" and f.unit_id in kept)
     probes = rules + future_probes(context, future, whole.task)
-    holders: dict[str, list[str]] = {}
-    for fact in probes:
-        holders.setdefault(fact.unit_id, []).append(fact.id)
-    context = tuple(replace(u, fact_ids=tuple(holders.get(u.id, ()))) for u in context)
-    return replace(whole, units=context, fact_table=probes)
+    return replace(whole, units=tuple(holding(context, probes)), fact_table=probes)
 
 
 def cut_after(state: ContextState, target: int) -> int:
