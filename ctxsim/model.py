@@ -64,6 +64,23 @@ class computed_once(Generic[_T]):
         return value
 
 
+class Immutable:
+    """A frozen value: ``copy.copy`` and ``copy.deepcopy`` give the object itself.
+
+    Every class of this module is frozen, and so is what it holds; its memo fields
+    (:class:`computed_once`, :meth:`ContextState.derived`) are pure functions of it. A
+    copy of a mutable holder (a stream session copied for look-ahead) therefore shares
+    its units and states instead of rebuilding them, memos included."""
+
+    __slots__ = ()
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
 def _check_choice(obj: str, name: str, value: Any, choices: Iterable[Any]) -> None:
     choices = tuple(choices)
     if value not in choices:
@@ -76,7 +93,7 @@ def content_hash(text: str) -> str:
 
 
 @dataclass(frozen=True, repr=False)
-class ToolEnvelope:
+class ToolEnvelope(Immutable):
     """Structured envelope of a tool result (design 002).
 
     ``arguments`` is canonical JSON (sorted keys) so that identical calls compare
@@ -131,7 +148,7 @@ class ToolEnvelope:
 
 
 @dataclass(frozen=True)
-class Fact:
+class Fact(Immutable):
     """A planted item of ground truth: its exact value and the unit where it first occurs.
 
     ``kind``: ``fact`` (a recall probe's answer), ``rule`` (a user rule: decision),
@@ -155,7 +172,7 @@ class Fact:
 
 
 @dataclass(frozen=True)
-class ContextUnit:
+class ContextUnit(Immutable):
     """One item of context: a message, a code block, a log, a tool result, ...
 
     ``priority`` is design 001's tag (1 = must keep). ``pinned`` units (design 000)
@@ -215,7 +232,7 @@ class ContextUnit:
 
 
 @dataclass(frozen=True)
-class Artifact:
+class Artifact(Immutable):
     """Content moved out of the prompt (design 002's externalization); ``sensitivity``
     (one of :data:`SENSITIVITIES`) gates its automatic rehydration."""
 
@@ -230,7 +247,7 @@ class Artifact:
 
 
 @dataclass(frozen=True)
-class DroppedSpan:
+class DroppedSpan(Immutable):
     """Index entry for dropped content (design 002's dropped-span index)."""
 
     source_ids: tuple[str, ...]
@@ -240,7 +257,7 @@ class DroppedSpan:
 
 
 @dataclass(frozen=True)
-class ContextState:
+class ContextState(Immutable):
     """An ordered, immutable context and its limits.
 
     ``limit`` and ``min_limit`` are tokens; ``warning_threshold`` is a share of the

@@ -1,9 +1,10 @@
+import copy
 import pickle
 
 import pytest
 
 from ctxsim.errors import ContextError
-from ctxsim.model import ContextState, ContextUnit, Fact, ToolEnvelope
+from ctxsim.model import Artifact, ContextState, ContextUnit, DroppedSpan, Fact, ToolEnvelope
 from ctxsim.serialize import dumps_state, state_from_dict
 from ctxsim.tokens import count_messages, count_tokens
 
@@ -154,3 +155,20 @@ def test_derived_values_are_computed_once_per_state_object_and_never_pickled():
     copy = pickle.loads(pickle.dumps(state))
     assert copy == state and "_derived" not in copy.__dict__ and copy.fingerprint == state.fingerprint
     assert replace(state, limit=5000).derived("key", compute) == ["value"] and len(calls) == 3
+
+
+def test_copies_of_the_frozen_values_are_the_values_themselves_memos_included():
+    env = ToolEnvelope("read_file", "c1", '{"path":"a.py"}', key_fields=(("path", "a.py"),))
+    state = ContextState(
+        (unit("a"), unit("b", type="tool_result", role="tool", tool=env)), limit=4000,
+        fact_table=(Fact("f1", "$1,250", "a"),), artifacts=(Artifact("art1", "body", ("b",)),),
+        dropped=(DroppedSpan(("c",), ("budget",), "a note", "drop"),),
+    )
+    state.derived("key", lambda: ["value"])
+    values = (state, *state.units, env, *state.fact_table, *state.artifacts, *state.dropped)
+    for value in values:
+        assert copy.copy(value) is value and copy.deepcopy(value) is value
+    holder = {"states": [state], "count": 1}
+    held = copy.deepcopy(holder)
+    assert held == holder and held["states"] is not holder["states"] and held["states"][0] is state
+    assert held["states"][0].derived("key", lambda: ["recomputed"]) == ["value"]

@@ -34,6 +34,14 @@ def test_a_copy_plays_on_without_touching_the_session():
     assert play(get_policy("seed-chain"), session, "gpt4-6000", 2) == total  # the original plays the same way
 
 
+def test_a_copy_shares_the_frozen_context_and_copies_what_a_turn_changes():
+    session = session_of("tool-dupes", 1)
+    copy = session.copy()
+    assert copy.state is session.state and copy.episode.original is session.episode.original
+    assert copy.log is not session.log and copy.log == session.log and copy.events is not session.events
+    assert copy.episode is not session.episode and copy.cache is not session.cache
+
+
 def test_the_value_of_the_base_policys_own_chain_is_the_base_policys_total():
     session = session_of("tool-dupes", 0)
     base = get_policy("seed-chain")

@@ -242,8 +242,9 @@ class StreamSession:
     def copy(self) -> StreamSession:
         """An independent session at the same point (for lookahead: playing the copy
         never changes this one). The conversation, the settings (with their memo of
-        strategy outcomes) and the reward and trigger parameters are shared, since
-        nothing mutates them; everything that a turn or an event changes is copied."""
+        strategy outcomes), the reward and trigger parameters and the frozen units and
+        states (:class:`~ctxsim.model.Immutable`) are shared, since nothing mutates them;
+        everything that a turn or an event changes is copied."""
         deeper = [settings for pair in self.deeper for settings in pair]
         shared = (self.conversation, self.settings, self.skip_settings, *deeper, self.triggers, self.weights)
         return copy.deepcopy(self, {id(obj): obj for obj in shared})
