@@ -51,12 +51,23 @@ def test_the_value_of_the_base_policys_own_chain_is_the_base_policys_total():
     assert rollout.value(session, own, "tool-dupes", 0) == pytest.approx(play(base, session.copy(), "tool-dupes", 0))
 
 
-@pytest.mark.parametrize("base", ["seed-chain", "only:prioritize_recent", "peer:letta"])
-def test_rollout_never_scores_below_its_base_and_beats_a_weak_one(base):
-    df = evaluate_stream([base, f"rollout:{base}"], ["gpt4-6000", "tool-dupes"], [0, 1, 2], CONFIG)
+BASES = ["seed-chain", "only:prioritize_recent", "peer:letta"]
+
+
+@pytest.fixture(scope="module")
+def base_and_rollout_rows():
+    """Every base and its rollout on six conversations, in one evaluation (each
+    conversation is played by all six policies in one process, sharing its memos)."""
+    return evaluate_stream([p for base in BASES for p in (base, f"rollout:{base}")], ["gpt4-6000", "tool-dupes"],
+                           [0, 1, 2], CONFIG)
+
+
+@pytest.mark.parametrize("base", BASES)
+def test_rollout_never_scores_below_its_base_and_beats_a_weak_one(base, base_and_rollout_rows):
+    df = base_and_rollout_rows
     own = df[df.policy == base].set_index(["scenario", "seed"]).reward
     improved = df[df.policy == f"rollout:{base}"].set_index(["scenario", "seed"]).reward
-    assert (improved >= own - 1e-9).all()
+    assert len(own) == len(improved) == 6 and (improved >= own - 1e-9).all()
     if base == "only:prioritize_recent":
         assert improved.mean() > own.mean() + 0.5  # prioritize_recent at every event is far from the best
 
