@@ -43,6 +43,7 @@ def policy_flags(policies: tuple[str, ...]) -> list[str]:
      "transcript-marshmallow-cut-family", 10),
     ("probes_worth_validation.csv", ["--split", "validation"], "code-heavy", 0),
     ("probes_worth_train200.csv", ["--split", "train", "--first-seed", "200"], "fact-dense", 200),
+    ("probes_worth_traincuts.csv", ["--split", "train", "--first-seed", "200"], "swe-train", 200),
 ])
 def test_a_held_out_table_reproduces_on_one_context(repo_root: Path, tmp_path: Path, capsys, table, options, scenario,
                                                     seed):
