@@ -107,6 +107,21 @@ def test_figures_are_titled_labelled_and_readable(sweep_dir: Path, run_dir: Path
         assert min(t.get_fontsize() for t in texts) >= 9
 
 
+def test_learning_curves_draw_the_curves_read_once_by_the_caller(run_dir: Path, tmp_path: Path):
+    """``ctxsim report`` reads each run's evaluations once (checking them before any figure)
+    and hands them to the figure: it draws what it is given, the same as what it reads itself."""
+    from ctxsim.lab.runs import read_evaluations
+
+    steps, rewards = read_evaluations(run_dir)
+    read = fig_learning_curves([run_dir], "validation").axes[0].lines[0]
+    given = fig_learning_curves([run_dir], "validation", [(steps, rewards)]).axes[0].lines[0]
+    assert np.array_equal(given.get_xdata(), read.get_xdata()) and np.array_equal(given.get_ydata(), read.get_ydata())
+    other = (steps, rewards + 1.0)  # a different curve for a folder that has no file at all
+    line = fig_learning_curves([tmp_path / "no-run"], "validation", [other]).axes[0].lines[0]
+    assert np.allclose(line.get_ydata(), rewards.mean(axis=1) + 1.0)
+    assert line.get_label() == "no-run"
+
+
 def test_performance_profile_and_pareto_front():
     taus = np.array([0.0, 0.5, 1.0])
     assert performance_profile([0.0, 0.5, 1.0, 2.0], taus).tolist() == [0.75, 0.5, 0.25]

@@ -254,13 +254,16 @@ def fig_strategy_usage(results: pd.DataFrame, label: str):
     return fig
 
 
-def fig_learning_curves(runs: Sequence[Path], split: str | None = None):
+def fig_learning_curves(
+    runs: Sequence[Path], split: str | None = None, curves: Sequence[tuple[np.ndarray, np.ndarray]] | None = None
+):
     """Evaluation mean reward (± std over episodes) against timesteps, one line per run;
-    ``split`` names the split the curves are on (default: read from the runs, :func:`_curve_split`)."""
+    ``split`` names the split the curves are on (default: read from the runs, :func:`_curve_split`);
+    ``curves`` holds each run's (timesteps, rewards) when the caller has read them
+    (default: :func:`~ctxsim.lab.runs.read_evaluations` here)."""
     fig = _figure()
     ax = fig.add_subplot()
-    for i, run in enumerate(runs):
-        steps, rewards = read_evaluations(run)
+    for i, (run, (steps, rewards)) in enumerate(zip(runs, curves if curves is not None else map(read_evaluations, runs))):
         mean, std = rewards.mean(axis=1), rewards.std(axis=1)
         color = _style(i)["color"]
         ax.plot(steps, mean, color=color, marker="o", ms=3, label=run.name)
@@ -380,8 +383,7 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
     paths = policy_paths(results_dir)  # a sweep's labels may be relative to its sweep file
     learned = [p for p in sorted(results["policy"].unique()) if is_learned(p)]
     run_dirs = find_runs(results_dir, [paths.get(p, p) for p in learned], runs)
-    for run in run_dirs:  # a bad evaluations.npz fails here, before the summary's bootstrap and the figures
-        read_evaluations(run)
+    curves = [read_evaluations(run) for run in run_dirs]  # a bad file fails here, before the bootstrap and the figures
 
     summary = summarize(results)
     figures: list[tuple[str, bytes, str, str]] = []  # (file, PNG, heading, caption): all made before any is written
@@ -411,7 +413,7 @@ def write_report(results_path: str | Path, out: str | Path, runs: Sequence[str |
                 "Share of each action among all steps of all policies, per scenario (no learned policy in the results).")
         if run_dirs:
             split = _curve_split(run_dirs)
-            add("learning_curves.png", fig_learning_curves(run_dirs, split), "Learning curves",
+            add("learning_curves.png", fig_learning_curves(run_dirs, split, curves), "Learning curves",
                 f"Mean reward of the evaluation callback during training on the {split} split "
                 "(the split the best model is chosen on; ± std over evaluation episodes), from "
                 + ", ".join(f"`{r.name}`" for r in run_dirs) + ".")
