@@ -109,25 +109,34 @@ def test_the_warm_start_moves_the_policy_to_the_teachers_actions(rows):
     assert chosen() >= 0.9 > before_chosen
 
 
-def test_the_rows_are_the_same_on_one_process_or_several():
+@pytest.fixture(scope="module")
+def first_rows():
+    """The teacher's rows of seed 0's conversation alone (CONFIG), computed in this process."""
+    return rollout_values(CONFIG, TEACHER, 0.0)
+
+
+def same_rows(a, b) -> bool:
+    return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in ("observations", "masks", "values"))
+
+
+def test_the_rows_are_the_same_on_one_process_or_several(first_rows):
     """Two conversations (seeds 0 and 1), each a work item: in-process or on two
     workers, the rows come out the same and in conversation order (seed 0's first)."""
     two = {**CONFIG, "contexts_per_scenario": 2}
     alone, shared = rollout_values(two, TEACHER, 0.0, workers=1), rollout_values(two, TEACHER, 0.0, workers=2)
-    assert all(np.array_equal(getattr(alone, f), getattr(shared, f)) for f in ("observations", "masks", "values"))
-    first = rollout_values(CONFIG, TEACHER, 0.0)  # seed 0 alone
-    assert len(first) < len(alone) and np.array_equal(alone.values[:len(first)], first.values)
+    assert same_rows(alone, shared)
+    assert len(first_rows) < len(alone) and np.array_equal(alone.values[:len(first_rows)], first_rows.values)
 
 
-def test_the_rows_are_cached_by_config_and_teacher(tmp_path, monkeypatch):
+def test_the_rows_are_cached_by_config_and_teacher(tmp_path, monkeypatch, first_rows):
     monkeypatch.setenv("CTXSIM_POOL_DIR", str(tmp_path))
     first, path, computed = cached_rollout_values(CONFIG, TEACHER, 0.0)
     assert computed and path.parent == tmp_path and path.is_file()
+    assert same_rows(first, first_rows)  # what the cache computes is the rows themselves
     again, same, recomputed = cached_rollout_values(CONFIG, TEACHER, 0.0)
     assert same == path and not recomputed
-    assert all(np.array_equal(getattr(first, f), getattr(again, f)) for f in ("observations", "masks", "values"))
-    other = cached_rollout_values(CONFIG, "rollout:peer:letta", 0.0)[1]
-    assert other != path
+    assert same_rows(first, again)
+    assert teacher_file(CONFIG, "rollout:peer:letta", 0.0) != path  # another teacher, another file
 
 
 def test_the_rows_file_follows_values_not_where_the_files_are(tmp_path, repo_root):

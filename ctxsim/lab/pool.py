@@ -125,8 +125,15 @@ def source_files() -> list[Path]:
 
 def code_of(path: Path) -> bytes:
     """The code of a source file without its comments, layout and docstrings (its
-    syntax tree), so that editing those does not make the pools stale."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    syntax tree), so that editing those does not make the pools stale. The file is
+    read on every call; its tree is worked out once per distinct text."""
+    return _code_of_text(path.read_text(encoding="utf-8"), str(path))
+
+
+@lru_cache(maxsize=1024)
+def _code_of_text(text: str, filename: str) -> bytes:
+    """:func:`code_of` of a file's text (``filename`` names it in a SyntaxError)."""
+    tree = ast.parse(text, filename=filename)
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
