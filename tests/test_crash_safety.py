@@ -180,7 +180,7 @@ RAW_WRITERS_ALLOWED = {
     ("export.py", "npz_bytes"): "a zip archive in a BytesIO",
     ("report.py", "_png"): "savefig into a BytesIO",
     ("train.py", "_saved_bytes"): "the algorithm's save into a BytesIO (save_model renames it into place)",
-    ("pool.py", "code_of"): "ast.dump returns a string; nothing is written",
+    ("pool.py", "_code_of_text"): "ast.dump returns a string; nothing is written",
     ("bench.py", "bench_sweep"): "the sweep benchmark's input, in its temporary folder",
 }
 WRITE_METHODS = {"write_text", "write_bytes", "savefig", "savez", "savez_compressed", "save", "dump", "to_csv",
