@@ -311,7 +311,7 @@ def test_the_installed_dependencies_are_the_pinned_ones(repo_root):
             pinned[canonicalize_name(name)] = version
     installed = {canonicalize_name(d.metadata["Name"]): d.version.split("+", 1)[0] for d in distributions()}
     installed = {name: v for name, v in installed.items() if name not in ("ctxsim", "pip", "setuptools", "wheel")}
-    extras = {"sentence-transformers", "ray"}  # optional extras outside [dev]: not pinned
+    extras = {"sentence-transformers"}  # the optional extra outside [dev] (minilm): not pinned
     assert {n: v for n, v in pinned.items() if installed.get(n) != v} == {}
     assert sorted(set(installed) - set(pinned) - extras) == []
 

@@ -71,10 +71,12 @@ ray: {{num_cpus: 2}}
     assert "Best hyperparameters: `batch_size=32`, `learning_rate=" in best and "`n_steps=64`" in best
     assert "on the held-out scenarios (mild-overflow)" in best and "Note: the trials are scored" in best
 
-    # a trained run is a policy of a sweep (path relative to the sweep file) and of its report
+    # a trained run is a policy of a sweep (path relative to the sweep file) and of its
+    # report; the sweep plays the run's action set (seed 001's, the experiment's env)
     run = table["run_dir"][0]
     (tmp_path / "learned.yaml").write_text(
-        f"name: learned\npolicies: [seed-chain, out/{run}]\nscenarios: {{names: [mild-overflow]}}\nseeds: 1\n"
+        f"name: learned\nenv: {repo_root / 'envs' / 'seed001.yaml'}\npolicies: [seed-chain, out/{run}]\n"
+        "scenarios: {names: [mild-overflow]}\nseeds: 1\n"
     )
     assert main(["sweep", str(tmp_path / "learned.yaml"), "--out", str(tmp_path / "sweep"), "--quiet"]) == 0
     results = pd.read_csv(tmp_path / "sweep" / "results.csv")
