@@ -298,9 +298,11 @@ def test_import_ctxsim_imports_no_gymnasium_and_envs_still_register():
 # ---- reproducibility ---------------------------------------------------------------------------
 def test_the_installed_dependencies_are_the_pinned_ones(repo_root):
     """Every package constraints.txt pins is installed at that version (a local label
-    like torch's ``+cpu`` aside), and every installed package but ctxsim is pinned."""
+    like torch's ``+cpu`` aside), and every installed package but ctxsim is pinned,
+    except what the one extra outside ``[dev]`` (minilm) brings when it is installed."""
     from importlib.metadata import distributions
 
+    from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     pinned = {}
@@ -311,7 +313,17 @@ def test_the_installed_dependencies_are_the_pinned_ones(repo_root):
             pinned[canonicalize_name(name)] = version
     installed = {canonicalize_name(d.metadata["Name"]): d.version.split("+", 1)[0] for d in distributions()}
     installed = {name: v for name, v in installed.items() if name not in ("ctxsim", "pip", "setuptools", "wheel")}
-    extras = {"sentence-transformers"}  # the optional extra outside [dev] (minilm): not pinned
+    requires = {canonicalize_name(d.metadata["Name"]): d.requires or [] for d in distributions()}
+    minilm = [r for r in map(Requirement, requires["ctxsim"]) if r.marker and r.marker.evaluate({"extra": "minilm"})
+              and not r.marker.evaluate({"extra": ""})]
+    assert minilm, "ctxsim's metadata names the minilm extra's requirements"
+    extras, todo = set(), [canonicalize_name(r.name) for r in minilm]
+    while todo:  # the installed dependency closure of the minilm extra: not pinned
+        name = todo.pop()
+        if name in requires and name not in extras:
+            extras.add(name)
+            todo += [canonicalize_name(r.name) for r in map(Requirement, requires[name])
+                     if r.marker is None or r.marker.evaluate({"extra": ""})]
     assert {n: v for n, v in pinned.items() if installed.get(n) != v} == {}
     assert sorted(set(installed) - set(pinned) - extras) == []
 
