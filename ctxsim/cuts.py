@@ -43,7 +43,13 @@ Finding them (no model, no judge):
    context unit where it first occurs, with that unit's priority and the line that
    holds it as its ``text``.
 
-User rules are not detected in transcripts: a cut context has no decision probes.
+4. The user's instructions are not detected but listed by hand, per agent template
+   (a scenario's ``instructions`` file, :mod:`ctxsim.lab.scenarios`;
+   ``data/transcripts/instructions.yaml`` for the shipped transcripts): each listed
+   sentence that a user message of the context states verbatim, outside a quoted
+   demonstration, is a decision probe (kind ``rule``, ids ``cut-rule-<n>``), whether
+   or not the future says it again — an instruction governs every later turn
+   (:func:`stated_probes`). Without a list, a cut has no decision probes.
 """
 
 from __future__ import annotations
@@ -221,3 +227,29 @@ def future_probes(context: Sequence[ContextUnit], future: Iterable[ContextUnit],
         probes.append(Fact(f"cut-{kind}-{counts[kind]}", value, unit.id, priority=unit.priority, kind=kind,
                            text=_line_of(unit.content, value)))
     return tuple(probes)
+
+
+def stated_probes(context: Sequence[ContextUnit], sentences: Iterable[str]) -> tuple[Fact, ...]:
+    """The decision probes of ``context``: each of ``sentences`` (the user's
+    instructions, listed by hand) that a user message states verbatim outside a quoted
+    demonstration, planted at the first such unit with its priority, in the order of
+    ``sentences``, ids ``cut-rule-<n>``; a sentence no user message states is left out."""
+    users = [(unit, _outside_demonstrations(unit.content)) for unit in context if unit.role == "user"]
+    probes: list[Fact] = []
+    for sentence in dict.fromkeys(sentences):
+        unit = next((unit for unit, text in users if sentence in text), None)
+        if unit is not None:
+            probes.append(Fact(f"cut-rule-{len(probes) + 1}", sentence, unit.id, priority=unit.priority, kind="rule",
+                               text=sentence))
+    return tuple(probes)
+
+
+def _outside_demonstrations(text: str) -> str:
+    """``text`` without its quoted demonstrations (each span of :func:`demonstration_spans`
+    replaced by a line break, so no sentence joins across one)."""
+    kept, start = [], 0
+    for begin, end in demonstration_spans(text):
+        kept.append(text[start:begin])
+        start = end
+    kept.append(text[start:])
+    return "\n".join(kept)

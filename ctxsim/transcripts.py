@@ -26,13 +26,15 @@ Unit types are inferred:
 The system prompt and the task message are P1: the task message is the first user
 message that is not a demonstration (SWE-agent puts a worked example, marked
 ``--- DEMONSTRATION ---``, before the real task; demonstrations are P3). Everything
-else is P2. ``state.task`` is the issue title of the task message when it has an
-``ISSUE:`` section, else its first line.
+else is P2. ``state.task`` is the title of the task message: the line after its
+``ISSUE:`` line (SWE-agent) or after "Consider the following PR description:"
+(mini-swe-agent), else its first line that is not a bare tag.
 
 With ``cut`` (a share in (0, 1)), only the first messages form the context
 (:func:`ctxsim.cuts.cut_index`: ended after a tool result); the rest are its future, and the strings of the
 context the future uses again become the context's probes (``state.fact_table``,
-:mod:`ctxsim.cuts`). Without ``cut`` a transcript has no probes.
+:mod:`ctxsim.cuts`), with the user's instructions it states when a hand-made list of
+them is given (``instructions``). Without ``cut`` a transcript has no probes.
 """
 
 from __future__ import annotations
@@ -44,10 +46,10 @@ import zlib
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .config import model_limit
-from .cuts import DEMONSTRATION_MARK, ERROR_LINE, TOOL_CALL_LINE, cut_index, future_probes
+from .cuts import DEMONSTRATION_MARK, ERROR_LINE, TOOL_CALL_LINE, cut_index, future_probes, stated_probes
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
@@ -73,6 +75,9 @@ COMMAND_TAGS = ("", "bash", "sh", "shell", "console")
 _LOG_LINE = re.compile(
     r"^\s*\[?(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\d{2}:\d{2}:\d{2})|^\s*\[?(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|CRITICAL|FATAL)\b"
 )
+#: the lines after which a task message gives its title: SWE-agent's issue, mini-swe-agent's PR description
+TASK_TITLE_AFTER = ("ISSUE:", "Consider the following PR description:")
+_TAG_LINE = re.compile(r"^<[^<>]+>$")
 _FILE_HEADER = re.compile(r"^\[File: (\S+) \((\d+) lines total\)\]", re.MULTILINE)
 
 
@@ -85,6 +90,7 @@ def load_transcript(
     name: str | None = None,
     warning_threshold: float = DEFAULT_WARNING_THRESHOLD,
     cut: float | None = None,
+    instructions: Sequence[str] = (),
 ) -> ContextState:
     """The context of a chat JSONL transcript.
 
@@ -94,12 +100,14 @@ def load_transcript(
     smaller and was not given. ``name`` names the state's scenario (default: the
     file stem). ``cut``: the share of messages that form the context (the rest is
     its future, whose reused strings are the probes); the limit without ``limit``
-    or ``model`` is then the cut context's size. Raises TranscriptError naming the
+    or ``model`` is then the cut context's size. ``instructions``: the user's
+    instructions listed by hand; those a user message of a cut states are its
+    decision probes (:func:`ctxsim.cuts.stated_probes`). Raises TranscriptError naming the
     file and line on bad input.
     """
     path = Path(path)
     return _context(list(_file_units(path)), path, limit=limit, model=model, min_limit=min_limit, name=name or path.stem,
-                    warning_threshold=warning_threshold, cut=cut)
+                    warning_threshold=warning_threshold, cut=cut, instructions=instructions)
 
 
 def context_from_messages(
@@ -124,7 +132,8 @@ def context_from_messages(
 
 
 def _context(units: list[ContextUnit], source: Path | str, *, limit: int | None, model: str | None,
-             min_limit: int | None, name: str, warning_threshold: float, cut: float | None = None) -> ContextState:
+             min_limit: int | None, name: str, warning_threshold: float, cut: float | None = None,
+             instructions: Sequence[str] = ()) -> ContextState:
     """The context of a transcript's units (see :func:`load_transcript`)."""
     future: list[ContextUnit] = []
     if cut is not None:
@@ -140,7 +149,7 @@ def _context(units: list[ContextUnit], source: Path | str, *, limit: int | None,
     task = next((u for u in units if u.priority == 1 and u.role == "user"), None)
     task_text = _task_text(task.content) if task else ""
     if future:
-        facts = future_probes(units, future, task_text)
+        facts = future_probes(units, future, task_text) + stated_probes(units, instructions)
     else:
         facts = ()
     state = ContextState(  # sized first: without a limit, its size is the limit
@@ -411,8 +420,11 @@ def _infer_type(content: str) -> str:
 
 
 def _task_text(content: str) -> str:
-    """The issue title after an ``ISSUE:`` line, else the first non-blank line (<= 240 chars)."""
+    """The task's title: the line after the first line of :data:`TASK_TITLE_AFTER`
+    (SWE-agent's ``ISSUE:``, mini-swe-agent's PR description), else the first non-blank
+    line that is not a bare markup tag such as ``<pr_description>`` (<= 240 chars)."""
     lines = [line.strip() for line in content.splitlines() if line.strip()]
-    if "ISSUE:" in lines and lines.index("ISSUE:") + 1 < len(lines):
-        return lines[lines.index("ISSUE:") + 1][:240]
-    return lines[0][:240] if lines else ""
+    for line, following in zip(lines, lines[1:]):
+        if line in TASK_TITLE_AFTER:
+            return following[:240]
+    return next((line for line in lines if not _TAG_LINE.match(line)), "")[:240]

@@ -34,6 +34,7 @@ def build_context(scenario: Scenario, seed: int) -> ContextState:
             warning_threshold=drawn.warning_threshold,
             name=drawn.name,
             cut=drawn.cut,
+            instructions=drawn.instruction_sentences,
         )
         return replace(state, seed=seed) if scenario.is_family else state
     drawn = scenario.draw(seed)

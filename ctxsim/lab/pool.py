@@ -179,7 +179,7 @@ def source_digest() -> str:
 def scenario_digest(scenario: Scenario) -> str:
     """Identity of a scenario's definition (its file's name and every field) and of the
     data it reads besides: a transcript file's bytes (a corpus family's: every file of
-    its folder), the limit a ``model`` has in data/models.yaml. No folder is in it, so
+    its folder), its instructions file's bytes, the limit a ``model`` has in data/models.yaml. No folder is in it, so
     two checkouts of the same code and data share their pools."""
     parts = [scenario.source.name if scenario.source is not None else "", scenario.model_dump_json()]
     if scenario.corpus is not None:  # every session and the split
@@ -188,6 +188,9 @@ def scenario_digest(scenario: Scenario) -> str:
         parts += [f"{p.name}={_file_digest(str(p), p.stat().st_mtime_ns)}" for p in files] or ["missing"]
     elif scenario.is_transcript:
         path = scenario.transcript_path
+        parts.append(_file_digest(str(path), path.stat().st_mtime_ns) if path.is_file() else "missing")
+    if scenario.instructions_path is not None:
+        path = scenario.instructions_path
         parts.append(_file_digest(str(path), path.stat().st_mtime_ns) if path.is_file() else "missing")
     if scenario.model is not None:
         parts.append(f"limit={scenario.resolved_limit}")

@@ -78,7 +78,11 @@ context (in (0, 1); :func:`ctxsim.cuts.cut_index`), the rest being the context's
 future, whose reused strings become its probes (:mod:`ctxsim.cuts`). A transcript
 family may give ``cut: {min, max}`` instead: each seed draws its cut (before its
 limit). With a cut, the limit (and a family's overflow) is measured against the
-cut context, not the whole conversation.
+cut context, not the whole conversation. A scenario with a cut may name an
+``instructions`` file (relative to the scenario file): the user's instructions of its
+agent templates, listed by hand as ``instructions: [sentence, ...]``
+(``data/transcripts/instructions.yaml``); each one a user message of the cut states
+is a decision probe (:func:`ctxsim.cuts.stated_probes`).
 
 A *corpus family* sets ``corpus`` (a folder of chat JSONL sessions with a
 ``splits.yaml``, :mod:`ctxsim.lab.corpus`, relative to the scenario file) and optionally
@@ -211,6 +215,7 @@ class Scenario(BaseModel):
     split: Literal["train", "validation", "held_out"] | None = None
     sample: SampleRanges | None = None
     cut: Annotated[float, Field(gt=0, lt=1)] | Range | None = None
+    instructions: Annotated[StrictStr, Field(min_length=1)] | None = None
     contexts: Annotated[int, Field(ge=1, le=MAX_CONTEXTS)] | None = None
     session: Literal["agent_loop"] | None = None
     p1_placement: P1Placement | None = None
@@ -230,6 +235,8 @@ class Scenario(BaseModel):
             raise KeyedValueError("limit", self.limit, f"below min_limit {self.min_limit}")
         if not self.is_transcript and self.cut is not None:
             raise KeyedValueError("cut", _plain(self.cut), "only a transcript scenario has a cut (the share of its messages)")
+        if self.instructions is not None and self.cut is None:
+            raise KeyedValueError("instructions", self.instructions, "the instructions are probes of a cut: give 'cut' too")
         if self.split is not None and self.corpus is None:
             raise KeyedValueError("split", self.split, "only a corpus family has a split (give 'corpus')")
         if self.corpus is not None:
@@ -409,13 +416,33 @@ class Scenario(BaseModel):
             version = path.stat().st_mtime_ns if path.is_file() else -1  # a missing file: load_transcript says so
             size = _transcript_tokens(str(path), version, cut)
             limit = max(1, round(size / self.sample.overflow.draw(rng, whole=False)))
-        values = self.model_dump(include={"name", "description", "transcript", "min_limit", "warning_threshold"}, exclude_unset=True)
+        values = self.model_dump(include={"name", "description", "transcript", "min_limit", "warning_threshold", "instructions"},
+                                 exclude_unset=True)
         if cut is not None:
             values["cut"] = cut
         floor = self.min_limit if "min_limit" in self.model_fields_set else min(DEFAULT_MIN_LIMIT, limit)
         drawn = Scenario.model_validate({**values, "limit": max(limit, floor), "min_limit": floor})
         drawn._source = self._source
         return drawn
+
+    @property
+    def instructions_path(self) -> Path | None:
+        """The instructions file, resolved against the scenario file's folder (None without one)."""
+        if self.instructions is None:
+            return None
+        path = Path(self.instructions)
+        return path if path.is_absolute() or self._source is None else self._source.parent / path
+
+    @property
+    def instruction_sentences(self) -> tuple[str, ...]:
+        """The sentences of the instructions file (empty without one); raises
+        ScenarioError naming the file, key and value when it is missing or malformed."""
+        path = self.instructions_path
+        if path is None:
+            return ()
+        if not path.is_file():
+            raise ScenarioError(f"no such file: {str(path)!r}", source=self._source, key="instructions")
+        return load_instructions(str(path), path.stat().st_mtime_ns)
 
     @property
     def transcript_path(self) -> Path:
@@ -463,6 +490,26 @@ class Scenario(BaseModel):
     def rule_count(self) -> int:
         """How many of the planted ``facts`` are user rules (a third, rounded)."""
         return round(self.facts / 3)
+
+
+@lru_cache(maxsize=64)
+def load_instructions(path: str, mtime_ns: int) -> tuple[str, ...]:
+    """The sentences of an instructions file (``instructions:`` a non-empty list of
+    one-line strings), per file version (``mtime_ns``); raises ScenarioError naming the
+    file, key and value."""
+    data = load_yaml(path, ScenarioError)
+    if not isinstance(data, dict) or set(data) != {"instructions"}:
+        got = sorted(data) if isinstance(data, dict) else describe_value(data)
+        raise ScenarioError(f"expected a mapping with the one key 'instructions' (got {got})", source=path)
+    items = data["instructions"]
+    if not isinstance(items, list) or not items:
+        raise ScenarioError(f"expected a non-empty list of sentences (got {describe_value(items)})", source=path,
+                            key="instructions")
+    for i, item in enumerate(items):
+        if not isinstance(item, str) or not item.strip() or "\n" in item or item != item.strip():
+            raise ScenarioError(f"expected one line of text without surrounding spaces (got {describe_value(item)})",
+                                source=path, key=join_key("instructions", i))
+    return tuple(items)
 
 
 @lru_cache(maxsize=256)
@@ -525,6 +572,7 @@ def _read_file(file: Path) -> list[tuple[str, Scenario]]:
     for key, item in entries:
         scenario = validate(Scenario, item, file, ScenarioError, key_prefix=key)
         scenario._source = file.resolve()
+        scenario.instruction_sentences  # a missing or malformed instructions file fails here, not mid-run
         if scenario.model is not None and scenario.resolved_limit < scenario.min_limit:
             raise ScenarioError(
                 f"model {scenario.model!r} has a limit of {scenario.resolved_limit} tokens, below min_limit {scenario.min_limit}",
