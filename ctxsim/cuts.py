@@ -50,6 +50,11 @@ Finding them (no model, no judge):
    demonstration, is a decision probe (kind ``rule``, ids ``cut-rule-<n>``), whether
    or not the future says it again — an instruction governs every later turn
    (:func:`stated_probes`). Without a list, a cut has no decision probes.
+
+5. The task line itself (``state.task``, the issue or PR title) is a continuation
+   probe, id ``cut-task``, planted at the task message (:func:`task_probe`): the task
+   terms are answered wherever a term appears, the line only where the task is still
+   stated.
 """
 
 from __future__ import annotations
@@ -253,3 +258,12 @@ def _outside_demonstrations(text: str) -> str:
         start = end
     kept.append(text[start:])
     return "\n".join(kept)
+
+
+def task_probe(task_unit: ContextUnit | None, task: str) -> tuple[Fact, ...]:
+    """The continuation probe of the task line ``task`` (the title :mod:`ctxsim.transcripts`
+    reads from ``task_unit``), planted at that unit: empty without a task or when the
+    unit does not hold the line verbatim."""
+    if task_unit is None or not task or task not in task_unit.content:
+        return ()
+    return (Fact("cut-task", task, task_unit.id, priority=task_unit.priority, kind="continuation", text=task),)

@@ -34,7 +34,7 @@ With ``cut`` (a share in (0, 1)), only the first messages form the context
 (:func:`ctxsim.cuts.cut_index`: ended after a tool result); the rest are its future, and the strings of the
 context the future uses again become the context's probes (``state.fact_table``,
 :mod:`ctxsim.cuts`), with the user's instructions it states when a hand-made list of
-them is given (``instructions``). Without ``cut`` a transcript has no probes.
+them is given (``instructions``), and the task line itself. Without ``cut`` a transcript has no probes.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import model_limit
-from .cuts import DEMONSTRATION_MARK, ERROR_LINE, TOOL_CALL_LINE, cut_index, future_probes, stated_probes
+from .cuts import DEMONSTRATION_MARK, ERROR_LINE, TOOL_CALL_LINE, cut_index, future_probes, stated_probes, task_probe
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
@@ -149,7 +149,9 @@ def _context(units: list[ContextUnit], source: Path | str, *, limit: int | None,
     task = next((u for u in units if u.priority == 1 and u.role == "user"), None)
     task_text = _task_text(task.content) if task else ""
     if future:
-        facts = future_probes(units, future, task_text) + stated_probes(units, instructions)
+        facts = future_probes(units, future, task_text)
+        facts += tuple(f for f in task_probe(task, task_text) + stated_probes(units, instructions)
+                       if f.value not in {g.value for g in facts})  # a value is one probe
     else:
         facts = ()
     state = ContextState(  # sized first: without a limit, its size is the limit

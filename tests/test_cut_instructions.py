@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxsim.cuts import DEMONSTRATION_END, DEMONSTRATION_MARK, stated_probes
+from ctxsim.cuts import DEMONSTRATION_END, DEMONSTRATION_MARK, stated_probes, task_probe
 from ctxsim.errors import ScenarioError
 from ctxsim.lab.contexts import build_context
 from ctxsim.lab.pool import scenario_digest
@@ -65,6 +65,18 @@ def test_a_break_that_drops_the_task_message_loses_its_decision_probes(session):
     kept = probe_scores(state, state)
     dropped = probe_scores(state, replace(state, units=tuple(u for u in state.units if u.id != "line-2")))
     assert kept["decision"] == 1.0 and dropped["decision"] == 0.5  # the system prompt still states RULE_A
+
+
+def test_the_task_line_is_a_continuation_probe_at_the_task_message(session):
+    state = load_transcript(session, cut=4 / 6)
+    task = [f for f in state.fact_table if f.id == "cut-task"]
+    assert [(f.value, f.unit_id, f.kind, f.priority) for f in task] == [("Parser drops charset", "line-2", "continuation", 1)]
+    dropped = replace(state, units=tuple(u for u in state.units if u.id != "line-2"))
+    assert probe_scores(state, dropped)["continuation"] < probe_scores(state, state)["continuation"] == 1.0
+    unit = ContextUnit("t", "message", "Fix the parser.", role="user", priority=1)
+    assert task_probe(unit, "Fix the parser.")[0].unit_id == "t"
+    assert task_probe(unit, "Something else") == () and task_probe(None, "Fix the parser.") == ()
+    assert load_transcript(session).fact_table == ()  # no cut, no probe
 
 
 def test_the_task_is_the_title_after_the_issue_or_pr_description_line():

@@ -51,6 +51,7 @@ def test_probes_are_context_strings_the_future_uses_again(transcript):
     assert len(state.units) == 6 and state.task == "HeaderParser drops charset parameters"
     probes = {f.value: f for f in state.fact_table}
     assert {v: probe_kind(f) for v, f in probes.items()} == {
+        "HeaderParser drops charset parameters": "continuation",  # the task line (cuts.task_probe)
         "charset": "continuation",  # task terms
         "parameters": "continuation",
         "src/mail/header_parser.py": "artifact",  # a path (header_parser.py alone: the future names only the path)
@@ -98,8 +99,11 @@ def test_shipped_cuts_probe_only_what_their_future_says_again(path, cut):
     assert state.unit_ids == tuple(u.id for u in units[:k])
     future = "\n".join(u.content for u in units[k:])
     context = state.render()
-    assert future_probes(units[:k], units[k:], state.task) == state.fact_table
-    for fact in state.fact_table:
+    reused = tuple(f for f in state.fact_table if f.id != "cut-task")
+    assert future_probes(units[:k], units[k:], state.task) == reused
+    task = [f for f in state.fact_table if f.id == "cut-task"]  # the task line, said again or not
+    assert [f.value for f in task] == [state.task] and state.task in context
+    for fact in reused:
         assert fact.value in context and fact.value in future
         assert (len(fact.value) >= 4 or sum(c.isdigit() for c in fact.value) >= 3) and probe_kind(fact) != "decision"
 
