@@ -4,7 +4,9 @@ Each session of the corpus's held-out split (``data/transcripts/mini-swe-agent``
 astropy and marshmallow, which no shipped experiment trains or selects on) is cut
 after a share of its messages (:func:`ctxsim.cuts.cut_index`); the messages before the
 cut are what an agent would send, the rest is what it went on to do, and the strings
-of the context that the rest uses again are the probes (:mod:`ctxsim.cuts`). Both
+of the context that the rest uses again are the probes (:mod:`ctxsim.cuts`), with the
+task line and the agent template's instructions the cut states (listed by hand in
+``--instructions``, default ``data/transcripts/instructions.yaml``). Both
 compact the context to ``--fraction`` of its tokens:
 
 * ``compact_messages``: the exported policy's chain, one call, messages in and out;
@@ -16,6 +18,7 @@ messages), the share of the probes the returned messages still hold, and whether
 task statement (the first user message) is still there.
 
     python examples/compact_vs_trim.py EXPORT_DIR [--sessions N] [--cut 0.6] [--fraction 0.5]
+        [--instructions FILE]
 
 Needs the ``peers`` extra (``langchain-core``), part of ``dev``.
 """
@@ -35,6 +38,8 @@ from langchain_core.messages import (
 )
 
 from ctxsim.lab.corpus import corpus_files
+from ctxsim.lab.scenarios import load_instructions
+from ctxsim.paths import DATA_DIR
 from ctxsim.policies import load
 from ctxsim.probes import share_answered
 from ctxsim.transcripts import context_from_messages, load_transcript
@@ -77,12 +82,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=16, help="held-out sessions (default 16)")
     parser.add_argument("--cut", type=float, default=0.6, help="share of each session's messages kept as context")
     parser.add_argument("--fraction", type=float, default=0.5, help="token limit as a share of the cut context")
+    parser.add_argument("--instructions", type=Path, default=DATA_DIR / "transcripts" / "instructions.yaml",
+                        help="the user's instructions, listed by hand: decision probes where the cut states them")
     args = parser.parse_args(argv)
+    instructions = load_instructions(str(args.instructions), args.instructions.stat().st_mtime_ns)
     policy = load(args.export)
     rows: dict[str, list[tuple[int, int, float, bool]]] = {"compact_messages": [], "trim_messages": []}
     limits = []
     for path in corpus_files(split="held_out")[: args.sessions]:
-        cut = load_transcript(path, cut=args.cut)  # its units are the first messages; its facts, the probes
+        cut = load_transcript(path, cut=args.cut, instructions=instructions)  # its first messages; its facts, the probes
         messages = read_messages(path)[: len(cut.units)]
         limit = int(cut.total_tokens * args.fraction)
         limits.append(limit)

@@ -1,11 +1,13 @@
 """Which of the user's instructions, and whether the task, each policy's break still holds.
 
 On a transcript cut the probes are the strings the rest of the session uses again
-(:mod:`ctxsim.cuts`); the user's instructions are not among them ("User rules are not
-detected in transcripts"), and a task term counts as answered wherever the term
-appears. So a break that drops the first user message of a real session (the task
-statement and every instruction of the agent's template) can score as high as one
-that keeps it. This script shows, beside the reward, what the reward does not see:
+(:mod:`ctxsim.cuts`), the task line, and the user's instructions only where the cut
+scenario names a hand-made list of them (``instructions``; the shipped cut families
+name ``data/transcripts/instructions.yaml``); before the measure had those, a break
+that dropped the first user message of a real session (the task statement and every
+instruction of the agent's template) could score as high as one that kept it. This
+script shows, beside the reward, what a break keeps by the strategies' own detector,
+independent of any list:
 
 * ``instructions``: the share of the instruction sentences of the context's user
   messages (found by :func:`ctxsim.summarize.rules.user_rule_sentences`, the detector
