@@ -34,10 +34,8 @@ MESSAGES = [
 
 
 @pytest.fixture
-def session(tmp_path: Path) -> Path:
-    path = tmp_path / "session.jsonl"
-    path.write_text("".join(json.dumps(m) + "\n" for m in MESSAGES), encoding="utf-8")
-    return path
+def session(write_file) -> Path:
+    return write_file("session.jsonl", "".join(json.dumps(m) + "\n" for m in MESSAGES))
 
 
 def test_stated_instructions_are_rule_probes_at_the_user_unit_that_states_them(session):
