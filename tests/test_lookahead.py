@@ -296,3 +296,44 @@ def test_it_does_not_search_where_the_kept_units_alone_exceed_the_target(scenari
         look_ahead(episode, preferring(WEAK))
         searched += bool(episode.tried)
     assert searched  # below the target the search runs as before
+
+
+def test_on_the_last_step_where_the_kept_units_exceed_the_target_it_passes_over_a_forced_end(repo_root):
+    """Where the P1 and pinned units alone exceed the target, the last step of a break
+    tries the ranked actions that may shrink P1 units on copies: the first that ends
+    under the target, else the first recovery it chooses, rather than a step the forced
+    recovery would follow (a failed break). The steps tried are charged. The missing-colon
+    cuts after `hybrid`: `selective` and `remove_oldest` cannot fit, `truncate` can."""
+    from ctxsim.lab.scenarios import load_scenarios
+    from ctxsim.policies.lookahead import keeps_over_target
+
+    family = {s.name: s for s in load_scenarios(repo_root / "data" / "families" / "transcripts.yaml")}[
+        "transcript-missing-colon-cut-family"]
+    settings = EpisodeSettings(actions=("hybrid", "selective", "remove_oldest", "truncate", "fresh_start"), max_steps=2)
+    order = ("selective", "remove_oldest", "truncate", "fresh_start", "hybrid")
+    ranking = preferring(order)
+    checked = passed_over = 0
+    for seed in range(200, 212):
+        episode = OverflowEpisode(build_context(family, seed), settings)
+        if episode.done:
+            continue
+        episode.step("hybrid")
+        if episode.done or not keeps_over_target(episode):
+            continue
+        ends = {}
+        for action in ranking(episode):
+            copy = episode.copy()
+            copy.step(action)
+            ends[action] = "forced" if copy.forced_recovery else ("recovered" if action in ("truncate", "fresh_start") else "clean")
+        clean = [a for a in ranking(episode) if ends[a] == "clean"]
+        recovered = [a for a in ranking(episode) if ends[a] == "recovered"]
+        expected = (clean or recovered)[0]
+        chosen = look_ahead(episode, ranking)
+        assert chosen == expected and ends[chosen] != "forced"
+        assert {action for _, action in episode.tried} <= set(ranking(episode)) and episode.tried
+        passed_over += ranking(episode)[0] != chosen
+        checked += 1
+        episode.step(chosen)
+        assert episode.done and not episode.forced_recovery and episode.outcome.success
+        assert episode.search_ms > 0  # what it tried and did not take is in the break's latency
+    assert checked >= 3 and passed_over >= 3

@@ -19,7 +19,11 @@ every continuation of every first action: 31 s of modeled steps per break on the
 training split's CTF cuts) and takes the first ranked action that does not promise to
 keep every P1 unit (``keeps_p1`` false: the compactions, the droppers, the recovery
 modes), the others being dead ends there. That check counts tokens the state holds and
-runs no strategy.
+runs no strategy. On the last step of a break there (the next step decides it) it tries
+those actions on copies, in the ranking's order: the first that ends under the target,
+else the first recovery mode that ends the break, rather than a step the forced recovery
+would follow (a failed break: on the training split's missing-colon cuts, where the
+system and task messages alone exceed the limit, 10 of 50 breaks ended so).
 
 Cost, and who pays it: the policy's continuation is what it would run anyway, so
 when the top action finishes, the look-ahead runs the same steps the episode then
@@ -72,11 +76,15 @@ def look_ahead(episode: OverflowEpisode, ranked: Ranking, budget: int = BUDGET) 
     continuation ends in a recovery the ranking chose rather than a forced one; else
     the top action. The search tries at most ``budget`` steps and decides on what it
     found by then; the steps it tried are charged to ``episode``. Where the kept units
-    exceed the target (:func:`keeps_over_target`) there is no search: the first ranked
-    action that may shrink P1 units (none: the top action)."""
+    exceed the target (:func:`keeps_over_target`) there is no search but on the last step:
+    the first ranked action that may shrink P1 units (none: the top action), on the last
+    step the first of them that does not end in the forced recovery."""
     order = ranked(episode)
     if keeps_over_target(episode):
-        return _first_that_may_shrink_p1(episode, order)
+        candidates = _may_shrink_p1(episode, order)
+        if episode.steps_taken < episode.settings.max_steps - 1:
+            return candidates[0]
+        return _first_not_forced(episode, candidates, _Search(budget))
     search = _Search(budget)
     fallback = None
     try:
@@ -103,11 +111,30 @@ def keeps_over_target(episode: OverflowEpisode) -> bool:
     return state.tokens_of(u for u in state.units if u.priority == 1 or u.pinned) > episode.target_tokens
 
 
-def _first_that_may_shrink_p1(episode: OverflowEpisode, order: list[str]) -> str:
-    """The first of ``order`` that does not promise to keep every P1 unit (``keeps_p1``),
-    a recovery mode included; none: the first of ``order``."""
+def _may_shrink_p1(episode: OverflowEpisode, order: list[str]) -> list[str]:
+    """The actions of ``order`` that do not promise to keep every P1 unit (``keeps_p1``),
+    recovery modes included, in order; none: ``order`` itself."""
     strategy = episode.settings.strategy
-    return next((a for a in order if strategy(a).recovery or not strategy(a).keeps_p1), order[0])
+    return [a for a in order if strategy(a).recovery or not strategy(a).keeps_p1] or list(order)
+
+
+def _first_not_forced(episode: OverflowEpisode, candidates: list[str], search: _Search) -> str:
+    """On the last step: the first of ``candidates`` whose step ends the break under the
+    target, else the first that ends in a recovery it chose (not forced), else the first;
+    each step tried is charged to ``episode``."""
+    fallback = None
+    try:
+        for action in candidates:
+            end = _best_end(episode, action, lambda _: [], search)
+            if end == CLEAN:
+                return action
+            if end == RECOVERED and fallback is None:
+                fallback = action
+            if search.left <= 0:
+                break
+        return fallback or candidates[0]
+    finally:
+        episode.charge(search.tried)
 
 
 class _Search:
