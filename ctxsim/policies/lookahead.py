@@ -84,24 +84,8 @@ def look_ahead(episode: OverflowEpisode, ranked: Ranking, budget: int = BUDGET) 
         candidates = _may_shrink_p1(episode, order)
         if episode.steps_taken < episode.settings.max_steps - 1:
             return candidates[0]
-        return _first_not_forced(episode, candidates, _Search(budget))
-    search = _Search(budget)
-    fallback = None
-    try:
-        for action in order:
-            if episode.settings.strategy(action).recovery:
-                fallback = fallback or action  # the ranking's own recovery, taken if no clean break is reachable
-                continue
-            end = _best_end(episode, action, ranked, search)
-            if end == CLEAN:
-                return action
-            if end == RECOVERED and fallback is None:
-                fallback = action
-            if search.left <= 0:
-                break
-        return fallback or order[0]
-    finally:
-        episode.charge(search.tried)
+        return _first_clean(episode, candidates, lambda _: [], _Search(budget))  # the last step: no continuation
+    return _first_clean(episode, order, ranked, _Search(budget))
 
 
 def keeps_over_target(episode: OverflowEpisode) -> bool:
@@ -118,21 +102,25 @@ def _may_shrink_p1(episode: OverflowEpisode, order: list[str]) -> list[str]:
     return [a for a in order if strategy(a).recovery or not strategy(a).keeps_p1] or list(order)
 
 
-def _first_not_forced(episode: OverflowEpisode, candidates: list[str], search: _Search) -> str:
-    """On the last step: the first of ``candidates`` whose step ends the break under the
-    target, else the first that ends in a recovery it chose (not forced), else the first;
-    each step tried is charged to ``episode``."""
+def _first_clean(episode: OverflowEpisode, actions: list[str], ranked: Ranking, search: _Search) -> str:
+    """The first of ``actions`` that is not a recovery mode and from which ``ranked``'s
+    choices end the break under the target; else the first recovery mode (not tried: it
+    always ends the break) or the first whose continuation ends in a recovery the ranking
+    chose; else the first of ``actions``. The steps tried are charged to ``episode``."""
     fallback = None
     try:
-        for action in candidates:
-            end = _best_end(episode, action, lambda _: [], search)
+        for action in actions:
+            if episode.settings.strategy(action).recovery:
+                fallback = fallback or action  # the ranking's own recovery, taken if no clean break is reachable
+                continue
+            end = _best_end(episode, action, ranked, search)
             if end == CLEAN:
                 return action
             if end == RECOVERED and fallback is None:
                 fallback = action
             if search.left <= 0:
                 break
-        return fallback or candidates[0]
+        return fallback or actions[0]
     finally:
         episode.charge(search.tried)
 
