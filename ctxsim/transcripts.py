@@ -150,8 +150,8 @@ def _context(units: list[ContextUnit], source: Path | str, *, limit: int | None,
     task_text = _task_text(task.content) if task else ""
     if future:
         facts = future_probes(units, future, task_text)
-        facts += tuple(f for f in task_probe(task, task_text) + stated_probes(units, instructions)
-                       if f.value not in {g.value for g in facts})  # a value is one probe
+        reused = {f.value for f in facts}  # a value is one probe
+        facts += tuple(f for f in task_probe(task, task_text) + stated_probes(units, instructions) if f.value not in reused)
     else:
         facts = ()
     state = ContextState(  # sized first: without a limit, its size is the limit

@@ -187,14 +187,17 @@ def scenario_digest(scenario: Scenario) -> str:
         files = sorted(p for p in folder.iterdir() if p.is_file()) if folder.is_dir() else []
         parts += [f"{p.name}={_file_digest(str(p), p.stat().st_mtime_ns)}" for p in files] or ["missing"]
     elif scenario.is_transcript:
-        path = scenario.transcript_path
-        parts.append(_file_digest(str(path), path.stat().st_mtime_ns) if path.is_file() else "missing")
+        parts.append(_path_digest(scenario.transcript_path))
     if scenario.instructions_path is not None:
-        path = scenario.instructions_path
-        parts.append(_file_digest(str(path), path.stat().st_mtime_ns) if path.is_file() else "missing")
+        parts.append(_path_digest(scenario.instructions_path))
     if scenario.model is not None:
         parts.append(f"limit={scenario.resolved_limit}")
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:24]
+
+
+def _path_digest(path: Path) -> str:
+    """:func:`_file_digest` of the file at ``path``, or ``missing``."""
+    return _file_digest(str(path), path.stat().st_mtime_ns) if path.is_file() else "missing"
 
 
 @lru_cache(maxsize=256)

@@ -343,7 +343,11 @@ class Scenario(BaseModel):
         """The corpus folder, resolved against the scenario file's folder."""
         if self.corpus is None:
             raise ScenarioError("not a corpus family", source=self._source, key="corpus")
-        path = Path(self.corpus)
+        return self._beside_source(self.corpus)
+
+    def _beside_source(self, value: str) -> Path:
+        """A path the scenario names, resolved against the scenario file's folder."""
+        path = Path(value)
         return path if path.is_absolute() or self._source is None else self._source.parent / path
 
     def session_file(self, seed: int) -> Path:
@@ -428,10 +432,7 @@ class Scenario(BaseModel):
     @property
     def instructions_path(self) -> Path | None:
         """The instructions file, resolved against the scenario file's folder (None without one)."""
-        if self.instructions is None:
-            return None
-        path = Path(self.instructions)
-        return path if path.is_absolute() or self._source is None else self._source.parent / path
+        return None if self.instructions is None else self._beside_source(self.instructions)
 
     @property
     def instruction_sentences(self) -> tuple[str, ...]:
@@ -449,8 +450,7 @@ class Scenario(BaseModel):
         """The transcript file, resolved against the scenario file's folder."""
         if self.transcript is None:
             raise ScenarioError("not a transcript scenario", source=self._source, key="transcript")
-        path = Path(self.transcript)
-        return path if path.is_absolute() or self._source is None else self._source.parent / path
+        return self._beside_source(self.transcript)
 
     @property
     def resolved_limit(self) -> int | None:
