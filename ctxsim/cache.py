@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Generic, TypeVar
 
 from .errors import ConfigError, describe_value
@@ -23,12 +23,23 @@ V = TypeVar("V")
 class LRUCache(Generic[K, V]):
     """At most ``maxsize`` entries; a lookup refreshes its entry, an insertion past
     the bound evicts the least recently used one. ``hits`` and ``misses`` count
-    lookups. ``None`` is never stored (it means "missing")."""
+    lookups. ``None`` is never stored (it means "missing").
 
-    def __init__(self, maxsize: int):
+    With ``weigh`` (a value's size, e.g. its bytes) and ``max_weight``, the entries'
+    total weight is bounded too: an insertion evicts the least recently used entries
+    until the rest weigh at most ``max_weight`` (the newest entry always stays)."""
+
+    def __init__(self, maxsize: int, *, weigh: Callable[[V], float] | None = None, max_weight: float | None = None):
         if maxsize < 1:
             raise ConfigError(f"cache maxsize must be >= 1, got {describe_value(maxsize)}", key="maxsize")
+        if (weigh is None) != (max_weight is None) or (max_weight is not None and max_weight <= 0):
+            raise ConfigError(f"give weigh and a positive max_weight together, got max_weight={describe_value(max_weight)}",
+                              key="max_weight")
         self.maxsize = maxsize
+        self.max_weight = max_weight
+        self._weigh = weigh
+        self._weights: dict[K, float] = {}
+        self.weight = 0.0
         self._data: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = 0
@@ -65,12 +76,20 @@ class LRUCache(Generic[K, V]):
         with self._lock:
             self._data[key] = value
             self._data.move_to_end(key)
-            while len(self._data) > self.maxsize:
-                self._data.popitem(last=False)
+            if self._weigh is not None:
+                weight = self._weigh(value)
+                self.weight += weight - self._weights.get(key, 0.0)
+                self._weights[key] = weight
+            while len(self._data) > self.maxsize or (len(self._data) > 1 and self.max_weight is not None
+                                                     and self.weight > self.max_weight):
+                evicted, _ = self._data.popitem(last=False)
+                self.weight -= self._weights.pop(evicted, 0.0)
 
     def clear(self) -> None:
         with self._lock:
             self._data.clear()
+            self._weights.clear()
+            self.weight = 0.0
             self.hits = self.misses = 0
 
     def __len__(self) -> int:

@@ -34,11 +34,12 @@ in :data:`MEASURES` (the env config key ``coherence``):
 
 numpy only (it runs where the deployed policy computes rewards). Cost: the
 original's sentences, their embeddings, their pairwise similarities and ``b``
-are computed once per (original, embedder) and kept in a small LRU
-(:data:`ORIGINALS`); scoring a result then takes the known sentence rows of each
-unit the original also has, splits its other units (cached by content), looks
-their sentences up and embeds only the sentences the original did not have (the
-embedders cache rows by content).
+are computed once per (original, embedder) and kept in an LRU bounded by their
+bytes (:data:`ORIGINALS`: every original an env draws from keeps its data between
+episodes, as the env keeps the contexts); scoring a result then takes the known
+sentence rows of each unit the original also has, splits its other units (cached
+by content), looks their sentences up and embeds only the sentences the original
+did not have (the embedders cache rows by content).
 """
 
 from __future__ import annotations
@@ -60,8 +61,11 @@ DEFAULT_MEASURE = "recall"
 #: other-sentence cosines, capped so that a near-perfect match always scores above 0
 BASELINE_QUANTILE = 0.75
 MAX_BASELINE = 0.9
-#: originals whose sentence data is kept (an episode scores many results of one original)
-ORIGINALS_KEPT = 8
+#: originals whose sentence data is kept, and the bytes they may hold (an episode scores many
+#: results of one original, and an env draws the same originals again: a median default-spec
+#: context's data is about 0.8 MB, its largest about 6 MB, mostly the gram)
+ORIGINALS_KEPT = 4096
+ORIGINALS_BYTES = 256 * 2**20
 #: cost of one joined pair of sparse entries in multiply-adds of a dense product (measured order)
 JOIN_COST = 16
 
@@ -86,8 +90,15 @@ class OriginalSentences:
     gram: np.ndarray
     baseline: float
 
+    @property
+    def nbytes(self) -> int:
+        """The bytes of its arrays (what bounds :data:`ORIGINALS`)."""
+        arrays = (self.weights, self.gram, self.rows.rows, self.rows.cols, self.rows.values, *self.unit_rows.values())
+        return sum(a.nbytes for a in arrays)
 
-ORIGINALS: LRUCache[tuple[str, str], OriginalSentences] = LRUCache(ORIGINALS_KEPT)
+
+ORIGINALS: LRUCache[tuple[str, str], OriginalSentences] = LRUCache(
+    ORIGINALS_KEPT, weigh=lambda data: data.nbytes, max_weight=ORIGINALS_BYTES)
 
 
 def sentences_of(state: ContextState) -> list[str]:

@@ -35,3 +35,25 @@ def test_get_many_takes_any_iterable_of_keys_once():
     assert (cache.hits, cache.misses) == (2, 1)
     cache.put("d", 4)  # "c" is the least recently used now
     assert cache.get("c") is None and cache.get("a") == 1
+
+
+def test_a_weight_bound_evicts_the_least_recently_used_until_the_rest_fit():
+    cache: LRUCache[str, bytes] = LRUCache(10, weigh=len, max_weight=10)
+    cache.put("a", b"xxxx")
+    cache.put("b", b"xxxx")
+    assert cache.get("a") == b"xxxx" and cache.weight == 8
+    cache.put("c", b"xxxx")  # 12 > 10: "b" is the least recently used
+    assert cache.get("b") is None and cache.get("a") == b"xxxx" and cache.get("c") == b"xxxx"
+    assert cache.weight == 8
+    cache.put("a", b"x")  # a replaced value is weighed anew
+    assert cache.weight == 5
+    cache.put("big", b"x" * 50)  # heavier than the bound alone: the newest entry stays, the rest go
+    assert len(cache) == 1 and cache.get("big") is not None and cache.weight == 50
+    cache.clear()
+    assert len(cache) == 0 and cache.weight == 0
+
+
+def test_a_weight_bound_needs_its_weigh_function_and_a_positive_bound():
+    for kwargs in ({"weigh": len}, {"max_weight": 10}, {"weigh": len, "max_weight": 0}):
+        with pytest.raises(ConfigError, match="max_weight"):
+            LRUCache(4, **kwargs)

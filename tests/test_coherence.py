@@ -8,6 +8,7 @@ import importlib.util
 import numpy as np
 import pytest
 
+from ctxsim import coherence as coherence_module
 from ctxsim.coherence import MEASURES, centroid, cosines, get_measure, recall
 from ctxsim.lab.contexts import build_context
 from ctxsim.lab.environments.overflow import ContextOverflowEnv
@@ -77,6 +78,31 @@ def test_cosines_join_sparse_rows_like_a_dense_product():
     np.testing.assert_allclose(cosines(a, b), a.dense() @ b.dense().T, atol=1e-6)
     dense = SparseRows.from_dense(np.eye(3, 4, dtype=np.float32))
     np.testing.assert_allclose(cosines(dense, dense), np.eye(3))
+
+
+def test_every_original_an_env_draws_keeps_its_sentence_data_within_the_byte_bound(contexts, monkeypatch):
+    """An env draws the same originals again and again: the data of each is computed
+    once while their bytes fit (a bound of eight originals recomputed them on every
+    draw of a suite of 20), and the scores do not depend on whether it was kept."""
+    originals = coherence_module.ORIGINALS
+    originals.clear()
+    computed = []
+    compute = coherence_module.OriginalSentences
+
+    def counting(*args):
+        computed.append(args[0])
+        return compute(*args)
+
+    monkeypatch.setattr(coherence_module, "OriginalSentences", counting)
+    halves = [drop_share(state, 50) for state in contexts]
+    first = [recall(state, half, "hashed-tfidf") for state, half in zip(contexts, halves)]
+    again = [recall(state, half, "hashed-tfidf") for state, half in zip(contexts, halves)]
+    assert len(contexts) > 8 and len(computed) == len(contexts) and len(originals) == len(contexts)
+    assert first == again
+    held = [originals.get((state.fingerprint, "hashed-tfidf")) for state in contexts]
+    assert originals.weight == sum(data.nbytes for data in held) <= coherence_module.ORIGINALS_BYTES
+    originals.clear()  # computed anew: the same numbers
+    assert [recall(state, half, "hashed-tfidf") for state, half in zip(contexts, halves)] == first
 
 
 def test_an_unchanged_context_scores_one_and_an_empty_result_zero(contexts):
