@@ -83,7 +83,7 @@ def test_cosines_join_sparse_rows_like_a_dense_product():
 def test_every_original_an_env_draws_keeps_its_sentence_data_within_the_byte_bound(contexts, monkeypatch):
     """An env draws the same originals again and again: the data of each is computed
     once while their bytes fit (a bound of eight originals recomputed them on every
-    draw of a suite of 20), and the scores do not depend on whether it was kept."""
+    draw of the 19 generated scenarios), and the scores do not depend on whether it was kept."""
     originals = coherence_module.ORIGINALS
     originals.clear()
     computed = []
