@@ -73,17 +73,24 @@ class LRUCache(Generic[K, V]):
         return value
 
     def put(self, key: K, value: V) -> None:
+        self.put_many(((key, value),))
+
+    def put_many(self, items: Iterable[tuple[K, V]]) -> None:
+        """:meth:`put` of each (key, value) in order, under one acquisition of the lock."""
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            if self._weigh is not None:
-                weight = self._weigh(value)
-                self.weight += weight - self._weights.get(key, 0.0)
-                self._weights[key] = weight
-            while len(self._data) > self.maxsize or (len(self._data) > 1 and self.max_weight is not None
-                                                     and self.weight > self.max_weight):
-                evicted, _ = self._data.popitem(last=False)
-                self.weight -= self._weights.pop(evicted, 0.0)
+            data, refresh = self._data, self._data.move_to_end
+            for key, value in items:
+                if key in data:
+                    refresh(key)
+                data[key] = value  # a new key goes last: the most recent
+                if self._weigh is not None:
+                    weight = self._weigh(value)
+                    self.weight += weight - self._weights.get(key, 0.0)
+                    self._weights[key] = weight
+                while len(data) > self.maxsize or (len(data) > 1 and self.max_weight is not None
+                                                   and self.weight > self.max_weight):
+                    evicted, _ = data.popitem(last=False)
+                    self.weight -= self._weights.pop(evicted, 0.0)
 
     def clear(self) -> None:
         with self._lock:

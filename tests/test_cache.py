@@ -1,5 +1,7 @@
 """The bounded LRU map every process cache of ctxsim uses."""
 
+import random
+
 import pytest
 
 from ctxsim.cache import LRUCache
@@ -57,3 +59,17 @@ def test_a_weight_bound_needs_its_weigh_function_and_a_positive_bound():
     for kwargs in ({"weigh": len}, {"max_weight": 10}, {"weigh": len, "max_weight": 0}):
         with pytest.raises(ConfigError, match="max_weight"):
             LRUCache(4, **kwargs)
+
+
+def test_put_many_leaves_what_puts_one_by_one_leave():
+    """A batch of puts (repeated keys, values of new weights) evicts as the puts one by one do."""
+    rng = random.Random(7)
+    for bounds in ({"maxsize": 4}, {"maxsize": 6, "weigh": len, "max_weight": 9}):
+        one, many = LRUCache(**bounds), LRUCache(**bounds)
+        for _ in range(60):
+            items = [(rng.choice("abcdefgh"), "x" * rng.randint(1, 5)) for _ in range(rng.randint(0, 7))]
+            for key, value in items:
+                one.put(key, value)
+            many.put_many(iter(items))
+            assert list(many._data.items()) == list(one._data.items())
+            assert many.weight == one.weight

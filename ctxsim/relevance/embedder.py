@@ -185,9 +185,9 @@ class CachedEmbedder:
             entries["col"], entries["value"] = computed.cols, computed.values
             packed = entries.tobytes()
             bounds = np.searchsorted(computed.rows, np.arange(len(missing) + 1)) * _ENTRY.itemsize
-            for j, text in enumerate(missing):
-                row = distinct[text] = packed[bounds[j]:bounds[j + 1]]
-                self._cache.put(text, row)
+            rows = [packed[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+            distinct.update(zip(missing, rows))
+            self._cache.put_many(zip(missing, rows))
             if len(missing) == len(texts):  # all new and distinct: the batch as computed
                 return SparseRows(
                     (len(texts), self.dim), computed.rows.astype(np.int64, copy=False),
