@@ -121,15 +121,19 @@ def test_the_word_bound_never_exceeds_the_line_cost(sentences):
 
 def test_a_sentence_line_is_counted_from_the_sentence(sentences):
     """``- sentence\\n`` costs what the encoder says, from the sentence's own count: on every
-    shipped sentence and on random ASCII text (punctuation runs, spaces, digits)."""
+    shipped sentence and on random ASCII text (punctuation runs, spaces, digits) that starts
+    with a letter, a digit or marks."""
     rng = random.Random(7)
     alphabet = string.ascii_letters + string.digits + string.punctuation + "     "
-    texts = sentences + [rng.choice(string.ascii_letters) + "".join(rng.choices(alphabet, k=rng.randint(0, 30)))
-                         for _ in range(20_000)]
+    starts = (string.ascii_letters, string.digits, string.punctuation)
+    texts = sentences + [rng.choice(starts[k % 3]) + "".join(rng.choices(alphabet, k=rng.randint(0, 30)))
+                         for k in range(30_000)]
+    texts += ["(see below)", "1 apple", "`x`", "-foo", "('s it", "...Done.", "[ ] todo", "./run.sh --fast", "2."]
     derived = [t for t in texts if structured._sentence_line_cost(t) is not None]
-    assert len(derived) > len(texts) / 2
+    assert len(derived) > len(texts) * 0.8
+    assert {t[0] for t in derived} >= set(string.ascii_letters + string.digits + string.punctuation) - {"'"}
     assert [structured._sentence_line_cost(t) for t in derived] == [count_tokens("- " + t + "\n") for t in derived]
-    for text in ("  leading space", "trailing space ", "(see below)", "naïve café", "tab\there", "", "1 apple"):
+    for text in ("  leading space", "trailing space ", "naïve café", "tab\there", "", "'quoted'", "... ?", "**"):
         assert structured._sentence_line_cost(text) is None  # counted whole instead
         assert structured._line_cost(text) == count_tokens(structured.item_lines(text) + "\n")
 

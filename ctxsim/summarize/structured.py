@@ -240,24 +240,41 @@ def _line_cost(item: str | ToolOutcome | ArtifactRef) -> int:
 
 
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
+#: the run of ASCII marks (neither letters, digits nor space) a text starts with, and the letters after it
+_FIRST_MARKS = re.compile(r"([^ A-Za-z0-9]+)([A-Za-z]*)")
 _LAST_MARKS = re.compile(r" ?[^ A-Za-z0-9]+\Z")
 
 
 def _sentence_line_cost(text: str) -> int | None:
-    """Tokens of ``"- " + text + "\n"`` from the counts of ``text``, its first word
-    and its closing marks (all memoized: a summary's sentences were counted for
-    ranking, and words and marks recur), for a printable ASCII ``text`` that starts
-    with a letter and does not end with a space; else None.
+    """Tokens of ``"- " + text + "\n"`` from the counts of ``text``, its first piece and
+    its closing marks (all memoized: a summary's sentences were counted for ranking,
+    and words and marks recur), for a printable ASCII ``text`` that holds a letter or
+    a digit, does not start with a space or ``'`` nor end with a space; else None.
 
-    cl100k's pre-tokenizer cuts such a line into ``-``, the first word with the space
-    before it, ``text``'s own pieces between, and its last piece with the line break:
-    a line break after a letter or digit is a piece of its own, after punctuation it
-    joins the marks before it (with the space before them, if any). Byte-pair merges
-    stay within a piece, so the pieces' counts add up."""
-    if not (text.isascii() and text.isprintable() and text[:1].isalpha()) or text[-1] == " ":
+    cl100k's pre-tokenizer cuts such a line into ``-``, the space with what ``text``
+    starts with, ``text``'s own pieces between, and its last piece with the line break.
+    The space joins a first word (``" word"`` for ``"word"``); before a digit it is a
+    piece of its own; before marks it joins them (``" (`` for ``(``), and a single mark
+    before letters, one piece with them alone (``"(see"``), leaves them a piece of their
+    own. A line break after a letter or digit is a piece of its own, after marks it
+    joins them (with the space before them, if any). Byte-pair merges stay within a
+    piece, so the pieces' counts add up."""
+    if not (text and text.isascii() and text.isprintable()) or text[-1] == " " or text[0] in " '":
         return None
-    word = _FIRST_WORD.match(text).group()
-    head = 1 + count_tokens(" " + word) - count_tokens(word)  # the marker, then " word" for "word"
+    first = text[0]
+    if first.isalpha():
+        word = _FIRST_WORD.match(text).group()
+        head = 1 + count_tokens(" " + word) - count_tokens(word)  # the marker, then " word" for "word"
+    elif first.isdigit():
+        head = 2  # the marker, then the space
+    else:
+        marks, letters = _FIRST_MARKS.match(text).groups()
+        if not any(c.isalnum() for c in text[len(marks):]):
+            return None  # marks (and spaces) only: the first piece may be the last
+        if len(marks) == 1 and letters:  # "(see" alone; " (" and "see" after the marker
+            head = 1 + count_tokens(" " + marks) + count_tokens(letters) - count_tokens(marks + letters)
+        else:
+            head = 1 + count_tokens(" " + marks) - count_tokens(marks)
     if text[-1].isalnum():
         return head + count_tokens(text) + 1
     marks = _LAST_MARKS.search(text).group()
