@@ -32,6 +32,7 @@ from ctxsim.relevance import (
 )
 from ctxsim.relevance import hashed
 from ctxsim.relevance.chunk_table import ChunkTable
+from ctxsim.relevance.embedder import column_order
 from ctxsim.relevance.hashed import DIM, RANK_SCALE, RARE_RANK, STOP_WORDS, HashedTfidfEmbedder, idf, tokenize
 from ctxsim.tokens import encode, encoding_available
 
@@ -127,6 +128,15 @@ def test_products_among_some_rows_equal_each_rows_products_bit_for_bit():
     for i, k in enumerate(members):
         assert gram[i].tobytes() == index.to_row(int(k))[members].tobytes()
     assert gram[-1].sum() == 0.0 and gram[0, 0] == pytest.approx(1.0)
+
+
+def test_column_order_is_the_stable_argsort_and_the_searchsorted_offsets():
+    rng = np.random.default_rng(3)
+    for dim, size in ((4096, 2000), (70_000, 500), (8, 0)):
+        cols = rng.integers(0, dim, size).astype(np.int32)
+        order, ptr = column_order(cols, dim)
+        assert order.tolist() == np.argsort(cols, kind="stable").tolist()
+        assert ptr.tolist() == np.searchsorted(cols[order], np.arange(dim + 1)).tolist()
 
 
 def test_similar_texts_score_higher_than_unrelated():
