@@ -1,8 +1,9 @@
-"""A bounded, thread-safe least-recently-used map: the process caches of ctxsim.
+"""A bounded, thread-safe least-recently-used map (the process caches of ctxsim), and
+a dict memo that starts over when full (the per-piece tables of hot loops).
 
 Embedding rows (:mod:`ctxsim.relevance`), summaries (:mod:`ctxsim.summarize`), and
 the contexts, settings and conversations the environments and the long-horizon
-session keep between steps all live in one of these.
+session keep between steps all live in an :class:`LRUCache`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Generic, TypeVar
 
 from .errors import ConfigError, describe_value
 
-__all__ = ["LRUCache"]
+__all__ = ["LRUCache", "Memo"]
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -101,3 +102,19 @@ class LRUCache(Generic[K, V]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+
+class Memo(dict):
+    """A dict that computes a missing value with ``fn`` (a hit is one C-level dict
+    lookup, several times cheaper than an ``lru_cache`` call) and starts over
+    empty when it holds ``maxsize`` entries."""
+
+    def __init__(self, fn: Callable, maxsize: int):
+        super().__init__()
+        self.fn, self.maxsize = fn, maxsize
+
+    def __missing__(self, key):
+        if len(self) >= self.maxsize:
+            self.clear()
+        value = self[key] = self.fn(key)
+        return value

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctxsim.cache import Memo
 from ctxsim.errors import ConfigError
 from ctxsim.relevance import (
     CachedEmbedder,
@@ -364,15 +365,15 @@ def test_an_identifier_of_letters_joined_by_dots_and_underscores_skips_the_token
             return _REF_TOKEN.findall(text)
 
     monkeypatch.setattr(hashed, "_RAW_TOKEN", CountingPattern())
-    monkeypatch.setattr(hashed, "_CHUNK_FEATURES", hashed._Memo(hashed._chunk_features, 100))  # nothing seen yet
+    monkeypatch.setattr(hashed, "_CHUNK_FEATURES", Memo(hashed._chunk_features, 100))  # nothing seen yet
     assert HashedTfidfEmbedder().embed(texts).tobytes() == _reference_rows(texts).tobytes()
     assert calls == []
 
 
 def test_a_batch_with_more_new_chunks_than_the_memo_holds_equals_the_reference_definition(monkeypatch):
     monkeypatch.setattr(hashed, "TABLE_MIN_CHARS", 10**12)  # read chunk by chunk
-    monkeypatch.setattr(hashed, "_CHUNK_FEATURES", hashed._Memo(hashed._chunk_features, 50))
-    monkeypatch.setattr(hashed, "_WORD_FEATURES", hashed._Memo(hashed._word_features, 30))
+    monkeypatch.setattr(hashed, "_CHUNK_FEATURES", Memo(hashed._chunk_features, 50))
+    monkeypatch.setattr(hashed, "_WORD_FEATURES", Memo(hashed._word_features, 30))
     rng = random.Random(5)
     words = [f"{w}{i}" if i % 3 else w.capitalize() for i, w in enumerate(rng.choices(["alpha", "Beta", "gamma_x"], k=400))]
     texts = [" ".join(rng.choices(words, k=rng.randint(0, 60))) for _ in range(20)] + ["data, DATA. Data's"] * 2

@@ -137,3 +137,40 @@ def test_a_word_of_ascii_letters_is_looked_up_not_encoded(monkeypatch):
         _plain_lone_token(t) for t in (" data", "data", " budgetary", " Zyzzyva")]
     assert encoded == []
     assert lone_token(" 42") == _plain_lone_token(" 42") and encoded == [" 42"]
+
+
+#: ASCII pieces that meet at every kind of pre-tokenizer cut: letters in both cases,
+#: contractions (any case), digit runs, punctuation runs, each whitespace character
+#: alone and in runs, and control characters
+ASCII_PARTS = st.lists(
+    st.sampled_from(["word", "Word", "WORD", "x1", "42", "12345", "3.2.1", ".", "...", "(", ")", "!?", "'s", "'S", "'ll",
+                     "'LL", "'re", "'ve", "'d", "'t", "'m", "'x", "'", " ", "  ", "   ", "\t", "\n", "\n\n", "\r\n", "\r",
+                     "\v", "\f", "\x1c", "\x00", "\x7f", " \n", "$5", "e.g.", "don't", "_id", "a_b", "getUserName",
+                     "://", "{", "};", "#", "-- ", "*"]),
+    max_size=16,
+).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(ASCII_PARTS | st.text(st.characters(max_codepoint=127), max_size=80))
+def test_an_ascii_text_is_counted_from_its_pieces_as_tiktoken_counts_it(text):
+    """The ASCII pre-tokenizer (Python ``re``) finds tiktoken's pieces: summing their
+    encodings gives tiktoken's count of the text, whatever mix of characters."""
+    from ctxsim.tokens import ascii_count
+
+    assert ascii_count(text) == len(ENC.encode_ordinary(text))
+
+
+def test_the_ascii_pieces_are_tiktokens_for_the_shipped_contexts():
+    """Every ASCII unit and sentence of the shipped contexts counts as tiktoken counts it."""
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
+    from ctxsim.sentences import split_sentences
+    from ctxsim.tokens import _ascii_pieces_apply, ascii_count
+
+    assert _ascii_pieces_apply()  # the fast path is the one in use
+    contents = {unit.content for scenario in load_scenarios(DEFAULT_SUITE) for unit in build_context(scenario, 0).units}
+    texts = sorted({t for c in contents for t in (c, *split_sentences(c), *split_sentences(c, by_line=True))
+                    if t.isascii()})
+    assert len(texts) > 1000
+    assert [ascii_count(t) for t in texts] == [len(ENC.encode_ordinary(t)) for t in texts]

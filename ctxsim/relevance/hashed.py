@@ -34,6 +34,7 @@ from itertools import filterfalse
 
 import numpy as np
 
+from ..cache import Memo
 from ..tokens import encoding_available, lone_token
 from .chunk_table import CHUNK_PUNCTUATION, ChunkTable
 from .embedder import CachedEmbedder, SparseRows
@@ -93,22 +94,6 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
-class _Memo(dict):
-    """A dict that computes a missing value with ``fn`` (a hit is one C-level dict
-    lookup, several times cheaper than an ``lru_cache`` call) and starts over
-    empty when it holds ``maxsize`` entries."""
-
-    def __init__(self, fn, maxsize: int):
-        super().__init__()
-        self.fn, self.maxsize = fn, maxsize
-
-    def __missing__(self, key):
-        if len(self) >= self.maxsize:
-            self.clear()
-        value = self[key] = self.fn(key)
-        return value
-
-
 def _word_features(word: str) -> bytes:
     """The 32-bit crc32 hash and the background idf of a normalized token, packed
     with ``_FEATURE``."""
@@ -120,7 +105,7 @@ def _word_features(word: str) -> bytes:
 
 
 #: the packed features of a normalized token
-_WORD_FEATURES = _Memo(_word_features, 200_000)
+_WORD_FEATURES = Memo(_word_features, 200_000)
 
 
 def _raw_features(raw: str) -> bytes:
@@ -134,7 +119,7 @@ def _raw_features(raw: str) -> bytes:
     return b"".join(map(_WORD_FEATURES.__getitem__, _raw_words(raw)))
 
 
-_RAW_FEATURES = _Memo(_raw_features, 200_000)
+_RAW_FEATURES = Memo(_raw_features, 200_000)
 
 
 def _chunk_features(chunk: str) -> bytes:
@@ -161,7 +146,7 @@ def _chunk_features(chunk: str) -> bytes:
 
 #: the packed features of the tokens of a chunk (a piece of text without whitespace
 #: or separators), in order
-_CHUNK_FEATURES = _Memo(_chunk_features, 200_000)
+_CHUNK_FEATURES = Memo(_chunk_features, 200_000)
 #: ASCII characters no raw token contains, mapped to spaces: no token spans one and no
 #: rule looks across one, so the tokens of a text are those of the chunks between them,
 #: in order (and a path or an identifier list splits into chunks that repeat)
