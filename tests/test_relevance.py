@@ -457,3 +457,11 @@ def test_cosine_to_query_repeats_its_scores_and_hands_out_copies():
     assert cosine_to_query(texts, "tomato soup", emb).argmax() == 2
     emb.clear_cache()
     assert emb.cache_info()["size"] == 0
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.characters(max_codepoint=127), max_size=120) | st.text(max_size=60))
+def test_the_chunks_of_a_text_are_its_pieces_between_separators(text):
+    """The chunks of an ASCII text (translated as bytes) are those ``str.translate``
+    and ``str.split`` give, every ASCII separator and whitespace character included."""
+    assert hashed._chunks(text) == text.translate(hashed._SEPARATORS).split()
