@@ -81,3 +81,24 @@ def test_a_text_extract_holds_no_fence_marker_line():
     extract = get_summarizer("extractive").summarize_text(text, 120).text
     assert extract and all(not line.lstrip().startswith(("```", "~~~")) for line in extract.splitlines())
     assert [s.code for s in segments(extract)].count(True) <= 2  # at most the two code lines, never a fenced rest
+
+
+#: the sentence-end pattern as first written: a run of ``.!?`` or one ``…``, closers, whitespace
+_PLAIN_BOUNDARY = r"(?:[.!?]+|…)[\"'”’)\]]*(?=\s)"
+#: pieces around sentence ends: mark runs, ellipses, every closer, whitespace, words
+BOUNDARY_PARTS = [".", "..", "!", "?", "?!", "…", "……", ".…", "…!", '"', "'", "”", "’", ")", "]", "(", " ", "\n", "\t",
+                  "\u00a0", "word", "Word", "x", "1", "e.g.", "Mr."]
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from(BOUNDARY_PARTS), max_size=24).map("".join) | st.text(max_size=60))
+def test_sentence_ends_are_those_of_the_plain_pattern(text):
+    """The sentence-end scan finds exactly the matches (spans and text) of the plain
+    two-way pattern, so every split is the same."""
+    import re
+
+    from ctxsim.sentences import _BOUNDARY
+
+    plain = re.compile(_PLAIN_BOUNDARY)
+    assert [(m.span(), m.group()) for m in _BOUNDARY.finditer(text)] == [
+        (m.span(), m.group()) for m in plain.finditer(text)]
