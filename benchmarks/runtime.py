@@ -142,7 +142,7 @@ def _window_texts(bench: Bench, count: int) -> Iterator[str]:
 
 
 def bench_window(bench: Bench) -> list[Row]:
-    from ctxsim.tokens import count_tokens
+    from ctxsim.tokens import clear_caches
     from ctxsim.window import ContextItem, ContextWindow
 
     kinds = ("user_message", "assistant_message", "tool_result", "working_memory")
@@ -155,7 +155,7 @@ def bench_window(bench: Bench) -> list[Row]:
         i, text = next(feed)
         window.add(ContextItem(text, kinds[i % len(kinds)], priority=20 + (i * 37) % 71, id=f"item-{i}"))
 
-    adds = timed(add, repeat=len(texts) * 3 // 4, warmup=5, before=count_tokens.cache_clear)  # new content: counted cold
+    adds = timed(add, repeat=len(texts) * 3 // 4, warmup=5, before=clear_caches)  # new content: counted cold
     builds = timed(lambda _: window.build(), repeat=len(texts) - len(adds.samples) - 5, warmup=0, before=add)
     add_ref = timed(lambda _: [tiktoken_pass(t) for t in texts[:50]], repeat=5)
     built = window.build()

@@ -80,12 +80,16 @@ CL100K_PATTERN = (
 #: the same pattern on ASCII text, for Python's ``re``: there a letter (``\p{L}``) is one of
 #: ``A-Za-z``, a number (``\p{N}``) a digit, whitespace (``\s``, Unicode's White_Space) one
 #: of tab, line feed, vertical tab, form feed, carriage return and space (``re.ASCII``'s
-#: ``\s``), and ``$`` (end of text) is ``\Z``
-_ASCII_PIECES = re.compile(
-    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]++|[0-9]{1,3}+| ?[^\sA-Za-z0-9]++[\r\n]*+|\s++\Z|\s*[\r\n]|"""
-    r"""\s+(?!\S)|\s""",
-    re.ASCII,
-)
+#: ``\s``), and ``$`` (end of text) is ``\Z``. Its possessive quantifiers need Python 3.11;
+#: on 3.10 it is None and every text goes to tiktoken.
+try:
+    _ASCII_PIECES: re.Pattern | None = re.compile(
+        r"""'(?i:[sdmt]|ll|ve|re)|[^\r\nA-Za-z0-9]?+[A-Za-z]++|[0-9]{1,3}+| ?[^\sA-Za-z0-9]++[\r\n]*+|\s++\Z|\s*[\r\n]|"""
+        r"""\s+(?!\S)|\s""",
+        re.ASCII,
+    )
+except re.error:  # Python 3.10: no possessive quantifiers
+    _ASCII_PIECES = None
 #: distinct pieces whose counts :data:`_PIECE_TOKENS` keeps
 PIECES_KEPT = 200_000
 
@@ -104,7 +108,8 @@ def _ascii_pieces_apply() -> bool:
     """Whether the loaded encoding cuts text with :data:`CL100K_PATTERN` (so
     :data:`_ASCII_PIECES` finds its pieces of an ASCII text) and encodes a piece alone."""
     enc = _encoding()
-    return getattr(enc, "_pat_str", None) == CL100K_PATTERN and hasattr(enc, "_encode_single_piece")
+    return (_ASCII_PIECES is not None and getattr(enc, "_pat_str", None) == CL100K_PATTERN
+            and hasattr(enc, "_encode_single_piece"))
 
 
 def ascii_count(text: str) -> int:
@@ -112,7 +117,16 @@ def ascii_count(text: str) -> int:
     encodings of its pre-tokenizer pieces (:data:`_ASCII_PIECES`), each counted once
     and kept (:data:`_PIECE_TOKENS`): a new sentence of known words costs one regex
     scan and lookups, not a tiktoken pass."""
+    if _ASCII_PIECES is None:  # Python 3.10
+        return len(_encoding().encode_ordinary(text))
     return sum(map(_PIECE_TOKENS.__getitem__, _ASCII_PIECES.findall(text)))
+
+
+def clear_caches() -> None:
+    """Forget every count: :func:`count_tokens`' cache and the pieces' counts (what a
+    cold measurement starts from)."""
+    count_tokens.cache_clear()
+    _PIECE_TOKENS.clear()
 
 
 def count_joined(pieces: Sequence[str]) -> int:

@@ -174,3 +174,35 @@ def test_the_ascii_pieces_are_tiktokens_for_the_shipped_contexts():
                     if t.isascii()})
     assert len(texts) > 1000
     assert [ascii_count(t) for t in texts] == [len(ENC.encode_ordinary(t)) for t in texts]
+
+
+def test_clear_caches_forgets_the_counts_and_the_pieces():
+    """A cold measurement starts from nothing: after ``clear_caches`` neither the text's
+    count nor any piece's is kept, and the next count is still tiktoken's."""
+    import ctxsim.tokens as tokens
+
+    text = "A sentence of words, numbers 12345 and marks (see: e.g.)."
+    assert count_tokens(text) == len(ENC.encode_ordinary(text))
+    assert tokens._PIECE_TOKENS and count_tokens.cache_info().currsize > 0
+    tokens.clear_caches()
+    assert not tokens._PIECE_TOKENS and count_tokens.cache_info().currsize == 0
+    assert count_tokens(text) == len(ENC.encode_ordinary(text))
+
+
+def test_without_the_ascii_pattern_every_text_goes_to_tiktoken(monkeypatch):
+    """Where Python's ``re`` has no possessive quantifiers (3.10) the pattern is None:
+    ``count_tokens`` and ``ascii_count`` then encode with tiktoken, with the same counts."""
+    import ctxsim.tokens as tokens
+
+    monkeypatch.setattr(tokens, "_ASCII_PIECES", None)
+    tokens._ascii_pieces_apply.cache_clear()
+    tokens.clear_caches()
+    try:
+        assert not tokens._ascii_pieces_apply()
+        texts = ["plain words here", "x = f(1, 2)  # note\n", "don't   stop\r\n\tnow"]
+        assert [count_tokens(t) for t in texts] == [len(ENC.encode_ordinary(t)) for t in texts]
+        assert [tokens.ascii_count(t) for t in texts] == [len(ENC.encode_ordinary(t)) for t in texts]
+        assert not tokens._PIECE_TOKENS  # no piece was counted on its own
+    finally:
+        tokens._ascii_pieces_apply.cache_clear()
+        tokens.clear_caches()
