@@ -7,7 +7,9 @@ repeats and reports the median (and the 95th percentile where a seed asks for it
 
 Benchmarks (``--only NAME``, repeatable):
 
-* ``tokens`` — :func:`ctxsim.count_tokens`, cold and cached, vs tiktoken ``encode``;
+* ``tokens`` — :func:`ctxsim.count_tokens` cold (its cache and the pieces' counts
+  emptied), on texts new to its cache whose pre-tokenizer pieces it has counted, and
+  cached, vs tiktoken ``encode``;
 * ``strategies`` — every registered strategy, design 001's ``hybrid`` and the
   ``seed-chain`` policy on the 10k-token ``chat-10k`` context, cold and warm, vs one
   tiktoken pass over the same text (design 001: full chain < 2 s for 50 units);
