@@ -115,3 +115,29 @@ def test_warm_start_rejects_dqn_and_the_stream_env(tmp_path):
     rows = evaluate([str(run), str(out)], scenarios, 3, settings_from_env_spec(None)[0])  # the default env's
     chains = rows.pivot(index=["scenario", "seed"], columns="policy", values="chain")
     assert (chains[str(run)] == chains[str(out)]).all()
+
+
+def test_a_logit_scale_keeps_the_ranking_and_sharpens_the_sampling(env_and_values):
+    """``logit_scale`` multiplies the fitted actor's logits: the same greedy action in every
+    state (the acting policy and its regret unchanged), a lower entropy to sample from."""
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    env, data = env_and_values
+    policies = {}
+    for scale in (1.0, 5.0):
+        model = MaskablePPO("MlpPolicy", ContextOverflowEnv(CONFIG), seed=0, device="cpu")
+        stats = fit(model.policy, data, WarmStart(epochs=100, logit_scale=scale), seed=0)
+        policies[scale] = (model.policy, stats)
+    obs, masks = torch.as_tensor(data.observations), data.masks
+    (plain, plain_stats), (sharp, sharp_stats) = policies[1.0], policies[5.0]
+    assert sharp_stats["greedy_regret"] == plain_stats["greedy_regret"]
+    plain_actions, _ = plain.predict(data.observations, deterministic=True, action_masks=masks)
+    sharp_actions, _ = sharp.predict(data.observations, deterministic=True, action_masks=masks)
+    assert np.array_equal(plain_actions, sharp_actions)
+    with torch.no_grad():
+        entropy = {k: p.get_distribution(obs, action_masks=masks).entropy().mean().item()
+                   for k, (p, _) in policies.items()}
+    assert entropy[5.0] < 0.7 * entropy[1.0]
+    with pytest.raises(ValueError):
+        WarmStart(logit_scale=0)
