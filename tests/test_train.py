@@ -186,7 +186,7 @@ def test_the_learning_curve_file_is_replaced_whole(tmp_path, monkeypatch):
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import EvalCallback
 
-    from ctxsim.lab.train import evaluation_callback
+    from ctxsim.lab.selection import evaluation_callback
 
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, device="cpu", seed=0)
     from stable_baselines3.common.monitor import Monitor

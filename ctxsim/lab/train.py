@@ -7,12 +7,14 @@ the vectorization and the seed. A run writes, under
 
 * ``config.yaml`` — the resolved experiment and the full env config;
 * ``checkpoints/`` — periodic model checkpoints;
-* ``best_model.zip`` — the best model of a (masked) evaluation callback on the
-  held-out split (on ``validation_scenarios`` instead when the experiment names
-  them), and ``evaluations.npz`` — its learning curve. Every evaluation scores the
-  same ``eval_episodes`` contexts (the split's scenarios in turn, context seeds in
-  order: :mod:`ctxsim.lab.environments.fixed_contexts`), so the curve and the choice of
-  the best model do not ride on which contexts a random draw picked;
+* ``best_model.zip`` — the best model of a (masked) evaluation callback
+  (:mod:`ctxsim.lab.selection`) on the held-out split (on ``validation_scenarios``
+  instead when the experiment names them), and ``evaluations.npz`` — its learning
+  curve. Every evaluation scores the same ``eval_episodes`` contexts (the split's
+  scenarios in turn, context seeds in order:
+  :mod:`ctxsim.lab.environments.fixed_contexts`), so the curve and the choice of the
+  best model do not ride on which contexts a random draw picked; it scores the policy
+  as the run acts (with ``lookahead: true``, looking ahead on the network's ranking);
 * ``final_model.zip``, ``tb/`` — TensorBoard logs;
 * ``warm_start.json`` — with a ``warm_start`` block (:mod:`ctxsim.lab.warmstart`): the
   teacher, the states it fitted, its final losses, the greedy regret and the seconds it took (the teacher's included);
@@ -52,11 +54,14 @@ from .environments.overflow import ContextOverflowEnv
 from .environments.spec import env_class, load_env_spec
 from ..errors import ConfigError, PolicyError, describe_value
 from ..policies import get_policy
+from ..policies.exported import Normalization
+from .policies.sb3 import SB3Policy
 from ..paths import ROOT
 from .pool import ensure_pool, pool_contexts, pool_dir
 from .stream.rollout import is_rollout, rollout_base
 from .stream.teacher import cached_rollout_values
 from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class
+from .selection import evaluation_callback
 from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .warmstart import ORACLE, ActionValues, WarmStart, action_values, fit
 
@@ -107,7 +112,8 @@ class ExperimentConfig(BaseModel):
         "the first action that is not a recovery mode and whose continuation ends under the target, else a recovery "
         "the policy chooses (ranked, or where its continuation ends) rather than a forced one; where the P1 and "
         "pinned units alone exceed the target, no search: the first ranked action that may shrink P1 units; the steps "
-        "it tries and does not take count in the break's latency",
+        "it tries and does not take count in the break's latency; the evaluation callback scores each candidate "
+        "model acting so (ctxsim.lab.selection)",
     )
     source: str | None = Field(None, description="file the experiment came from (set by the loader)")
 
@@ -273,6 +279,8 @@ def train(
     env_id, train_cfg, eval_cfg, selection_cfg = env_configs(experiment)
     needs_states = experiment.warm_start is not None or experiment.normalize_observations
     check_teacher(experiment, env_id)
+    if experiment.lookahead and not issubclass(env_class(env_id), ContextOverflowEnv):
+        raise ConfigError(f"acts on breaks of one context; {env_id} is not an overflow env", source=experiment.source, key="lookahead")
     algo_cls = algorithm_class(experiment.algo)
     check_hyperparams(algo_cls, experiment)
     run_dir = Path(out) / run_name(env_id, experiment, seed, out)
@@ -338,6 +346,8 @@ def train(
             deterministic=True, verbose=0,
         )
         evaluations.at_start = experiment.warm_start is not None  # the warm-started policy is a candidate
+        if experiment.lookahead:  # score each evaluation as the run will act
+            evaluations.acting = acting_policy(model, experiment.algo, eval_env).act
         callbacks = CallbackList(
             [evaluations, CheckpointCallback(max(1, experiment.checkpoint_freq // per_env), str(run_dir / "checkpoints"), name_prefix="model")]
         )
@@ -519,58 +529,16 @@ def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
     return atomic_write_bytes(path, _saved_bytes(model, exclude, include))
 
 
-def evaluation_callback(callback_cls):
-    """``callback_cls`` (SB3's EvalCallback or sb3-contrib's masked one) as training
-    uses it, with three changes:
-
-    * before each evaluation it rewinds an eval env on the fixed evaluation set
-      (:class:`~ctxsim.lab.environments.fixed_contexts.FixedContexts`), so every
-      evaluation scores the same contexts;
-    * it writes ``evaluations.npz`` atomically: SB3 saves it in place at every
-      evaluation, so here it goes to a hidden sibling first, then is renamed over
-      the file;
-    * with ``at_start`` (set after construction) it also evaluates before the first
-      step, at timestep 0: after a warm start the fitted policy itself is a candidate
-      for the best model, so RL steps that make it worse are never chosen;
-    * :meth:`evaluate_if_never` evaluates once after a run shorter than one
-      ``eval_freq``, so every run folder has its evaluations and best model."""
-
-    class TrainingEvaluations(callback_cls):
-        at_start = False
-
-        def _on_training_start(self) -> None:
-            super()._on_training_start()
-            if self.at_start:
-                self._on_step()  # n_calls is 0: a multiple of every eval_freq
-
-        def evaluate_if_never(self) -> None:
-            """Evaluate once at the end of a run shorter than ``eval_freq`` (which
-            would otherwise end with no evaluations.npz, or none after its start, and
-            no model selected from its steps)."""
-            if self.n_calls and not any(self.evaluations_timesteps):
-                every, self.eval_freq = self.eval_freq, self.n_calls
-                try:
-                    self._on_step()
-                finally:
-                    self.eval_freq = every
-
-        def _on_step(self) -> bool:
-            if self.eval_freq > 0 and self.n_calls % self.eval_freq == 0 and self.eval_env.has_attr("rewind"):
-                self.eval_env.env_method("rewind")
-            final = self.log_path
-            if final is None:
-                return super()._on_step()
-            scratch = os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tmp")
-            self.log_path = scratch
-            try:
-                return super()._on_step()
-            finally:
-                self.log_path = final
-                if os.path.exists(scratch + ".npz"):
-                    os.replace(scratch + ".npz", final + ".npz")
-
-    TrainingEvaluations.__name__ = TrainingEvaluations.__qualname__ = f"Training{callback_cls.__name__}"
-    return TrainingEvaluations
+def acting_policy(model, algo: str, eval_env) -> SB3Policy:
+    """The live ``model`` as a trained run acting with look-ahead
+    (:class:`~ctxsim.lab.policies.sb3.SB3Policy`), with the observation statistics of
+    ``eval_env`` when it normalizes (as the saved run's ``vecnormalize.pkl`` gives them)."""
+    normalization = None
+    if getattr(eval_env, "norm_obs", False):
+        rms = eval_env.obs_rms
+        normalization = Normalization(np.asarray(rms.mean, dtype=np.float64), np.asarray(rms.var, dtype=np.float64),
+                                      float(eval_env.epsilon), float(eval_env.clip_obs))
+    return SB3Policy(model, algo, None, "the model in training", normalization, lookahead=True)
 
 
 def atomic_saves(model):
