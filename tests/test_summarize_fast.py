@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxsim.lab.contexts import build_context
 from ctxsim.lab.scenarios import find_scenario
@@ -122,3 +124,40 @@ def test_mmr_over_one_join_ranks_as_its_definition(scenario):
                 plain = _plain_mmr(group, scores, similarity, sizes, tokens, summarizer.mmr_lambda)
                 assert summarizer._mmr(group, scores, similarity, sizes, tokens, gram) == plain
                 assert summarizer._mmr(group, scores, similarity, sizes, tokens) == plain
+
+
+@given(
+    data=st.lists(st.lists(st.sampled_from([0.0, 0.0, 0.25, 0.5, 1.0, 2.0]), min_size=6, max_size=6),
+                  min_size=2, max_size=14),
+    score_steps=st.lists(st.integers(0, 4), min_size=14, max_size=14),
+    sizes=st.lists(st.integers(1, 30), min_size=14, max_size=14),
+    tokens=st.sampled_from([1.0, 20.0, 60.0, 1000.0]),
+    lam=st.sampled_from([0.0, 0.3, 0.7, 0.95]),
+    stride=st.integers(1, 3),
+)
+@settings(max_examples=200, deadline=None)
+def test_mmr_ranks_as_its_definition_on_any_similarities(data, score_steps, sizes, tokens, lam, stride):
+    """MMR (its values kept as the smaller of gain − penalty·similarity over the picked
+    rows) ranks as its definition over random non-negative rows with tied scores and
+    tied similarities, given one join, joining the group itself, or row by row."""
+    from ctxsim.relevance import RowSimilarity, SparseRows
+
+    matrix = np.array(data, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    matrix = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    n = len(matrix)
+    similarity = RowSimilarity(SparseRows.from_dense(matrix))
+    scores = np.array(score_steps[:n], dtype=np.float64) / 4
+    size_of = np.array(sizes[:n], dtype=np.float64)
+    members = np.arange(0, n, stride)
+    summarizer = extractive.ExtractiveSummarizer(mmr_lambda=lam)
+    plain = _plain_mmr(members, scores, similarity, size_of, tokens, lam)
+    gram = similarity.among(np.arange(n))
+    assert summarizer._mmr(members, scores, similarity, size_of, tokens, gram) == plain
+    assert summarizer._mmr(members, scores, similarity, size_of, tokens) == plain
+    many_rows = extractive.GRAM_MEMBERS
+    try:  # row by row: the group never joined whole
+        extractive.GRAM_MEMBERS = 0
+        assert summarizer._mmr(members, scores, similarity, size_of, tokens) == plain
+    finally:
+        extractive.GRAM_MEMBERS = many_rows

@@ -36,8 +36,8 @@ How ``summarize_units`` builds a :class:`StructuredSummary`:
    fact marker (facts, and decisions, open items, tool outcomes and artifacts
    with values), then the rest; within each tier by maximal marginal relevance
    (``λ·score − (1−λ)·max similarity to those ranked before``), which keeps
-   near-duplicates out (the similarities of a few hundred candidates come from one
-   join, :data:`GRAM_MEMBERS`). :func:`must_carry` lists what a summary needs room for
+   near-duplicates out (the similarities among a tier's few hundred candidates come
+   from one join, :data:`GRAM_MEMBERS`). :func:`must_carry` lists what a summary needs room for
    so that nothing of the first two tiers is cut (strategies size their budget
    with it).
 4. Budget. :func:`~ctxsim.summarize.structured.fit_summary` takes the ranked
@@ -97,11 +97,11 @@ FILL_RATIO = 0.95
 PRIORITY_WEIGHT = {1: 1.5, 2: 1.0, 3: 0.75}
 #: rank tier of the structured items an earlier summary carried (after rules, before new facts)
 CARRIED_TIER = 0.75
-#: MMR gets the similarities among candidates in one join before ranking them when
-#: they are at most GRAM_MEMBERS and the tokens it ranks are expected to pick at least
-#: 1/PICKED_SHARE of them: of all candidates at once, else of each tier's group that
-#: qualifies; otherwise one row per pick. Either way the numbers (and the summary) are
-#: the same (:meth:`~ctxsim.relevance.RowSimilarity.among`).
+#: MMR gets the similarities among a tier's candidates in one join before ranking them
+#: when they are at most GRAM_MEMBERS and the tokens left to rank are expected to pick
+#: at least 1/PICKED_SHARE of them (never the pairs across tiers, which MMR does not
+#: read, nor a tier the budget does not reach); otherwise one row per pick. Either way
+#: the numbers (and the summary) are the same (:meth:`~ctxsim.relevance.RowSimilarity.among`).
 GRAM_MEMBERS = 256
 PICKED_SHARE = 4
 #: sections a summary of summaries carries forward whole (design 002's core sections; not the task, not notes)
@@ -273,11 +273,9 @@ class ExtractiveSummarizer:
         ranked_tokens = 0.0
         size_of = sizes.tolist()
         tier_of = np.asarray(tiers, dtype=np.float64)
-        # all similarities in one join when there are few candidates (a group's are a block of it)
-        gram = similarity.among(np.arange(len(texts))) if _gram_pays(sizes, 2 * budget) else None
         for tier in sorted(set(tiers)):
             group = np.flatnonzero(tier_of == tier)
-            for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens, gram):
+            for i in self._mmr(group, scores, similarity, sizes, 2 * budget - ranked_tokens):
                 if texts[i] not in seen:  # exact repeats (re-run tools, carried items) once
                     seen.add(texts[i])
                     order.append(i)
@@ -299,27 +297,33 @@ class ExtractiveSummarizer:
         rel = s / top if top > 0 else s
         lam = self.mmr_lambda
         gain, penalty = lam * rel, 1 - lam  # penalty > 0 here
-        # the largest similarity of each candidate to those picked; +inf once picked,
-        # so its value is -inf and argmax (first maximum) only ever takes a free one
-        best_sim = np.zeros(len(members))
-        value = np.empty(len(members))
-        picked: list[int] = []
+        # the MMR value of each candidate, gain − penalty·(largest similarity to those
+        # picked, 0 before any): rounding is monotone, so taking the smaller of the value
+        # and gain − penalty·(a picked row) is that formula to the bit. −inf once picked,
+        # so argmax (first maximum) only ever takes a free one
+        value = gain.copy()
         if gram is not None:
-            similar_to = gram[np.ix_(members, members)].__getitem__
+            drop = gain - penalty * gram[np.ix_(members, members)]  # row k: the values row k allows
         elif _gram_pays(sizes[members], tokens):
             # most of the group is picked: all its similarities in one join
-            similar_to = similarity.among(members).__getitem__
+            drop = gain - penalty * similarity.among(members)
         else:  # few picked of many: only the rows of the picked candidates
-            similar_to = lambda k: similarity.to_row(members[k])[members]  # noqa: E731
+            drop = None
+        member_list = members.tolist()
         member_sizes = sizes[members].tolist()
+        picked: list[int] = []
+        ks: list[int] = []
         while len(picked) < len(members) and tokens > 0:
-            np.subtract(gain, np.multiply(penalty, best_sim, out=value), out=value)
-            k = int(np.argmax(value))
-            picked.append(int(members[k]))
+            k = int(value.argmax())
+            picked.append(member_list[k])
+            ks.append(k)
             tokens -= member_sizes[k]
-            np.maximum(best_sim, similar_to(k), out=best_sim)
-            best_sim[k] = np.inf
-        return picked + members[by_score[best_sim[by_score] != np.inf]].tolist()  # the rest (not picked) by score
+            row = drop[k] if drop is not None else gain - penalty * similarity.to_row(member_list[k])[members]
+            np.minimum(value, row, out=value)
+            value[k] = -np.inf
+        free = np.ones(len(members), dtype=bool)
+        free[ks] = False
+        return picked + members[by_score[free[by_score]]].tolist()  # the rest (not picked) by score
 
 
 def _gram_pays(sizes: np.ndarray, tokens: float) -> bool:
