@@ -11,6 +11,8 @@ import string
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxsim.lab.contexts import build_context
 from ctxsim.model import ContextUnit
@@ -79,9 +81,10 @@ def test_each_sentence_is_searched_once_per_pattern(monkeypatch):
                           content="We decided to use Postgres 16. Going with tabs. Next: migrate the tables.")
     units = (*state.units, decided)
     _cold()
-    patterns = {name: CountingPattern(getattr(extractive, name)) for name in ("VALUE", "DECISION", "OPEN_ITEM")}
+    homes = {"VALUE": (rules, "_VALUE_SCAN"), "DECISION": (extractive, "DECISION"), "OPEN_ITEM": (extractive, "OPEN_ITEM")}
+    patterns = {name: CountingPattern(getattr(*home)) for name, home in homes.items()}
     for name, pattern in patterns.items():
-        monkeypatch.setattr(extractive, name, pattern)
+        monkeypatch.setattr(*homes[name], pattern)
     table = extractive.candidate_table(units)
     classified = extractive.classify.cache_info().misses
     assert classified > 100
@@ -159,3 +162,22 @@ def test_a_candidate_table_holds_each_units_items_as_candidates_in_order():
         table = extractive.candidate_table(units)
         assert table.candidates == plain and all(type(c) is Candidate for c in table.candidates)
         assert [c.position for c in table.candidates] == [c.position for c in plain]
+
+
+#: pieces a value test turns on: each alternative's characters and words, and their neighbours
+_VALUE_PIECES = ["a", "b", "Z", "Qx", "h", "http", "https", "://", ":", "/", "~", ".", "..", "(", ")", ",", ";", " ",
+                 "\n", "\t", "@", "_", "`", '"', "py", "js", "json", "yaml", "yml", "c", "css", "7", "$", "€", "é", "ſ",
+                 "İ", "\u00a0", "Name", "x.py", "-", "'"]
+
+
+@given(st.lists(st.sampled_from(_VALUE_PIECES), max_size=12).map("".join))
+@settings(max_examples=3000, deadline=None)
+def test_has_value_is_a_search_of_the_value_pattern(text):
+    assert rules.has_value(text) == (rules.VALUE.search(text) is not None)
+
+
+def test_has_value_agrees_with_the_value_pattern_on_every_sentence(sentences):
+    odd = ["~/x", "(./a", "..//b", "x ~~/y", "a@b", "@b", "a@", "f.py", ".py", "f.pyc", "f.py_", "x, Bob", "x  Bob",
+           "Bob", "see http://a", "`", "``", "`a`", '"ab"', '"a"', "~./x", "(~./x", "/x", "./x", "../x", "...x/y"]
+    for text in sentences + odd:
+        assert rules.has_value(text) == (rules.VALUE.search(text) is not None), text

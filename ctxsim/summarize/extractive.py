@@ -71,7 +71,7 @@ from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_joined, count_spaced, count_tokens
-from .rules import VALUE, in_spans, is_user_rule, may_hold, mentions_rule, quoted
+from .rules import has_value, in_spans, is_user_rule, may_hold, mentions_rule, quoted
 from ..sentences import is_fence_line, segments
 from .structured import (
     SUMMARY_RENDER_VERSION,
@@ -523,7 +523,7 @@ def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[st
         section = "facts"  # when it holds a value (below), else notes
     if section == "notes":
         return section, sentence, 2.0
-    if VALUE.search(sentence):
+    if has_value(sentence):
         return section, sentence, 1.0
     return "notes" if section == "facts" else section, sentence, 2.0
 
