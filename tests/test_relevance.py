@@ -465,3 +465,12 @@ def test_the_chunks_of_a_text_are_its_pieces_between_separators(text):
     """The chunks of an ASCII text (translated as bytes) are those ``str.translate``
     and ``str.split`` give, every ASCII separator and whitespace character included."""
     assert hashed._chunks(text) == text.translate(hashed._SEPARATORS).split()
+
+
+@given(st.lists(st.text(alphabet=st.sampled_from(list("ab Z_.,'\"-/\n\t\x0b\x1c\x7f\x00:;()3é\xff\u2028")), max_size=12),
+                min_size=2, max_size=6))
+@settings(max_examples=500, deadline=None)
+def test_the_chunks_of_texts_translated_together_are_each_texts_own(texts):
+    from ctxsim.relevance import hashed
+
+    assert hashed._chunk_lists(texts) == [hashed._chunks(text) for text in texts]
