@@ -454,9 +454,10 @@ def _unit_columns(content: str, type_: str, role: str, tool: ToolEnvelope | None
     if not items:
         return UnitColumns((), (), (), (), np.zeros(0), np.zeros(0))
     sections, payloads, tiers = zip(*items)
-    texts = tuple(_text_of(p) for p in payloads)
-    return UnitColumns(sections, payloads, tiers, texts, np.array([count_tokens(t) for t in texts], dtype=np.float64),
-                       np.array([line_words(p) for p in payloads], dtype=np.float64))
+    texts = tuple(map(_text_of, payloads))
+    n = len(texts)
+    return UnitColumns(sections, payloads, tiers, texts, np.fromiter(map(count_tokens, texts), np.float64, n),
+                       np.fromiter(map(line_words, payloads), np.float64, n))
 
 
 @lru_cache(maxsize=MEMO_SIZE)
@@ -480,12 +481,12 @@ def _unit_items(content: str, type_: str, role: str, tool: ToolEnvelope | None, 
     rule_role = _rule_role(role, type_)
     spans = quoted(content) if rule_role else ()
     plan = type_ == "plan_ref"
-    for seg in segments(content, by_line=type_ in ("code", "log")):
-        sentence = content[seg.start : seg.end]
+    for start, end, code in segments(content, by_line=type_ in ("code", "log")):
+        sentence = content[start:end]
         if sentence[0] in _BULLET_MARKS:
             sentence = _BULLET.sub("", sentence, count=1)
         if sentence:
-            items.append(classify(sentence, seg.code, rule_role and not in_spans(seg.start, spans), plan))
+            items.append(classify(sentence, code, rule_role and not (spans and in_spans(start, spans)), plan))
     return tuple(items)
 
 
