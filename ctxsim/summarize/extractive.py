@@ -302,23 +302,26 @@ class ExtractiveSummarizer:
         # and gain − penalty·(a picked row) is that formula to the bit. −inf once picked,
         # so argmax (first maximum) only ever takes a free one
         value = gain.copy()
-        if gram is not None:
-            drop = gain - penalty * gram[np.ix_(members, members)]  # row k: the values row k allows
-        elif _gram_pays(sizes[members], tokens):
-            # most of the group is picked: all its similarities in one join
-            drop = gain - penalty * similarity.among(members)
-        else:  # few picked of many: only the rows of the picked candidates
-            drop = None
         member_list = members.tolist()
         member_sizes = sizes[members].tolist()
         picked: list[int] = []
         ks: list[int] = []
+        drop = None  # row k: gain − penalty·(similarities to member k), once a second pick needs them
+        rows = gram is None and not _gram_pays(sizes[members], tokens)  # few picked of many: row by row
         while len(picked) < len(members) and tokens > 0:
             k = int(value.argmax())
             picked.append(member_list[k])
             ks.append(k)
             tokens -= member_sizes[k]
-            row = drop[k] if drop is not None else gain - penalty * similarity.to_row(member_list[k])[members]
+            if len(picked) >= len(members) - 1 or tokens <= 0:
+                break  # the one left (if any) comes next either way: no similarity read
+            if rows:
+                row = gain - penalty * similarity.to_row(member_list[k])[members]
+            else:
+                if drop is None:  # most of the group is picked: all its similarities in one join
+                    among = gram[np.ix_(members, members)] if gram is not None else similarity.among(members)
+                    drop = gain - penalty * among
+                row = drop[k]
             np.minimum(value, row, out=value)
             value[k] = -np.inf
         free = np.ones(len(members), dtype=bool)
