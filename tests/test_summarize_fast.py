@@ -139,7 +139,8 @@ def test_mmr_over_one_join_ranks_as_its_definition(scenario):
 def test_mmr_ranks_as_its_definition_on_any_similarities(data, score_steps, sizes, tokens, lam, stride):
     """MMR (its values kept as the smaller of gain − penalty·similarity over the picked
     rows) ranks as its definition over random non-negative rows with tied scores and
-    tied similarities, given one join, joining the group itself, or row by row."""
+    tied similarities, given one join, joining the group itself, or row by row, and for
+    a small group in plain Python (:mod:`ctxsim.summarize.small_mmr`) or with numpy."""
     from ctxsim.relevance import RowSimilarity, SparseRows
 
     matrix = np.array(data, dtype=np.float32)
@@ -155,9 +156,14 @@ def test_mmr_ranks_as_its_definition_on_any_similarities(data, score_steps, size
     gram = similarity.among(np.arange(n))
     assert summarizer._mmr(members, scores, similarity, size_of, tokens, gram) == plain
     assert summarizer._mmr(members, scores, similarity, size_of, tokens) == plain
-    many_rows = extractive.GRAM_MEMBERS
+    many_rows, small = extractive.GRAM_MEMBERS, extractive.SMALL_GROUP
     try:  # row by row: the group never joined whole
         extractive.GRAM_MEMBERS = 0
         assert summarizer._mmr(members, scores, similarity, size_of, tokens) == plain
-    finally:
+        extractive.SMALL_GROUP = 0  # numpy whatever the group's size
+        assert summarizer._mmr(members, scores, similarity, size_of, tokens) == plain
         extractive.GRAM_MEMBERS = many_rows
+        assert summarizer._mmr(members, scores, similarity, size_of, tokens, gram) == plain
+        assert summarizer._mmr(members, scores, similarity, size_of, tokens) == plain
+    finally:
+        extractive.GRAM_MEMBERS, extractive.SMALL_GROUP = many_rows, small

@@ -71,6 +71,7 @@ from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
 from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
 from ..tokens import count_joined, count_spaced, count_tokens
+from .small_mmr import SMALL_GROUP, small_mmr
 from .rules import has_value, in_spans, is_user_rule, may_hold, mentions_rule, quoted
 from ..sentences import is_fence_line, segments
 from .structured import (
@@ -288,7 +289,13 @@ class ExtractiveSummarizer:
     ) -> list[int]:
         """The candidates ``members`` (indices, ascending) by MMR until ``tokens`` are
         ranked, then the rest by score (ties: input order). ``gram``, when given, holds
-        the similarities among all candidates (:meth:`RowSimilarity.among`)."""
+        the similarities among all candidates (:meth:`RowSimilarity.among`). A group of at
+        most :data:`~ctxsim.summarize.small_mmr.SMALL_GROUP` is ranked by
+        :func:`~ctxsim.summarize.small_mmr.small_mmr` (the same numbers)."""
+        if len(members) <= SMALL_GROUP:  # a handful: the same floats in plain Python
+            ranked = small_mmr(members, scores, similarity.batch, sizes, tokens, self.mmr_lambda)
+            if ranked is not None:
+                return ranked
         s = scores[members]
         by_score = np.argsort(-s, kind="stable")  # positions in ``members``
         if len(members) < 2 or self.mmr_lambda >= 1.0 or tokens <= 0:
