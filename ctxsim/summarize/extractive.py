@@ -59,6 +59,7 @@ units and every parameter and version that shapes the output.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from functools import lru_cache
@@ -247,11 +248,17 @@ class ExtractiveSummarizer:
         module docstring."""
         embedder = self.embedder
         vectors = embed_sparse(embedder, texts)
-        query = embedder.embed([task])[0].astype(np.float64)
-        centroid = vectors.weighted_sum(sizes)
-        norm = np.linalg.norm(centroid)
-        central = vectors.dot(centroid / norm) if norm > 0 else np.zeros(len(texts))
-        relevance = vectors.dot(query)
+        task_row = embed_sparse(embedder, [task])
+        query = np.zeros(task_row.shape[1])
+        query[task_row.cols] = task_row.values  # the task's row as float64
+        # SparseRows.weighted_sum and .dot, the rows' values widened once
+        values = vectors.values.astype(np.float64)
+        centroid = np.bincount(vectors.cols, weights=values * sizes[vectors.rows], minlength=vectors.shape[1])
+        norm = math.sqrt(centroid.dot(centroid))  # np.linalg.norm of a vector
+        n = len(texts)
+        central = np.bincount(vectors.rows, weights=values * (centroid / norm)[vectors.cols], minlength=n) if norm > 0 \
+            else np.zeros(n)
+        relevance = np.bincount(vectors.rows, weights=values * query[vectors.cols], minlength=n)
         recency = np.asarray(positions, dtype=np.float64) / max(n_positions - 1, 1)
         base = 0.6 * np.clip(central, 0, 1) + 0.4 * np.clip(relevance, 0, 1) + 0.1 * recency
         return base * np.asarray(weights, dtype=np.float64), RowSimilarity(vectors), sizes
