@@ -70,13 +70,20 @@ def read_normalization(run_dir: Path) -> dict[str, Any] | None:
     try:
         with open(file, "rb") as fh:
             vec = pickle.load(fh)  # SB3's own format (VecNormalize.save); the run is the user's
-        if not vec.norm_obs:
-            return None
-        rms = vec.obs_rms
-        return {"mean": [float(x) for x in np.ravel(rms.mean)], "var": [float(x) for x in np.ravel(rms.var)],
-                "epsilon": float(vec.epsilon), "clip": float(vec.clip_obs)}
+        return normalization_stats(vec)
     except (OSError, pickle.UnpicklingError, AttributeError, EOFError) as exc:
         raise PolicyError(f"cannot read the VecNormalize statistics ({exc})", source=file) from None
+
+
+def normalization_stats(vec) -> dict[str, Any] | None:
+    """The observation statistics of a VecNormalize (mean, var, epsilon, clip: the
+    fields of :class:`~ctxsim.policies.exported.NormalizationSpec`), None when it does
+    not normalize observations."""
+    if not vec.norm_obs:
+        return None
+    rms = vec.obs_rms
+    return {"mean": [float(x) for x in np.ravel(rms.mean)], "var": [float(x) for x in np.ravel(rms.var)],
+            "epsilon": float(vec.epsilon), "clip": float(vec.clip_obs)}
 
 
 def evaluation_split(run: Path) -> str | None:

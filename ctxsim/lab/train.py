@@ -54,13 +54,13 @@ from .environments.overflow import ContextOverflowEnv
 from .environments.spec import env_class, load_env_spec
 from ..errors import ConfigError, PolicyError, describe_value
 from ..policies import get_policy
-from ..policies.exported import Normalization
+from ..policies.exported import Normalization, NormalizationSpec
 from .policies.sb3 import SB3Policy
 from ..paths import ROOT
 from .pool import ensure_pool, pool_contexts, pool_dir
 from .stream.rollout import is_rollout, rollout_base
 from .stream.teacher import cached_rollout_values
-from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class
+from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class, normalization_stats
 from .selection import evaluation_callback
 from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .warmstart import ORACLE, ActionValues, WarmStart, action_values, fit
@@ -532,12 +532,9 @@ def save_model(model, path: str | Path, exclude=None, include=None) -> Path:
 def acting_policy(model, algo: str, eval_env) -> SB3Policy:
     """The live ``model`` as a trained run acting with look-ahead
     (:class:`~ctxsim.lab.policies.sb3.SB3Policy`), with the observation statistics of
-    ``eval_env`` when it normalizes (as the saved run's ``vecnormalize.pkl`` gives them)."""
-    normalization = None
-    if getattr(eval_env, "norm_obs", False):
-        rms = eval_env.obs_rms
-        normalization = Normalization(np.asarray(rms.mean, dtype=np.float64), np.asarray(rms.var, dtype=np.float64),
-                                      float(eval_env.epsilon), float(eval_env.clip_obs))
+    ``eval_env`` when it is a VecNormalize (as the saved run's ``vecnormalize.pkl`` gives them)."""
+    stats = normalization_stats(eval_env) if hasattr(eval_env, "norm_obs") else None
+    normalization = None if stats is None else Normalization.of(NormalizationSpec(**stats))
     return SB3Policy(model, algo, None, "the model in training", normalization, lookahead=True)
 
 
