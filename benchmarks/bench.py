@@ -27,7 +27,8 @@ Benchmarks (``--only NAME``, repeatable):
   pass over the context's text, on contexts never seen (seeds no earlier row used);
 * ``env`` — ContextOverflow-v0 steps/s with random masked actions, warm-up and
   later, live and with the pool, vs :class:`NullOverflowEnv`; ``env-fresh`` the
-  same live on contexts never seen (target >= 150 steps/s);
+  same live on contexts never seen (target >= 150 steps/s), and the mean CPU time of
+  generating such contexts alone, with the steps/s it leaves as a ceiling;
 * ``cuts`` — the live env on real-session cuts of 3,750 to 30,000 tokens (mini-swe-agent
   sessions, each cut once): CPU time of building a cut and one episode on it vs one
   tiktoken pass over its text, per size, and how that ratio grows from the smallest
@@ -59,7 +60,8 @@ first sight (generation embeds nothing); the tables of words, features and token
 counts that other contexts filled stay warm, as in a running process; "warm" repeats
 the same input with every cache filled. Generation is
 timed only by ``expand`` (a pool generates every context it expands), ``cuts`` (a
-cut is read and its probes found) and ``env-fresh`` (every reset draws a new context).
+cut is read and its probes found) and ``env-fresh`` (every reset draws a new context;
+its second row times generation alone).
 """
 
 from __future__ import annotations

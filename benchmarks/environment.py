@@ -70,6 +70,7 @@ class Mark:
     steps: int
     seconds: float
     rss: float
+    episodes: int = 0  # episodes ended by then
 
 
 def random_rollout(env, *, steps: int | None = None, seconds: float | None = None, seed: int = 0,
@@ -82,19 +83,20 @@ def random_rollout(env, *, steps: int | None = None, seconds: float | None = Non
     env.reset(seed=seed)
     start = time.perf_counter()
     marks = [Mark(0, 0.0, rss_mb())]
-    done = 0
+    done = ended = 0
     while (steps is None or done < steps) and (seconds is None or time.perf_counter() - start < seconds):
         action = int(rng.choice(np.flatnonzero(core.action_masks())))
         _, _, terminated, truncated, _ = env.step(action)
         done += 1
         if terminated or truncated:
+            ended += 1
             env.reset()
         if done % every == 0:
-            marks.append(Mark(done, time.perf_counter() - start, rss_mb()))
+            marks.append(Mark(done, time.perf_counter() - start, rss_mb(), ended))
             if on_mark is not None:
                 on_mark(marks[-1])
     if marks[-1].steps != done:
-        marks.append(Mark(done, time.perf_counter() - start, rss_mb()))
+        marks.append(Mark(done, time.perf_counter() - start, rss_mb(), ended))
     return marks
 
 
@@ -212,6 +214,7 @@ def bench_env(bench: Bench) -> list[Row]:
 
 
 def bench_env_fresh(bench: Bench) -> list[Row]:
+    from ctxsim.lab.environments.overflow import ContextOverflowEnv
     from ctxsim.model import MAX_CONTEXTS
 
     null_marks = random_rollout(NullOverflowEnv(), steps=bench.reps(5000, 500))
@@ -222,14 +225,39 @@ def bench_env_fresh(bench: Bench) -> list[Row]:
     start = next((m for m in marks[1:-1] if m.seconds >= marks[-1].seconds / 10), marks[0])
     steps_s = rate(start, marks[-1])
     core = env.unwrapped
+    per_episode = (marks[-1].steps - start.steps) / max(marks[-1].episodes - start.episodes, 1)
+    generation_ms = generation_cpu_ms(ContextOverflowEnv.checked_config().suite, bench.reps(60, 10))
+    ceiling = per_episode / (generation_ms / 1000)
     bench.notes.append(
         f"env-fresh: the default spec with {MAX_CONTEXTS:,} context seeds per scenario, so nearly every reset "
         "generates a context this process has never seen (a transcript scenario has one context whatever the seed); "
-        f"steps {start.steps}-{marks[-1].steps} of {marks[-1].seconds:.0f} s, {core.context_count:,} contexts in the draw."
+        f"steps {start.steps}-{marks[-1].steps} of {marks[-1].seconds:.0f} s, {core.context_count:,} contexts in the draw, "
+        f"{per_episode:.2f} steps per episode. The generation row builds {bench.reps(60, 10)} contexts as the env draws "
+        "them (its scenarios, uniformly; seeds it never drew), mean CPU time per context (time.process_time); its "
+        "ceiling, steps per episode / generation time, is what the env would reach if generating were its only work."
     )
     return [Row("env-fresh", "ContextOverflow-v0 live, default spec, contexts never seen", f"{steps_s:,.1f} steps/s",
                 f"{null_rate:,.0f} steps/s (NullOverflowEnv)", null_rate / max(steps_s, 1e-9),
-                f">= {ENV_FRESH_STEPS_S:g} steps/s", steps_s >= ENV_FRESH_STEPS_S)]
+                f">= {ENV_FRESH_STEPS_S:g} steps/s", steps_s >= ENV_FRESH_STEPS_S),
+            Row("env-fresh", f"generating the new contexts alone (mean; {per_episode:.2f} steps per episode)",
+                f"{generation_ms:.1f} ms CPU per context",
+                f"ceiling {ceiling:,.1f} steps/s (the env if generating were all its work)")]
+
+
+def generation_cpu_ms(suite: list, count: int) -> float:
+    """Mean CPU ms of building ``count`` contexts of ``suite``'s scenarios (drawn
+    uniformly, as the env's resets draw them) with seeds above any its draws use."""
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.model import MAX_CONTEXTS
+
+    rng = np.random.default_rng(1)
+    times = []
+    for k in range(count):
+        scenario = suite[int(rng.integers(len(suite)))]
+        begin = time.process_time()
+        build_context(scenario, MAX_CONTEXTS + k)
+        times.append((time.process_time() - begin) * 1000)
+    return float(np.mean(times))
 
 
 #: the sizes of the real-session cuts (tokens) and how many sessions are cut at each

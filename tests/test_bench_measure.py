@@ -36,3 +36,20 @@ def test_blocks_text_gives_the_median_and_the_range_of_the_block_medians():
     from benchmarks.measure import Timing, blocks_text
 
     assert blocks_text(Timing((3.0, 1.0, 2.0))) == "2.0 ms (blocks 1.0 ms-3.0 ms)"
+
+
+def test_random_rollout_counts_the_episodes_it_ends():
+    from benchmarks.environment import NullOverflowEnv, random_rollout
+
+    class Counted(NullOverflowEnv):
+        resets = 0
+
+        def reset(self, **kwargs):
+            Counted.resets += 1
+            return super().reset(**kwargs)
+
+    marks = random_rollout(Counted(), steps=200, every=50)
+    assert [m.steps for m in marks] == [0, 50, 100, 150, 200]
+    assert marks[0].episodes == 0 and marks[-1].episodes == Counted.resets - 1  # the first reset starts, not ends
+    assert 200 / 3 <= marks[-1].episodes <= 200  # NullOverflowEnv's episodes last 1-3 steps
+    assert all(a.episodes <= b.episodes for a, b in zip(marks, marks[1:]))
