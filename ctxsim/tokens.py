@@ -199,15 +199,21 @@ def encode(text: str) -> list[int]:
 def lone_token(text: str) -> int | None:
     """The id of ``text``'s token when ``encode(text)`` is exactly one token, else None.
 
-    A text of ASCII letters, alone or after one space, is one piece for cl100k's
-    pre-tokenizer, and tiktoken encodes a piece found in its vocabulary as that one
-    token (a piece that is not needs two or more): such a text is looked up in the
-    vocabulary, not encoded. Any other text is encoded."""
-    letters = text[1:] if text[:1] == " " else text
-    if letters.isascii() and letters.isalpha():
-        ranks = _vocabulary()
-        if ranks is not None:
+    tiktoken encodes a pre-tokenizer piece found in its vocabulary as that one token (a
+    piece that is not needs two or more), and each piece of a text on its own, so a text
+    of two pieces or more is two tokens or more. An ASCII text is therefore not encoded:
+    one piece (ASCII letters alone or after one space always are; else :data:`_ASCII_PIECES`
+    matches it whole, as it does a number of up to three digits) is looked up in the
+    vocabulary, and a text of several pieces (``1250``, ``3.2``) is None. Any other text
+    is encoded."""
+    ranks = _vocabulary() if text and text.isascii() else None
+    if ranks is not None:
+        letters = text[1:] if text[:1] == " " else text
+        if letters.isalpha():
             return ranks.get(text.encode("ascii"))
+        if _ascii_pieces_apply():
+            one_piece = _ASCII_PIECES.match(text).end() == len(text)
+            return ranks.get(text.encode("ascii")) if one_piece else None
     ids = encode(text)
     return ids[0] if len(ids) == 1 else None
 

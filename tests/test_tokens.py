@@ -128,15 +128,28 @@ def test_a_lone_token_is_the_encoders_for_every_word_of_the_shipped_contexts():
     assert [lone_token(t) for t in texts] == [_plain_lone_token(t) for t in texts]
 
 
-def test_a_word_of_ascii_letters_is_looked_up_not_encoded(monkeypatch):
+def test_an_ascii_text_is_looked_up_not_encoded(monkeypatch):
     import ctxsim.tokens as tokens
 
     encoded = []
     monkeypatch.setattr(tokens, "encode", lambda text: encoded.append(text) or ENC.encode_ordinary(text))
-    assert [lone_token(t) for t in (" data", "data", " budgetary", " Zyzzyva")] == [
-        _plain_lone_token(t) for t in (" data", "data", " budgetary", " Zyzzyva")]
-    assert encoded == []
-    assert lone_token(" 42") == _plain_lone_token(" 42") and encoded == [" 42"]
+    texts = (" data", "data", " budgetary", " Zyzzyva", "42", " 42", "1250", "3.2.1", "don't", "'s", "...", " (", "\n")
+    assert [lone_token(t) for t in texts] == [_plain_lone_token(t) for t in texts]
+    assert sum(lone_token(t) is not None for t in texts) >= 6 and encoded == []
+    assert lone_token(" İstanbul") == _plain_lone_token(" İstanbul") and encoded == [" İstanbul"]
+
+
+#: ASCII characters of every kind the pre-tokenizer tells apart: letters in both cases,
+#: digits, marks, each whitespace character, control characters
+_ASCII_KINDS = "abcxyzABCXYZ0123456789'.,;:!?-_()[]{}\"/\\@#$%^&*+=<>|`~ \t\n\r\x0b\x0c\x00\x1c\x1f\x7f"
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(_ASCII_KINDS, max_size=6))
+def test_a_lone_token_of_ascii_text_is_the_encoders(text):
+    """An ASCII text is one token exactly when it is one pre-tokenizer piece found in the
+    vocabulary (numbers, marks, contractions and whitespace runs included)."""
+    assert lone_token(text) == _plain_lone_token(text)
 
 
 #: ASCII pieces that meet at every kind of pre-tokenizer cut: letters in both cases,
