@@ -19,22 +19,35 @@ artifact write              5 ms per artifact
 ==========================  ======================================================
 
 ``measured=True`` replaces the model by the strategy's wall time.
+
+:meth:`LatencyModel.bound_ms` prices a step *before* its LLM calls: each call at its
+input and at the most it may write (its limit, ``Cost.llm_output_limit``), which a
+deployed agent knows before it sends the request (the input is in hand, the output is
+capped by the summary budget). :meth:`LatencyModel.local_ms` prices the rest, the work
+done before a call is sent. The look-ahead (:mod:`ctxsim.policies.lookahead`) uses them
+to decline a call that would take the break over the reward's free latency.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from pydantic import BaseModel, ConfigDict, Field
 
 
 @dataclass(frozen=True)
 class Cost:
-    """What a strategy did, in countable operations."""
+    """What a strategy did, in countable operations.
+
+    ``llm_output_limit`` is the most the LLM calls could have written (their budgets
+    and the template text around them), known before the calls: at least
+    ``llm_output_tokens``; a call that states no limit counts what it wrote.
+    """
 
     llm_calls: int = 0
     llm_input_tokens: int = 0
     llm_output_tokens: int = 0
+    llm_output_limit: int = 0
     embedded_units: int = 0
     counted_tokens: int = 0
     units_touched: int = 0
@@ -44,9 +57,12 @@ class Cost:
         return Cost(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
 
     @staticmethod
-    def summary(input_tokens: int, output_tokens: int) -> "Cost":
-        """One LLM summary call."""
-        return Cost(llm_calls=1, llm_input_tokens=input_tokens, llm_output_tokens=output_tokens)
+    def summary(input_tokens: int, output_tokens: int, unused_budget: int = 0) -> "Cost":
+        """One LLM summary call reading ``input_tokens`` and writing ``output_tokens``;
+        ``unused_budget``: the tokens of its budget it did not write (its limit is
+        ``output_tokens + max(0, unused_budget)``)."""
+        return Cost(llm_calls=1, llm_input_tokens=input_tokens, llm_output_tokens=output_tokens,
+                    llm_output_limit=output_tokens + max(0, unused_budget))
 
 
 class LatencyModel(BaseModel):
@@ -74,3 +90,12 @@ class LatencyModel(BaseModel):
             + cost.artifact_writes * self.artifact_write_ms,
             3,
         )
+
+    def bound_ms(self, cost: Cost) -> float:
+        """What ``cost`` is priced at before its LLM calls are sent: each call writing
+        its limit (at least :meth:`ms`)."""
+        return self.ms(replace(cost, llm_output_tokens=max(cost.llm_output_tokens, cost.llm_output_limit)))
+
+    def local_ms(self, cost: Cost) -> float:
+        """``cost`` without its LLM calls: the work done before a call is sent."""
+        return self.ms(replace(cost, llm_calls=0, llm_input_tokens=0, llm_output_tokens=0, llm_output_limit=0))

@@ -12,7 +12,8 @@ def apply_with_contract(sid: str, state: ContextState, ctx: StrategyContext | No
     the input is not mutated; pinned units come out unchanged; P1 units stay when
     the strategy keeps P1; tokens never grow (recovery handovers excepted);
     ``applicable`` predicts a change, and a change is recorded in the history;
-    surviving units keep their order; the same call gives the same state and cost."""
+    surviving units keep their order; the same call gives the same state and cost; the
+    LLM calls' output limit (their price before they are sent) is at least what they wrote."""
     strategy, ctx = get_strategy(sid), ctx or StrategyContext()
     before = dumps_state(state)
     result = strategy.apply(state, ctx)
@@ -32,4 +33,5 @@ def apply_with_contract(sid: str, state: ContextState, ctx: StrategyContext | No
     assert [uid for uid in new.unit_ids if uid in state] == survivors, "chronological order"
     again = strategy.apply(state, ctx)
     assert dumps_state(again.state) == dumps_state(new) and again.cost == result.cost, "not deterministic"
+    assert result.cost.llm_output_limit >= result.cost.llm_output_tokens, "output over its limit"
     return strategy, result

@@ -11,6 +11,7 @@ from ctxsim.errors import RecoveryError
 from ctxsim.lab.contexts import build_context
 from ctxsim.policies import Policy, run_episode
 from ctxsim.policies.lookahead import look_ahead, ranked_actions
+from ctxsim.reward import RewardWeights
 
 #: strategies that often leave a context over its target, strategies that cut until it
 #: fits, and the recovery mode
@@ -197,8 +198,9 @@ def tried_steps(episode: OverflowEpisode, action: str, ranking) -> dict[tuple[st
 
 def test_the_steps_it_tries_and_does_not_take_are_charged_to_the_break_once(contexts):
     """A dead end ranked first: the break's latency is its chain's plus every distinct
-    step the search tried that the chain did not take, and the reward sees it."""
-    settings = EpisodeSettings(actions=WEAK, max_steps=2)
+    step the search tried that the chain did not take, and the reward sees it. (A reward
+    without a latency term: no first pass within the free latency, tested below.)"""
+    settings = EpisodeSettings(actions=WEAK, max_steps=2, reward=RewardWeights(latency_per_second=0.0))
     ranking = preferring(WEAK)
     charged = 0
     for state in contexts:
@@ -337,3 +339,105 @@ def test_on_the_last_step_where_the_kept_units_exceed_the_target_it_passes_over_
         assert episode.done and not episode.forced_recovery and episode.outcome.success
         assert episode.search_ms > 0  # what it tried and did not take is in the break's latency
     assert checked >= 3 and passed_over >= 3
+
+
+# ---- within the free latency -----------------------------------------------------
+
+#: an LLM summary first, then strategies that cut without a call
+PRICED = ("summarize_old", "remove_oldest", "prioritize_recent", "remove_low_priority", "fresh_start")
+
+
+def _free(ms: float) -> RewardWeights:
+    return RewardWeights(latency_free_ms=ms)
+
+
+def test_it_declines_a_call_that_would_pass_the_free_latency_when_a_cheaper_break_ends_clean(contexts):
+    """The top action's LLM call, priced before it is sent, would take the break past the
+    free latency, and the next ranked action ends clean within it: that one is taken, and
+    the declined step is charged only what it did before its call."""
+    ranking = preferring(PRICED)
+    checked = 0
+    for state in contexts:
+        probe = OverflowEpisode(state, EpisodeSettings(actions=PRICED, max_steps=1))
+        if probe.done or "summarize_old" not in probe.valid_actions():
+            continue
+        top = probe.copy()
+        step = top.step("summarize_old")
+        if not ends_clean(top) or step.result.cost.llm_calls == 0:
+            continue
+        model = probe.settings.latency
+        price, local = model.bound_ms(step.result.cost), model.local_ms(step.result.cost)
+        free = price - 0.001  # the call passes it, whatever the next action costs
+        episode = OverflowEpisode(state, EpisodeSettings(actions=PRICED, max_steps=1, reward=_free(free)))
+        fallback = next((a for a in ranking(episode)[1:] if a != "fresh_start"), None)
+        if fallback is None:
+            continue
+        cheap = episode.copy()
+        cheap.step(fallback)
+        if not ends_clean(cheap) or local + cheap.latency_ms > free:
+            continue
+        assert look_ahead(episode, ranking) == fallback
+        played = run_episode(_LookingAhead(ranking), state, episode.settings, 0)
+        assert played.chain == (fallback,)
+        assert played.search_ms == pytest.approx(local)  # the call was not sent
+        assert played.total_ms <= free
+        # without a latency term the same ranking takes the call
+        plain = EpisodeSettings(actions=PRICED, max_steps=1, reward=RewardWeights(latency_per_second=0.0))
+        assert look_ahead(OverflowEpisode(state, plain), ranking) == "summarize_old"
+        checked += 1
+    assert checked >= 3
+
+
+def test_with_no_clean_break_within_the_free_latency_the_search_decides_as_without_it(contexts):
+    """A free latency nothing fits in (0 ms): the first pass declines every step, and the
+    choice is the one a reward without a latency term gets."""
+    ranking = preferring(PRICED)
+    compared = 0
+    for state in contexts:
+        tight = OverflowEpisode(state, EpisodeSettings(actions=PRICED, max_steps=2, reward=_free(0.0)))
+        if tight.done:
+            continue
+        plain = OverflowEpisode(state, EpisodeSettings(actions=PRICED, max_steps=2,
+                                                       reward=RewardWeights(latency_per_second=0.0)))
+        assert look_ahead(tight, ranking) == look_ahead(plain, ranking)
+        assert tight.search_ms >= plain.search_ms  # the declined steps' work before their calls too
+        compared += 1
+    assert compared >= 5
+
+
+def test_a_break_within_the_free_latency_is_found_by_the_first_pass_at_no_extra_cost(contexts):
+    """Where the ranking's own break stays within the free latency, the first pass finds
+    the same action and charges the same steps."""
+    ranking = preferring(("remove_oldest",) + PRICED)
+    for state in contexts[:6]:
+        settings = EpisodeSettings(actions=PRICED, max_steps=2)
+        played = run_episode(_LookingAhead(ranking), state, settings, 0)
+        top = run_episode(_Top(ranking), state, settings, 0)
+        assert played.chain == top.chain and played.total_ms == top.total_ms
+
+
+def test_the_first_pass_runs_only_where_latency_is_modeled_charged_and_not_yet_past(contexts):
+    """Measured (wall-clock) latencies cannot be priced before a step; a reward without a
+    latency term has nothing to keep within; a break already past the free latency pays
+    for all of its time whatever it does next."""
+    from ctxsim.latency import LatencyModel
+    from ctxsim.policies.lookahead import _free_ms
+
+    state = next(s for s in contexts if not OverflowEpisode(s, EpisodeSettings(actions=PRICED)).done)
+    assert _free_ms(OverflowEpisode(state, EpisodeSettings(actions=PRICED))) == 500.0
+    assert _free_ms(OverflowEpisode(state, EpisodeSettings(actions=PRICED, reward=_free(120.0)))) == 120.0
+    measured = EpisodeSettings(actions=PRICED, latency=LatencyModel(measured=True))
+    assert _free_ms(OverflowEpisode(state, measured)) is None
+    no_term = EpisodeSettings(actions=PRICED, reward=RewardWeights(latency_per_second=0.0))
+    assert _free_ms(OverflowEpisode(state, no_term)) is None
+    settings = EpisodeSettings(actions=WEAK, max_steps=2, reward=_free(0.001))
+    past = []
+    for other in contexts:
+        for action in WEAK[:-1]:
+            episode = OverflowEpisode(other, settings)
+            if not episode.done and action in episode.valid_actions():
+                episode.step(action)
+                if not episode.done:
+                    past.append(episode)
+    assert len(past) >= 3
+    assert all(e.total_ms > 0.001 and _free_ms(e) is None for e in past)

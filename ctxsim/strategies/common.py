@@ -78,10 +78,12 @@ def summarize_units(
 ) -> tuple[ContextUnit, Cost]:
     """Summarize ``units`` into one summary unit of about ``target_tokens`` tokens."""
     depth = max(u.summary_depth for u in units)
-    result = ctx.summarizer.summarize_units(units, max(1, target_tokens), task=ctx.query_for(state), depth=depth)
+    budget = max(1, target_tokens)
+    result = ctx.summarizer.summarize_units(units, budget, task=ctx.query_for(state), depth=depth)
     unit = summary_unit(units, result.text, prefix=prefix)
     input_tokens = sum(u.token_count for u in units)
-    return unit, Cost.summary(input_tokens, unit.token_count) + Cost(units_touched=len(units))
+    cost = Cost.summary(input_tokens, unit.token_count, budget - result.token_count)
+    return unit, cost + Cost(units_touched=len(units))
 
 
 def replace_span(units: Sequence[ContextUnit], span_ids: set[str], replacement: ContextUnit | None) -> list[ContextUnit]:

@@ -130,7 +130,8 @@ def externalize_span(
     )
     artifact = Artifact(id=art_id, content=_render(span), source_ids=ids, description=description,
                         sensitivity=sensitivity_of(span))
-    cost = Cost.summary(result.input_tokens, result.token_count) + Cost(artifact_writes=1, units_touched=len(span))
+    cost = Cost.summary(result.input_tokens, result.token_count, summary_tokens - result.token_count)
+    cost += Cost(artifact_writes=1, units_touched=len(span))
     return pointer, artifact, cost
 
 

@@ -91,7 +91,8 @@ class FreshStart(Strategy):
             summary_depth=max(u.summary_depth for u in rest) + 1,
         )
         pinned = [u for u in state.units if u.pinned]
-        cost = Cost.summary(state.tokens_of(rest), handover.token_count) + Cost(units_touched=len(rest))
+        cost = Cost.summary(state.tokens_of(rest), handover.token_count, budget - result.token_count)
+        cost += Cost(units_touched=len(rest))
         return Outcome(state.with_units(pinned + [handover], applied=self.id), cost)
 
 

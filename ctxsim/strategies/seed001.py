@@ -83,10 +83,11 @@ def _compress_text(
     target = max(1, math.floor(unit.token_count * ratio))
     keep = must_keep_sentences(unit)
     text = ctx.summarizer.summarize_text(unit.content, target, task=ctx.query_for(state), keep=keep).text
-    if not text.strip() or count_tokens(text) >= unit.token_count:
+    written = count_tokens(text)
+    if not text.strip() or written >= unit.token_count:
         return unit, Cost()
     new = unit.with_content(text)
-    return new, Cost.summary(unit.token_count, new.token_count) + Cost(units_touched=1)
+    return new, Cost.summary(unit.token_count, new.token_count, target - written) + Cost(units_touched=1)
 
 
 def _kept_whole(unit: ContextUnit, drop_p1: bool = False) -> bool:
