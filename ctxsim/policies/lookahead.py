@@ -38,8 +38,8 @@ none: the search above decides, as it would have. Breaks with measured latencies
 a reward without a latency term, skip the first pass. On the default experiment's
 validation split it moved 151 of 300 learned episodes (each +0.01 to +0.09 but one,
 −0.12: the cheaper break dropped a probe), +0.013 [+0.010, +0.017] on the mean, and 7 of
-460 on unseen training contexts, none lower (``reports/heldout_eval.md``, "The free
-latency").
+460 on unseen training contexts, none lower (``reports/heldout_eval.md``, "After the
+fourteenth look: the free latency").
 
 Cost, and who pays it: the policy's continuation is what it would run anyway, so
 when the top action finishes, the look-ahead runs the same steps the episode then
@@ -92,10 +92,11 @@ def look_ahead(episode: OverflowEpisode, ranked: Ranking, budget: int = BUDGET) 
     continuation ends in a recovery the ranking chose rather than a forced one; else
     the top action. A first pass looks for such a clean break within the reward's free
     latency, declining steps whose pre-call price would pass it (module docstring). Each
-    pass tries at most ``budget`` steps and decides on what it found by then; the steps it tried are charged to ``episode``. Where the kept units
-    exceed the target (:func:`keeps_over_target`) there is no search but on the last step:
-    the first ranked action that may shrink P1 units (none: the top action), on the last
-    step the first of them that does not end in the forced recovery."""
+    pass tries at most ``budget`` steps and decides on what it found by then; the steps
+    it tried are charged to ``episode``. Where the kept units exceed the target
+    (:func:`keeps_over_target`) there is no search but on the last step: the first ranked
+    action that may shrink P1 units (none: the top action), on the last step the first of
+    them that does not end in the forced recovery."""
     order = ranked(episode)
     if keeps_over_target(episode):
         candidates = _may_shrink_p1(episode, order)
