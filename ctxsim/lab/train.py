@@ -111,8 +111,10 @@ class ExperimentConfig(BaseModel):
         False, description="the trained policy acts looking ahead with its own ranking (ctxsim.policies.lookahead): "
         "the first action that is not a recovery mode and whose continuation ends under the target, else a recovery "
         "the policy chooses (ranked, or where its continuation ends) rather than a forced one; where the P1 and "
-        "pinned units alone exceed the target, no search: the first ranked action that may shrink P1 units; the steps "
-        "it tries and does not take count in the break's latency; the evaluation callback scores each candidate "
+        "pinned units alone exceed the target, no search: the first ranked action that may shrink P1 units; a first "
+        "pass keeps the break within the reward's free latency where a clean break can (each step priced before its "
+        "LLM calls, a call that would pass it declined); the steps it tries and does not take count in the break's "
+        "latency; the evaluation callback scores each candidate "
         "model acting so (ctxsim.lab.selection)",
     )
     source: str | None = Field(None, description="file the experiment came from (set by the loader)")
