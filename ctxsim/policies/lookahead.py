@@ -33,9 +33,13 @@ prices each step before its LLM calls (:meth:`~ctxsim.latency.LatencyModel.bound
 the call's input and its budget, known before the request is sent) and declines a step
 that would take the break, with everything already charged, past the free latency
 (only the step's work before the call, :meth:`~ctxsim.latency.LatencyModel.local_ms`,
-is charged for it). The first ranked action whose continuation ends clean so is taken;
-none: the search above decides, as it would have. Breaks with measured latencies, or
-a reward without a latency term, skip the first pass. On the default experiment's
+is charged for it). A step that makes several calls (``externalize`` over several spans,
+``summarize_old`` compressing P1 units in place) is priced with the calls it made, each at
+its budget: a deployed agent would price each call before sending it and could stop
+between them, which the simulation does not model (a step runs whole or is declined). The
+first ranked action whose continuation ends clean so is taken; none: the search above
+decides, as it would have. Breaks with measured latencies, or a reward without a latency
+term, skip the first pass. On the default experiment's
 validation split it moved 151 of 300 learned episodes (each +0.01 to +0.09 but one,
 −0.12: the cheaper break dropped a probe), +0.013 [+0.010, +0.017] on the mean, and 7 of
 460 on unseen training contexts, none lower (``reports/heldout_eval.md``, "After the
