@@ -436,6 +436,39 @@ def test_a_chunk_table_finds_the_features_of_random_ascii_text_piece_by_piece():
         assert counts.tolist() == [len(hashed._features(t)) // hashed._FEATURE.size for t in texts]
 
 
+def test_the_chunk_table_and_the_small_batch_path_share_the_chunks_either_works_out(monkeypatch):
+    """A piece the embedder's chunk table works out (a large batch) is a chunk the small-batch
+    path then knows, and a chunk that path worked out is a piece the table does not work out
+    again; the rows are the reference's either way."""
+    worked: list[str] = []
+    chunk_features = hashed._chunk_features
+
+    def counting(chunk):
+        worked.append(chunk)
+        return chunk_features(chunk)
+
+    monkeypatch.setattr(hashed, "_chunk_features", counting)  # the small-batch path's new chunks
+    monkeypatch.setattr(hashed._CHUNK_FEATURES, "fn", counting)  # the memo's misses (the table's new pieces)
+    hashed._CHUNK_FEATURES.clear()
+    hashed._TABLE.clear()
+    rng = random.Random(11)
+    own = [f"yq{i}term" for i in range(40)]
+    large = [" ".join(rng.choices([f"zq{i}word" for i in range(300)], k=40)) for _ in range(20)]  # read by the table
+    assert sum(map(len, large)) >= hashed.TABLE_MIN_CHARS
+    assert HashedTfidfEmbedder().embed(large).tobytes() == _reference_rows(large).tobytes()
+    shared = sorted(set(" ".join(large).split()))
+    assert sorted(worked) == shared  # each piece once
+    worked.clear()
+    small = [" ".join(shared[:5] + own[:20]), " ".join(own[20:] + shared[5:8])]  # read chunk by chunk
+    assert sum(map(len, small)) < hashed.TABLE_MIN_CHARS
+    assert HashedTfidfEmbedder().embed(small).tobytes() == _reference_rows(small).tobytes()
+    assert sorted(worked) == sorted(own)  # the table's pieces were known
+    worked.clear()
+    mixed = large[:10] + [" ".join(own)] * 3
+    assert HashedTfidfEmbedder().embed(mixed).tobytes() == _reference_rows(mixed).tobytes()
+    assert worked == []  # the table reads the small path's chunks from the memo
+
+
 def test_a_chunk_table_grows_and_starts_over_at_its_bound():
     words = [f"w{i:x}q" * (1 + i % 5) for i in range(3000)]  # short and long pieces
     table = ChunkTable(hashed._chunk_features, hashed._FEATURE_DTYPE, max_pieces=2500)

@@ -202,8 +202,10 @@ def _texts_features(texts: list[str]) -> list[bytes]:
     return [b"".join(map(get, chunks)) for chunks in chunk_lists]
 
 
-#: the pieces of large batches of ASCII texts, found with numpy (same features)
-_TABLE = ChunkTable(_chunk_features, _FEATURE_DTYPE)
+#: the pieces of large batches of ASCII texts, found with numpy (same features); a new
+#: piece is read through :data:`_CHUNK_FEATURES` (a piece is a chunk), so the two paths
+#: share what either has worked out
+_TABLE = ChunkTable(_CHUNK_FEATURES.__getitem__, _FEATURE_DTYPE)
 #: a batch with fewer ASCII characters is read chunk by chunk (numpy costs more there)
 TABLE_MIN_CHARS = 4096
 
