@@ -17,6 +17,8 @@ from ctxsim.reward import RewardWeights
 #: fits, and the recovery mode
 ACTIONS = ("dedupe_tool_results", "purge_errors", "prioritize_recent", "discard_low_rel", "remove_oldest",
            "remove_low_priority", "fresh_start")
+#: a reward without a latency term: the look-ahead runs no first pass within the free latency
+NO_LATENCY_TERM = RewardWeights(latency_per_second=0.0)
 #: only strategies that stop short (no remove_*, truncate or summary): two steps of them
 #: often cannot fit, and which first step can depends on the context
 WEAK = ("dedupe_tool_results", "purge_errors", "discard_low_rel", "prioritize_recent", "fresh_start")
@@ -200,7 +202,7 @@ def test_the_steps_it_tries_and_does_not_take_are_charged_to_the_break_once(cont
     """A dead end ranked first: the break's latency is its chain's plus every distinct
     step the search tried that the chain did not take, and the reward sees it. (A reward
     without a latency term: no first pass within the free latency, tested below.)"""
-    settings = EpisodeSettings(actions=WEAK, max_steps=2, reward=RewardWeights(latency_per_second=0.0))
+    settings = EpisodeSettings(actions=WEAK, max_steps=2, reward=NO_LATENCY_TERM)
     ranking = preferring(WEAK)
     charged = 0
     for state in contexts:
@@ -382,7 +384,7 @@ def test_it_declines_a_call_that_would_pass_the_free_latency_when_a_cheaper_brea
         assert played.search_ms == pytest.approx(local)  # the call was not sent
         assert played.total_ms <= free
         # without a latency term the same ranking takes the call
-        plain = EpisodeSettings(actions=PRICED, max_steps=1, reward=RewardWeights(latency_per_second=0.0))
+        plain = EpisodeSettings(actions=PRICED, max_steps=1, reward=NO_LATENCY_TERM)
         assert look_ahead(OverflowEpisode(state, plain), ranking) == "summarize_old"
         checked += 1
     assert checked >= 3
@@ -398,7 +400,7 @@ def test_with_no_clean_break_within_the_free_latency_the_search_decides_as_witho
         if tight.done:
             continue
         plain = OverflowEpisode(state, EpisodeSettings(actions=PRICED, max_steps=2,
-                                                       reward=RewardWeights(latency_per_second=0.0)))
+                                                       reward=NO_LATENCY_TERM))
         assert look_ahead(tight, ranking) == look_ahead(plain, ranking)
         assert tight.search_ms >= plain.search_ms  # the declined steps' work before their calls too
         compared += 1
@@ -428,7 +430,7 @@ def test_the_first_pass_runs_only_where_latency_is_modeled_charged_and_not_yet_p
     assert _free_ms(OverflowEpisode(state, EpisodeSettings(actions=PRICED, reward=_free(120.0)))) == 120.0
     measured = EpisodeSettings(actions=PRICED, latency=LatencyModel(measured=True))
     assert _free_ms(OverflowEpisode(state, measured)) is None
-    no_term = EpisodeSettings(actions=PRICED, reward=RewardWeights(latency_per_second=0.0))
+    no_term = EpisodeSettings(actions=PRICED, reward=NO_LATENCY_TERM)
     assert _free_ms(OverflowEpisode(state, no_term)) is None
     settings = EpisodeSettings(actions=WEAK, max_steps=2, reward=_free(0.001))
     past = []

@@ -133,19 +133,9 @@ def _first_clean(episode: OverflowEpisode, actions: list[str], ranked: Ranking, 
     fallback = None
     try:
         free = _free_ms(episode)
-        if free is not None:
-            within = _Search(search.left, free_ms=free)
-            try:
-                for action in actions:
-                    if episode.settings.strategy(action).recovery:
-                        continue
-                    if _best_end(episode, action, ranked, within) == CLEAN:
-                        return action
-                    if within.left <= 0:
-                        break
-            finally:
-                search.declined = within.declined
-                search.tried = within.tried
+        within = None if free is None else _clean_within(episode, actions, ranked, search, free)
+        if within is not None:
+            return within
         for action in actions:
             if episode.settings.strategy(action).recovery:
                 fallback = fallback or action  # the ranking's own recovery, taken if no clean break is reachable
@@ -160,6 +150,26 @@ def _first_clean(episode: OverflowEpisode, actions: list[str], ranked: Ranking, 
         return fallback or actions[0]
     finally:
         episode.charge({**search.declined, **search.tried})
+
+
+def _clean_within(episode: OverflowEpisode, actions: list[str], ranked: Ranking, search: _Search,
+                  free_ms: float) -> str | None:
+    """The first pass: the first of ``actions`` that is not a recovery mode and from which
+    ``ranked``'s choices end clean within ``free_ms``, else None. It tries at most
+    ``search.left`` steps and leaves ``search`` with its budget whole for the next pass
+    and with what it tried and declined."""
+    left, search.free_ms = search.left, free_ms
+    try:
+        for action in actions:
+            if episode.settings.strategy(action).recovery:
+                continue
+            if _best_end(episode, action, ranked, search) == CLEAN:
+                return action
+            if search.left <= 0:
+                break
+        return None
+    finally:
+        search.free_ms, search.left = None, left
 
 
 def _free_ms(episode: OverflowEpisode) -> float | None:
@@ -177,9 +187,9 @@ class _Search:
     (ms); the steps it declined before their LLM calls -> what was done before them (ms);
     ``free_ms``: the latency the break must stay within (None: any)."""
 
-    def __init__(self, budget: int, free_ms: float | None = None):
+    def __init__(self, budget: int):
         self.left = budget
-        self.free_ms = free_ms
+        self.free_ms: float | None = None  # set by the first pass (:func:`_clean_within`)
         self.tried: dict[tuple[str, str], float] = {}
         self.declined: dict[tuple[str, str], float] = {}
 
