@@ -291,7 +291,7 @@ def _analysis_step(s: _Session, size: int | None) -> None:
     target = size if size is not None else rng.randint(60, 300)
     text = [s.remark()]
     while _spaced_tokens(text) < target:
-        text.append(rng.choice((s.remark(), s.fake.paragraph(nb_sentences=rng.randint(2, 4)))))
+        text.append(rng.choice((s.remark(), s.lorem.paragraph(nb_sentences=rng.randint(2, 4)))))
     path, _ = s.repo.some_function()
     s.run("\n\n".join(text), f"wc -l {path}", f"{len(s.repo.lines(path))} {path}")
 
@@ -400,8 +400,8 @@ def _fact_step(s: _Session) -> None:
             value = f"{rng.randint(1, 9)}.{rng.randint(0, 30)}.dev{rng.randint(1, 999)}+g{rng.getrandbits(28):07x}"
             command, output = f'python -c "import {repo.package}; print({repo.package}.__version__)"', value
         elif choice == 1:
-            value = f"{rng.getrandbits(28):07x} {s.fake.sentence(nb_words=rng.randint(4, 8)).rstrip('.')}"
-            more = [f"{rng.getrandbits(28):07x} {s.fake.sentence(nb_words=6).rstrip('.')}" for _ in range(2)]
+            value = f"{rng.getrandbits(28):07x} {s.lorem.sentence(nb_words=rng.randint(4, 8)).rstrip('.')}"
+            more = [f"{rng.getrandbits(28):07x} {s.lorem.sentence(nb_words=6).rstrip('.')}" for _ in range(2)]
             command, output = "git log --oneline -3", "\n".join([value, *more])
         elif choice == 2:
             key = f"{rng.choice(repo.words)}_{rng.choice(('timeout', 'limit', 'retries', 'depth', 'workers'))}"
@@ -451,7 +451,7 @@ def _follow_up(s: _Session, pinned: bool) -> None:
         return
     text = rng.choice(FOLLOW_UPS).format(**names)
     if rng.random() < 0.5:
-        text += " " + s.fake.paragraph(nb_sentences=rng.randint(1, 4))
+        text += " " + s.lorem.paragraph(nb_sentences=rng.randint(1, 4))
     s.say("user", text, "message")
 
 
@@ -473,17 +473,17 @@ def _readback(s: _Session, i: int) -> None:
 
 def demonstration(s: _Session) -> str:
     """A worked example of another task (P3): a few thought-command-output steps."""
-    rng, fake = s.rng, s.fake
+    rng, lorem = s.rng, s.lorem
     module = f"{rng.choice(s.repo.words)}/{rng.choice(s.repo.words)}.py"
     steps = [("Let me find the function the issue names.", f"grep -n 'def parse_' {module}",
               f"{rng.randint(10, 90)}:def parse_{rng.choice(s.repo.words)}(text):"),
              ("The parser splits before stripping; let me see it.", f"sed -n '40,52p' {module}",
-              "\n".join(f"    {fake.word()} = {fake.word()}.split(',')" for _ in range(rng.randint(4, 10)))),
+              "\n".join(f"    {lorem.word()} = {lorem.word()}.split(',')" for _ in range(rng.randint(4, 10)))),
              ("Strip first, then split.", f"sed -i 's/.split(/.strip().split(/' {module}", ""),
              ("Now the tests.", "python -m pytest tests -q 2>&1 | tail -1", f"{rng.randint(20, 90)} passed in 1.2s")]
     body = [f"THOUGHT: {t}\n\n```bash\n{c}\n```\n\n<returncode>0</returncode>\n<output>\n{o}\n</output>" for t, c, o in steps]
     return "\n".join(["Here is a demonstration of how to solve a task with the bash tool.", DEMONSTRATION_MARK, "",
-                      f"Issue: {fake.sentence(nb_words=10)}", "", *body, "", DEMONSTRATION_END])
+                      f"Issue: {lorem.sentence(nb_words=10)}", "", *body, "", DEMONSTRATION_END])
 
 
 def prior_summary(s: _Session, first: int, last: int, depth: int) -> str:

@@ -33,7 +33,8 @@ the finished units. Planted material a small target has no room for still comes,
 
 Same scenario and seed give the same text in every process: all draws come from one
 ``random.Random`` (scenario name xor seed; a :class:`~ctxsim.lab.fast_random.FastRandom`,
-which draws alike at less cost) and a Faker seeded from it.
+which draws alike at less cost) and a Faker seeded from it (its lorem text drawn through
+:mod:`ctxsim.lab.fast_lorem`, alike at less cost).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from .agent_options import (
     steered_step,
 )
 from .fake_repo import FakeRepo
+from .fast_lorem import FastLorem
 from .fast_random import FastRandom
 from .generator import stable_seed
 from ..model import ContextState, ContextUnit, Fact
@@ -105,6 +107,11 @@ class _Session:
     values: set[str] = field(default_factory=set)
     #: tokens the session may still add before its closing steps
     room: int = 0
+
+    @property
+    def lorem(self) -> FastLorem | Faker:
+        """The Faker's lorem text, drawn alike at less cost (the repository's: they share the Faker)."""
+        return self.repo.lorem
 
     @property
     def output_limit(self) -> int:
@@ -172,7 +179,7 @@ class _Session:
             f"Nothing else in the package depends on how `{bug.function.name}` fails.",
             f"I need to see how `{function.name}` handles the same case.",
             "This is more output than I need; I will narrow it down.",
-            self.fake.sentence(nb_words=rng.randint(6, 14)),
+            self.lorem.sentence(nb_words=rng.randint(6, 14)),
         )
         return rng.choice(remarks)
 
@@ -245,11 +252,11 @@ class _Session:
         module = bug.path[:-3].replace("/", ".")
         name = bug.function.cls or bug.function.name
         call = f"{name}().{bug.function.name}" if bug.function.cls else name
-        lines = ["#!/usr/bin/env python", f'"""{self.fake.sentence(nb_words=8)}"""', "import sys", "",
+        lines = ["#!/usr/bin/env python", f'"""{self.lorem.sentence(nb_words=8)}"""', "import sys", "",
                  "sys.path.insert(0, '/testbed')", "", f"from {module} import {name}", "", ""]
         for i in range(cases or self.rng.randint(3, 14)):
             arg = self.rng.choice(("None", "{}", "[]", repr(self.rng.choice(self.repo.words)), str(self.rng.randint(0, 99))))
-            label = self.fake.sentence(nb_words=self.rng.randint(3, 7)).rstrip(".").lower()
+            label = self.lorem.sentence(nb_words=self.rng.randint(3, 7)).rstrip(".").lower()
             lines += [f"# Test {i + 1}: {label}", f"print({f'Test {i + 1}: {label}'!r})", "try:",
                       f"    result = {call}({arg})", "    print(f'  Result: {result!r}')", "except Exception as e:",
                       "    print(f'  {type(e).__name__}: {e}')", ""]
@@ -375,12 +382,12 @@ def _observation(command: str, output: str, returncode: int, timeout: bool, limi
 
 
 def _task_message(session: _Session, title: str, rules: list[str]) -> str:
-    bug, fake, rng = session.repo.bug, session.fake, session.rng
+    bug, lorem, rng = session.repo.bug, session.lorem, session.rng
     name = bug.function.qualname
     story = [rng.choice((f"Calling {name} without a {bug.subject} fails instead of falling back to the default.",
                          f"Since the last release {name} no longer accepts an empty {bug.subject}.",
                          f"When {bug.subject} is missing, {name} raises {bug.error} deep inside {bug.path}."))]
-    story += [fake.paragraph(nb_sentences=rng.randint(3, 6)) for _ in range(rng.randint(1, 3))]
+    story += [lorem.paragraph(nb_sentences=rng.randint(3, 6)) for _ in range(rng.randint(1, 3))]
     function = bug.function
     source = session.repo.history[bug.path][0][function.start - 1 : min(function.end, function.start + 24)]
     snippet = ["The code in question:", "", "```python", *source, "```", "", "Steps to reproduce:", "", f">>> from {bug.path[:-3].replace('/', '.')} import {bug.function.cls or bug.function.name}",

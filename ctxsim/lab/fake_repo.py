@@ -10,7 +10,8 @@ with edits, so a view taken after an edit differs from the one before, and ``git
 shows exactly what changed since the start.
 
 Everything is drawn from the ``random.Random`` and the seeded Faker given, so a seed
-gives the same repository in every process.
+gives the same repository in every process; the Faker's lorem text is drawn through
+:func:`~ctxsim.lab.fast_lorem.lorem_for`, which draws and returns what Faker would.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import random
 from dataclasses import dataclass, field
 
 from faker import Faker
+
+from .fast_lorem import FastLorem, lorem_for
 
 STDLIB = ("os", "re", "sys", "json", "logging", "warnings", "functools", "itertools", "collections", "copy",
           "inspect", "operator", "datetime", "decimal", "pathlib", "typing", "contextlib", "weakref", "enum")
@@ -84,12 +87,17 @@ class FakeRepo:
     words: list[str] = field(default_factory=list)
     bug: Bug | None = None
     _tests: tuple[list[str] | None, tuple[str, ...]] = field(default=(None, ()), repr=False, compare=False)
+    #: the Faker's lorem text, drawn alike at less cost (made once ``fake`` is seeded)
+    lorem: FastLorem | Faker = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.lorem = lorem_for(self.fake)
 
     @classmethod
     def build(cls, rng: random.Random, fake: Faker, modules: int) -> "FakeRepo":
         """A project of ``modules`` source modules (plus tests and a tree of unread paths) with one bug."""
         repo = cls(rng, fake)
-        repo.words = sorted({w.lower() for w in fake.words(nb=160, unique=True)
+        repo.words = sorted({w.lower() for w in repo.lorem.words(nb=160, unique=True)
                              if w.isalpha() and len(w) > 3 and w.lower() not in _RESERVED})
         repo.package = rng.choice(repo.words)
         subpackages = rng.sample(repo.words, 4)
@@ -113,13 +121,13 @@ class FakeRepo:
         return "".join(w.capitalize() for w in self.rng.sample(self.words, self.rng.choice((1, 2, 2))))
 
     def _comment(self) -> str:
-        return "# " + self.fake.sentence(nb_words=self.rng.randint(4, 12)).rstrip(".")
+        return "# " + self.lorem.sentence(nb_words=self.rng.randint(4, 12)).rstrip(".")
 
     def _docstring(self, indent: str) -> list[str]:
-        first = self.fake.sentence(nb_words=self.rng.randint(4, 10))
+        first = self.lorem.sentence(nb_words=self.rng.randint(4, 10))
         if self.rng.random() < 0.5:
             return [f'{indent}"""{first}"""']
-        body = [f"{indent}{line}" for line in self.fake.paragraph(nb_sentences=self.rng.randint(1, 3)).split(". ")]
+        body = [f"{indent}{line}" for line in self.lorem.paragraph(nb_sentences=self.rng.randint(1, 3)).split(". ")]
         params = [f"{indent}{p} : {self.rng.choice(('str', 'int', 'dict', 'list', 'bool', 'Node'))}"
                   for p in self.rng.sample(self.words, self.rng.randint(1, 3))]
         return [f'{indent}"""{first}', "", *body, "", f"{indent}Parameters", f"{indent}----------", *params, f'{indent}"""']
@@ -153,7 +161,7 @@ class FakeRepo:
             return [f"{indent}if isinstance({a}, {self._class_name()}):", *body, f"{indent}else:", *self._block(indent + "    ", names, depth, 1)]
         if kind == 8:
             return [f"{indent}try:", *self._block(indent + "    ", names, depth, 1), f"{indent}except ({r.choice(('KeyError', 'ValueError', 'TypeError'))}, AttributeError):",
-                    f"{indent}    raise {self._class_name()}Error(", f"{indent}        \"{self.fake.sentence(nb_words=6).rstrip('.')}: %r\" % ({a},)",
+                    f"{indent}    raise {self._class_name()}Error(", f"{indent}        \"{self.lorem.sentence(nb_words=6).rstrip('.')}: %r\" % ({a},)",
                     f"{indent}    )"]
         body = self._block(indent + "    ", names, depth, r.randint(1, 2))
         return [f"{indent}while {a} and len({a}) > {r.randint(0, 5)}:", *body, f"{indent}    break"]
@@ -182,7 +190,7 @@ class FakeRepo:
 
     def _write_module(self, path: str) -> None:
         r = self.rng
-        lines = [f'"""{self.fake.sentence(nb_words=r.randint(5, 11))}"""', ""]
+        lines = [f'"""{self.lorem.sentence(nb_words=r.randint(5, 11))}"""', ""]
         lines += sorted(f"import {m}" for m in r.sample(STDLIB, r.randint(1, 5)))
         if self.files:
             other = r.choice(sorted(self.files))[:-3].replace("/", ".")
