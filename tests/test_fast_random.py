@@ -1,4 +1,4 @@
-"""FastRandom draws what random.Random seeded alike draws, call after call."""
+"""FastRandom draws what random.Random seeded alike draws, call after call (the random state compared too)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,53 @@ def test_the_standard_errors_and_fallbacks():
         fast.sample({1, 2, 3}, 2)
     plain = random.Random(3)
     assert fast.sample(WORDS, 3, counts=[1] * len(WORDS)) == plain.sample(WORDS, 3, counts=[1] * len(WORDS))
+
+
+#: (args of randint) and (args of randrange): small, wide and huge spans, negative bounds, one value
+RANDINT_ARGS = [(0, 0), (1, 1), (0, 1), (2, 9), (60, 140), (0, 9999), (-50, -3), (-7, 7), (5, 2**40), (0, 2**70)]
+RANDRANGE_ARGS = [(1,), (2,), (6,), (10,), (81,), (2**64,), (0, 1), (3, 17), (-10, -2), (-3, 3), (0, 2**70),
+                  (0, 10, 1), (0, 10, 3), (10, 0, -2), (5, 100, 7)]
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**63 + 1])
+def test_randint_and_randrange_match_the_standard_methods_in_a_mixed_stream(seed):
+    plain, fast = random.Random(seed), FastRandom(seed)
+    driver = random.Random(seed + 2)
+    for _ in range(4000):
+        call = driver.randrange(4)
+        if call == 0:
+            args = driver.choice(RANDINT_ARGS)
+            assert fast.randint(*args) == plain.randint(*args)
+        elif call == 1:
+            args = driver.choice(RANDRANGE_ARGS)
+            assert fast.randrange(*args) == plain.randrange(*args)
+        elif call == 2:
+            assert fast.choice(WORDS) == plain.choice(WORDS)
+        else:
+            assert fast.random() == plain.random()
+        assert fast.getstate() == plain.getstate()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize("call", [
+    lambda r: r.randint(3, 2), lambda r: r.randint(0, -1), lambda r: r.randrange(0), lambda r: r.randrange(-4),
+    lambda r: r.randrange(5, 5), lambda r: r.randrange(6, 2), lambda r: r.randrange(0, 10, 0), lambda r: r.randrange(1.5),
+    lambda r: r.randint(0, 2.5), lambda r: r.randrange(3, step=2), lambda r: r.randrange("3"),
+])
+def test_randint_and_randrange_raise_as_the_standard_methods_do(call):
+    plain, fast = random.Random(1), FastRandom(1)
+    with pytest.raises(Exception) as standard:
+        call(plain)
+    with pytest.raises(type(standard.value)):
+        call(fast)
+    assert fast.getstate() == plain.getstate()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_non_int_arguments_take_the_standard_path():
+    plain, fast = random.Random(5), FastRandom(5)
+    for args in [(True, 9), (2.0, 7.0), (0, 10.0)]:
+        assert fast.randint(*args) == plain.randint(*args)
+        assert fast.randrange(*args) == plain.randrange(*args)
+    assert fast.randrange(0, 10, 1.0) == plain.randrange(0, 10, 1.0)
+    assert fast.getstate() == plain.getstate()

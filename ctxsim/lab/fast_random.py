@@ -1,13 +1,18 @@
-"""``random.Random`` with cheaper ``choice`` and ``sample`` for the session generators.
+"""``random.Random`` with cheaper ``choice``, ``sample``, ``randint`` and ``randrange`` for the session generators.
 
 A generated session makes tens of thousands of small draws (a name from a word list,
-two words of an identifier); most of their cost is the standard methods' bookkeeping,
-not the draws. :class:`FastRandom` draws the same numbers in the same order and
-returns the same values as ``random.Random`` seeded alike (Python 3.10 to 3.13 share
-these algorithms): ``choice`` is ``seq[randbelow(len(seq))]`` without the extra call,
-and ``sample`` of at most 5 items from a sequence of more than 21 (where the standard
-method tracks the picks in a set) is that loop inlined; every other sample is the
-standard one.
+two words of an identifier, a count); most of their cost is the standard methods'
+bookkeeping, not the draws. :class:`FastRandom` draws the same numbers in the same
+order and returns the same values as ``random.Random`` seeded alike (Python 3.10 to
+3.13 share these algorithms; ``tests/test_fast_random.py`` pins them): ``choice`` is
+``seq[randbelow(len(seq))]`` without the extra call; ``sample`` of at most 5 items from
+a sequence of more than 21 (where the standard method tracks the picks in a set) is
+that loop inlined; ``randint(a, b)`` and ``randrange`` of plain ints with step 1 are
+``low + randbelow(width)`` inlined (the standard ``randint`` calls ``randrange``, which
+checks and converts its arguments before the one draw). Every other call is the
+standard method's. ``randbelow(n)`` is ``getrandbits(n.bit_length())`` until below
+``n``: the standard ``_randbelow`` of a generator with ``getrandbits``, which a
+subclass overriding only ``random`` would not use.
 """
 
 from __future__ import annotations
@@ -50,3 +55,29 @@ class FastRandom(random.Random):
             selected.add(j)
             result.append(population[j])
         return result
+
+    def randrange(self, start: int, stop: int | None = None, step: int = 1) -> int:
+        if type(start) is int and type(step) is int and step == 1:
+            if stop is None:
+                low, width = 0, start
+            elif type(stop) is int:
+                low, width = start, stop - start
+            else:
+                width = 0
+            if width > 0:
+                bits, draw = width.bit_length(), self.getrandbits
+                r = draw(bits)
+                while r >= width:
+                    r = draw(bits)
+                return low + r
+        return super().randrange(start, stop, step)
+
+    def randint(self, a: int, b: int) -> int:
+        if type(a) is int and type(b) is int and b >= a:
+            width = b - a + 1
+            bits, draw = width.bit_length(), self.getrandbits
+            r = draw(bits)
+            while r >= width:
+                r = draw(bits)
+            return a + r
+        return super().randint(a, b)
