@@ -92,3 +92,17 @@ def test_non_int_arguments_take_the_standard_path():
         assert fast.randrange(*args) == plain.randrange(*args)
     assert fast.randrange(0, 10, 1.0) == plain.randrange(0, 10, 1.0)
     assert fast.getstate() == plain.getstate()
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 5, 8, 13, 21, 22, 23, 40, 130])
+def test_a_sample_of_one_draws_as_a_choice(size):
+    """The standard sample of one item draws randbelow(n) once (pool or set alike): FastRandom
+    takes it as a choice, and FakeRepo's one-word identifiers are choices on any random."""
+    for population in (WORDS[:size], tuple(WORDS[:size]), "abcdefghijklmnopqrstuvwxyz"[:size], range(size)):
+        plain, fast, chooser = random.Random(size), FastRandom(size), random.Random(size)
+        for _ in range(200):
+            expected = plain.sample(population, 1)
+            assert fast.sample(population, 1) == expected == [chooser.choice(population)]
+        assert fast.getstate() == plain.getstate() == chooser.getstate()
+    with pytest.raises(ValueError):
+        FastRandom(0).sample([], 1)

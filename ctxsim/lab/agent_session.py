@@ -45,6 +45,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from itertools import chain
 
 from faker import Faker
 
@@ -532,7 +533,8 @@ def holding(units: Iterable[ContextUnit], facts: Iterable[Fact]) -> list[Context
     holders: dict[str, list[str]] = {}
     for fact in facts:
         holders.setdefault(fact.unit_id, []).append(fact.id)
-    return [replace(u, fact_ids=tuple(holders.get(u.id, ()))) for u in units]
+    # a unit that already names exactly these facts is kept as it is (replace would copy it)
+    return [u if u.fact_ids == ids else replace(u, fact_ids=ids) for u in units for ids in (tuple(holders.get(u.id, ())),)]
 
 
 def _close(s: _Session, final: list[str]) -> None:
@@ -604,19 +606,19 @@ def _explore(s: _Session, late: bool = False) -> None:
 def _artifact_facts(s: _Session) -> None:
     """Per created or edited file: its path and a line only its latest version holds (in no
     earlier version and no other file), in the last unit showing each."""
-    history = s.repo.history
+    history, strip = s.repo.history, str.strip
     # the stripped lines of every version of each file, and in how many files each line occurs
-    lines_of = {path: {line.strip() for version in versions for line in version} for path, versions in history.items()}
-    files_with = Counter(line for lines in lines_of.values() for line in lines)
+    lines_of = {path: set(map(strip, chain.from_iterable(versions))) for path, versions in history.items()}
+    files_with = Counter(chain.from_iterable(lines_of.values()))
     texts = [_text(m) for m in s.messages]
     for path in s.repo.changed_paths():
         versions = history[path]
-        earlier = {line.strip() for version in versions[:-1] for line in version}
-        # a line of the latest version is in no other file when this file is the one holding it
-        fresh = [line.strip() for line in versions[-1]
-                 if line.strip() not in earlier and files_with[line.strip()] == 1 and len(line.strip()) > 12]
-        for value in [path] + fresh[:1]:
-            holder = max((i for i, text in enumerate(texts) if value in text), default=None)
+        earlier = set(map(strip, chain.from_iterable(versions[:-1])))
+        # the first line of the latest version in no other file (this file is the one holding it)
+        fresh = next((line for line in map(strip, versions[-1])
+                      if len(line) > 12 and line not in earlier and files_with[line] == 1), None)
+        for value in [path] + ([] if fresh is None else [fresh]):
+            holder = next((i for i in range(len(texts) - 1, -1, -1) if value in texts[i]), None)  # the last one
             if holder is not None:
                 s.fact("artifact", value, holder)
 

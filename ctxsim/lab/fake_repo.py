@@ -114,8 +114,11 @@ class FakeRepo:
 
     # ---- names and text ------------------------------------------------
     def _ident(self, parts: int = 0) -> str:
-        parts = parts or self.rng.choice((1, 2, 2, 3))
-        return "_".join(self.rng.sample(self.words, parts))
+        """``parts`` distinct words (1-3 drawn when not given) joined by underscores; one word
+        is a ``choice``, which draws as a ``sample`` of one does (a single ``randbelow``)."""
+        rng = self.rng
+        parts = parts or rng.choice((1, 2, 2, 3))
+        return rng.choice(self.words) if parts == 1 else "_".join(rng.sample(self.words, parts))
 
     def _class_name(self) -> str:
         return "".join(w.capitalize() for w in self.rng.sample(self.words, self.rng.choice((1, 2, 2))))
@@ -136,7 +139,7 @@ class FakeRepo:
         """One statement (possibly a small block) using the local ``names``."""
         r = self.rng
         a, b = r.choice(names), r.choice(names)
-        new = self._ident(1) + r.choice(_SUFFIXES)
+        new = r.choice(self.words) + r.choice(_SUFFIXES)  # self._ident(1) + a suffix
         kind = r.randrange(10 if depth < 2 else 6)
         if kind == 0:
             names.append(new)

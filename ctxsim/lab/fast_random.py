@@ -5,9 +5,10 @@ two words of an identifier, a count); most of their cost is the standard methods
 bookkeeping, not the draws. :class:`FastRandom` draws the same numbers in the same
 order and returns the same values as ``random.Random`` seeded alike (Python 3.10 to
 3.13 share these algorithms; ``tests/test_fast_random.py`` pins them): ``choice`` is
-``seq[randbelow(len(seq))]`` without the extra call; ``sample`` of at most 5 items from
-a sequence of more than 21 (where the standard method tracks the picks in a set) is
-that loop inlined; ``randint(a, b)`` and ``randrange`` of plain ints with step 1 are
+``seq[randbelow(len(seq))]`` without the extra call; ``sample`` of one item is that
+too (the standard method draws ``randbelow(n)`` once for it whether it tracks picks in
+a pool or a set), and of at most 5 items from a sequence of more than 21 (where the
+standard method tracks the picks in a set) is that loop inlined; ``randint(a, b)`` and ``randrange`` of plain ints with step 1 are
 ``low + randbelow(width)`` inlined (the standard ``randint`` calls ``randrange``, which
 checks and converts its arguments before the one draw). Every other call is the
 standard method's. ``randbelow(n)`` is ``getrandbits(n.bit_length())`` until below
@@ -29,7 +30,7 @@ SET_SAMPLE_MAX_K = 5
 
 
 class FastRandom(random.Random):
-    """``random.Random`` whose ``choice`` and small ``sample`` cost less (module docstring)."""
+    """``random.Random`` whose ``choice``, small ``sample``, ``randint`` and ``randrange`` cost less (module docstring)."""
 
     def choice(self, seq: Sequence[_T]) -> _T:
         n = len(seq)
@@ -43,6 +44,12 @@ class FastRandom(random.Random):
 
     def sample(self, population: Sequence[_T], k: int, *, counts: Any = None) -> list[_T]:
         n = len(population) if isinstance(population, (list, tuple, str, range)) else -1
+        if k == 1 and n > 0 and counts is None:
+            bits, draw = n.bit_length(), self.getrandbits
+            j = draw(bits)
+            while j >= n:
+                j = draw(bits)
+            return [population[j]]
         if counts is not None or not 0 <= k <= SET_SAMPLE_MAX_K or n < SET_SAMPLE_MIN:
             return super().sample(population, k, counts=counts)
         bits, draw = n.bit_length(), self.getrandbits
