@@ -189,10 +189,18 @@ def argument_names(units: Iterable[ContextUnit]) -> set[str]:
 
 
 def _unit_candidates(unit: ContextUnit, terms: set[str]) -> dict[str, str]:
+    """The candidate strings of ``unit`` (value -> kind): :func:`candidates`, then the task
+    terms it holds as whole words, in order of their first occurrence in it (ties by the
+    term), so the order, and with it the probes' order and ids, is the same in every
+    process (a set's order follows the process's string hashing)."""
     found = candidates(unit.content, tool_output=unit.tool is not None)
+    held = []
     for term in terms:
-        if re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", unit.content):
-            found[term] = "continuation"
+        match = re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", unit.content)
+        if match is not None:
+            held.append((match.start(), term))
+    for _, term in sorted(held):
+        found[term] = "continuation"
     return found
 
 

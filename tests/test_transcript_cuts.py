@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +178,23 @@ def test_every_shipped_cut_family_gives_probes_its_future_uses(repo_root: Path):
         for seed in range(3):
             state = build_context(family, seed)
             assert state.fact_table and state.total_tokens > state.limit
+
+
+def test_a_cut_and_a_continuation_context_are_the_same_bytes_in_every_process(repo_root: Path):
+    """A cut's probes (their order and ids) must not follow the process's string hashing:
+    the task terms a unit holds are taken in order of occurrence, not in a set's order."""
+    code = (
+        "import sys, hashlib\n"
+        "from ctxsim.lab.contexts import build_context\n"
+        "from ctxsim.lab.scenarios import find_scenario\n"
+        "from ctxsim.serialize import dumps_state\n"
+        "for suite, name in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+        "    for seed in (3, 5):\n"
+        "        print(hashlib.sha256(dumps_state(build_context(find_scenario(name, suite), seed)).encode()).hexdigest())\n"
+    )
+    families = repo_root / "data" / "families"
+    args = [str(families / "swe_corpus.yaml"), "swe-validation",
+            str(families / "agent_sessions_continuation.yaml"), "agent-sessions-continuation"]
+    runs = [subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")]
+    assert runs[0] == runs[1] == runs[2] and len(runs[0].split()) == 4
