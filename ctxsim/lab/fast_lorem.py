@@ -106,7 +106,9 @@ class FastLorem:
 def lorem_for(fake: Any) -> Any:
     """A :class:`FastLorem` for ``fake`` (a seeded Faker) when it draws its lorem text the
     standard way, else ``fake`` itself (module docstring)."""
-    provider = getattr(getattr(fake, "sentence", None), "__self__", None)  # None for a multi-locale proxy
+    if len(getattr(fake, "factories", ())) > 1:
+        return fake  # several locales: Faker picks one per call (with draws of its own)
+    provider = getattr(getattr(fake, "sentence", None), "__self__", None)
     if not isinstance(provider, LoremProvider) or type(provider.generator.random) not in _PLAIN_RANDOMS:
         return fake
     if any(getattr(type(provider), name) is not getattr(LoremProvider, name) for name in _MIRRORED) or any(
