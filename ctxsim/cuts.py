@@ -73,6 +73,44 @@ ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)|^\s*\w*(Error|Exception)\b.*:|No such file|command not found|syntax error|^\s*ERRORS?:",
     re.MULTILINE,
 )
+#: the words one of which every :data:`ERROR_LINE` match holds: a search for them tries
+#: few alternatives at few places (``re`` skips to their first letters)
+_ERROR_WORDS = re.compile(r"Error|Exception|ERROR|Traceback \(most recent call last\)|No such file|command not found|syntax error")
+
+
+def search_error(text: str) -> re.Match | None:
+    r"""``ERROR_LINE.search(text)``: the same match (start, end, groups), found where it can be.
+
+    ``ERROR_LINE`` tries its six alternatives at every position of ``text``. A match holds
+    one of :data:`_ERROR_WORDS` (none of them overlaps another) and starts either at it
+    (the four literal alternatives) or at a line start (``^\s*\w*(Error|Exception)``,
+    ``^\s*ERRORS?:``) before it with only whitespace and word characters between, so
+    after the last character before the word's line that is not whitespace. Those places
+    are tried with ``ERROR_LINE.match`` in increasing order, every word's after the one
+    before's; the first that matches is the first place ``search`` would have matched
+    (``match`` at a position is what ``search`` tries there; ``^`` looks at the real
+    preceding character). ``tests/test_error_search.py`` checks spans and groups."""
+    tried = -1  # every place up to here that can start a match has been tried
+    match = ERROR_LINE.match
+    for word in _ERROR_WORDS.finditer(text):
+        at = word.start()
+        line = text.rfind("\n", 0, at) + 1
+        starts = [at, line] if at != line else [at]
+        while line > tried + 1:  # line starts before it with only whitespace between
+            before = text.rfind("\n", 0, line - 1) + 1
+            if not text[before:line].isspace():
+                break
+            starts.append(before)
+            line = before
+        for start in sorted(starts):
+            if start > tried:
+                found = match(text, start)
+                if found:
+                    return found
+        tried = at
+    return None
+
+
 #: shortest candidate string (characters); numbers need MIN_DIGITS digits
 MIN_CHARS = 4
 MIN_DIGITS = 3

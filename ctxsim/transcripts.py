@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .config import model_limit
-from .cuts import DEMONSTRATION_MARK, ERROR_LINE, TOOL_CALL_LINE, cut_index, future_probes, stated_probes, task_probe
+from .cuts import DEMONSTRATION_MARK, TOOL_CALL_LINE, cut_index, future_probes, search_error, stated_probes, task_probe
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
@@ -380,14 +380,14 @@ def _command_call(command: str) -> tuple[str, dict[str, Any]]:
 
 def _envelope(name: str, arguments: dict[str, Any], output: str, number: int) -> ToolEnvelope:
     durability = DURABILITY_BY_TOOL.get(name, "anchoring")
-    error = ERROR_LINE.search(output)
+    error = search_error(output)  # ERROR_LINE.search(output), at less cost
     error_message = None
     if error:
         start = output.rfind("\n", 0, error.start()) + 1
         end = output.find("\n", error.end())
         error_message = output[start : end if end >= 0 else None].strip()[:200]
     fields = {"status": "error" if error else "ok"}
-    header = _FILE_HEADER.search(output)
+    header = _FILE_HEADER.search(output) if "[File: " in output else None  # a header holds "[File: "
     if header:
         fields.update(path=header[1], lines=header[2])
     target = next((str(arguments[k]) for k in TARGET_KEYS if k in arguments), header[1] if header else None)
