@@ -60,6 +60,7 @@ Finding them (no model, no judge):
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Iterable, Sequence
 
 from .model import ContextUnit, Fact
@@ -192,7 +193,18 @@ def _is_identifier(token: str) -> bool:
 
 def candidates(text: str, *, tool_output: bool = False) -> dict[str, str]:
     """Candidate strings of ``text`` and their kinds (artifact for paths, fact for
-    identifiers, numbers and, in ``tool_output``, error lines); trivial ones left out."""
+    identifiers, numbers and, in ``tool_output``, error lines); trivial ones left out.
+    A new dict each call, from a memo per distinct input (the cuts of one session share
+    most of their messages, in the context or in the future)."""
+    return dict(_candidates(text, tool_output))
+
+
+#: distinct (text, tool_output) inputs :func:`candidates` keeps
+CANDIDATES_KEPT = 16_384
+
+
+@lru_cache(maxsize=CANDIDATES_KEPT)
+def _candidates(text: str, tool_output: bool) -> tuple[tuple[str, str], ...]:
     out: dict[str, str] = {}
     for match in _PATH.finditer(text):
         token = match.group().rstrip(".")
@@ -210,9 +222,9 @@ def candidates(text: str, *, tool_output: bool = False) -> dict[str, str]:
     if tool_output:
         for line in text.splitlines():
             line = line.strip()
-            if ERROR_LINE.search(line) and MIN_CHARS <= len(line) <= MAX_LINE:
+            if search_error(line) and MIN_CHARS <= len(line) <= MAX_LINE:  # ERROR_LINE.search(line)
                 out.setdefault(line, "fact")
-    return out
+    return tuple(out.items())
 
 
 def task_terms(task: str) -> set[str]:
@@ -226,20 +238,44 @@ def argument_names(units: Iterable[ContextUnit]) -> set[str]:
             for key in _ARGUMENT_KEY.findall(call[2])}
 
 
-def _unit_candidates(unit: ContextUnit, terms: set[str]) -> dict[str, str]:
+def _unit_candidates(unit: ContextUnit, terms: frozenset[str]) -> dict[str, str]:
     """The candidate strings of ``unit`` (value -> kind): :func:`candidates`, then the task
-    terms it holds as whole words, in order of their first occurrence in it (ties by the
-    term), so the order, and with it the probes' order and ids, is the same in every
-    process (a set's order follows the process's string hashing)."""
+    terms it holds as whole words (:func:`held_terms`)."""
     found = candidates(unit.content, tool_output=unit.tool is not None)
-    held = []
-    for term in terms:
-        match = re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", unit.content)
-        if match is not None:
-            held.append((match.start(), term))
-    for _, term in sorted(held):
+    for term in held_terms(unit.content, terms):
         found[term] = "continuation"
     return found
+
+
+@lru_cache(maxsize=CANDIDATES_KEPT)
+def held_terms(text: str, terms: frozenset[str]) -> tuple[str, ...]:
+    r"""The ``terms`` that ``text`` holds as whole words (``(?<!\w)term(?!\w)``), in order of
+    their first occurrence in it (ties by the term), so the order, and with it a cut's
+    probes' order and ids, is the same in every process (a set's order follows the
+    process's string hashing). Terms of word characters alone are found in one scan
+    (:func:`_words_pattern`): such a term occurs as a whole word exactly where a maximal
+    run of word characters equals it, and those runs never overlap; any other term (the
+    task's words may hold ``-``) is searched on its own."""
+    held: dict[str, int] = {}
+    words = tuple(sorted(t for t in terms if _WORD_RUN.fullmatch(t)))
+    if words:
+        for match in _words_pattern(words).finditer(text):
+            held.setdefault(match.group(), match.start())
+    for term in terms:
+        if term not in held and not _WORD_RUN.fullmatch(term):
+            match = re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", text)
+            if match is not None:
+                held[term] = match.start()
+    return tuple(term for _, term in sorted((start, term) for term, start in held.items()))
+
+
+_WORD_RUN = re.compile(r"\w+")
+
+
+@lru_cache(maxsize=256)
+def _words_pattern(words: tuple[str, ...]) -> re.Pattern:
+    """Every whole-word occurrence of any of ``words`` (each of word characters alone)."""
+    return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, words)) + r")(?!\w)")
 
 
 def _line_of(text: str, value: str) -> str:
@@ -250,7 +286,7 @@ def _line_of(text: str, value: str) -> str:
 def future_probes(context: Sequence[ContextUnit], future: Iterable[ContextUnit], task: str) -> tuple[Fact, ...]:
     """The probes of a cut: the context's candidate strings that the future uses again
     (see the module docstring), in order of first occurrence, ids ``cut-<kind>-<n>``."""
-    terms = task_terms(task)
+    terms = frozenset(task_terms(task))
     future = list(future)
     system = "\n".join(u.content for u in context if u.role == "system")
     arguments = argument_names([*context, *future])

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxsim.lab.contexts import build_context
 from ctxsim.cuts import cut_index, future_probes
@@ -198,3 +201,37 @@ def test_a_cut_and_a_continuation_context_are_the_same_bytes_in_every_process(re
     runs = [subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
                            env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")]
     assert runs[0] == runs[1] == runs[2] and len(runs[0].split()) == 4
+
+
+def _held_terms_plainly(text: str, terms: frozenset[str]) -> tuple[str, ...]:
+    """The definition :func:`ctxsim.cuts.held_terms` implements: each term searched alone."""
+    held = []
+    for term in terms:
+        match = re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", text)
+        if match is not None:
+            held.append((match.start(), term))
+    return tuple(term for _, term in sorted(held))
+
+
+_TERM_WORDS = ["parse", "parser", "parse-error", "error", "data", "data-set", "set", "Node_2", "node", "é", "x1"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from([*_TERM_WORDS, " ", "-", "_", ".", "\n", "é", "(", "a", "1"]), max_size=40),
+       st.frozensets(st.sampled_from(_TERM_WORDS), max_size=8))
+def test_held_terms_are_the_terms_searched_one_by_one(pieces, terms):
+    from ctxsim.cuts import held_terms
+
+    text = "".join(pieces)
+    assert held_terms(text, terms) == _held_terms_plainly(text, terms)
+
+
+def test_held_terms_on_the_shipped_transcripts(repo_root: Path):
+    from ctxsim.cuts import held_terms, task_terms
+
+    for path in TRANSCRIPTS:
+        texts = [unit.content for unit in _units(_read_messages(path))]
+        terms = frozenset(task_terms(" ".join(texts[:2])))
+        assert terms
+        for text in texts:
+            assert held_terms(text, terms) == _held_terms_plainly(text, terms)
