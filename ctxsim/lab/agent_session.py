@@ -88,8 +88,7 @@ class _Session:
     """The messages of one session as they are written, with the repository they act on."""
 
     rng: random.Random
-    fake: Faker
-    repo: FakeRepo
+    repo: FakeRepo  # its Faker's lorem text: ``lorem``
     messages: list[dict] = field(default_factory=list)
     tokens: int = REPLY_PRIMING[DEFAULT_FORMAT]
     facts: list[Fact] = field(default_factory=list)
@@ -454,7 +453,7 @@ def generate_session(scenario: Scenario, seed: int) -> ContextState:
     rng = FastRandom(stable_seed(scenario.name, seed))
     fake = _seeded_faker(rng.getrandbits(64))
     repo = FakeRepo.build(FastRandom(rng.getrandbits(64)), fake, modules=rng.randint(6, 16))
-    s = _Session(rng, fake, repo, test_style=rng.choice(("pytest", "django")),
+    s = _Session(rng, repo, test_style=rng.choice(("pytest", "django")),
                  script=rng.choice(("reproduce_issue.py", "reproduce.py", "test_reproduce.py", f"test_{repo.bug.subject}.py")),
                  options=options)
     bug = repo.bug
