@@ -188,7 +188,11 @@ def _trivial(token: str) -> bool:
 
 
 def _is_identifier(token: str) -> bool:
-    return "_" in token or any(c.isdigit() for c in token) or any(c.isupper() for c in token[1:])
+    """Whether a token of :data:`_IDENT` (ASCII letters, digits and ``_``) reads as an
+    identifier: it holds ``_`` or a digit (so it is not all letters), or a capital after
+    its first character (which ``lower`` changes)."""
+    rest = token[1:]
+    return not token.isalpha() or rest != rest.lower()
 
 
 def candidates(text: str, *, tool_output: bool = False) -> dict[str, str]:
@@ -211,9 +215,8 @@ def _candidates(text: str, tool_output: bool) -> tuple[tuple[str, str], ...]:
         if not _trivial(token) and any(c.isalpha() for c in token):
             out.setdefault(token, "artifact")
     text = _PATH.sub(" ", text)  # the names inside a path are the path's
-    for match in _IDENT.finditer(text):
-        token = match.group()
-        if not _trivial(token) and _is_identifier(token):
+    for token in _IDENT.findall(text):
+        if _is_identifier(token) and not _trivial(token):
             out.setdefault(token, "fact")
     for match in _NUMBER.finditer(text):
         token = match.group()

@@ -235,3 +235,13 @@ def test_held_terms_on_the_shipped_transcripts(repo_root: Path):
         assert terms
         for text in texts:
             assert held_terms(text, terms) == _held_terms_plainly(text, terms)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.text(alphabet="abcxyzABCXYZ019_", min_size=1, max_size=12))
+def test_an_identifier_is_a_token_with_an_underscore_a_digit_or_an_inner_capital(token):
+    from ctxsim.cuts import _IDENT, _is_identifier
+
+    if _IDENT.fullmatch(token):
+        plain = "_" in token or any(c.isdigit() for c in token) or any(c.isupper() for c in token[1:])
+        assert _is_identifier(token) == plain
