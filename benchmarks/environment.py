@@ -291,6 +291,7 @@ def session_cuts(count: int = CUT_SESSIONS, sizes: tuple[int, ...] = CUT_SIZES) 
 
 
 def bench_cuts(bench: Bench) -> list[Row]:
+    from ctxsim.cuts import clear_caches as clear_cut_caches
     from ctxsim.lab.contexts import build_context
     from ctxsim.lab.scenarios import Scenario
     from ctxsim.transcripts import load_transcript
@@ -305,6 +306,7 @@ def bench_cuts(bench: Bench) -> list[Row]:
         scenario = Scenario(name=f"bench-cut-{size}", transcript=str(path), cut=share,
                             limit=max(1000, round(tokens / CUT_OVERFLOW)), min_limit=1000)
         clear_summaries()
+        clear_cut_caches()  # finding the cut share built this session's cuts already
         start = time.process_time()
         state = build_context(scenario, 0)
         env.reset(seed=0, options={"state": state})
@@ -333,7 +335,9 @@ def bench_cuts(bench: Bench) -> list[Row]:
                     "<= 1x (grows no faster than the text)", growth <= 1.0))
     bench.notes.append(
         f"cuts: mini-swe-agent sessions (data/transcripts), the largest cut to >= {largest:,} tokens, the next ones to "
-        "smaller sizes, each session once (every context new; the system prompt they share stays warm; one more "
+        "smaller sizes, each session once (every context new: the summaries and the cuts' memos of candidate strings "
+        "cleared before each, since finding the cut share builds the session's cuts; the system prompt they share "
+        "stays warm; one more "
         f"session cut first, untimed, as a warm-up), limit = tokens / {CUT_OVERFLOW:g}; per context the CPU time "
         "(time.process_time) of building it and of one ContextOverflow-v0 episode on it (reset with options state, "
         "random masked actions, seed 0), against one tiktoken encode of its rendered text.")

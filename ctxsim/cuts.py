@@ -281,6 +281,13 @@ def _words_pattern(words: tuple[str, ...]) -> re.Pattern:
     return re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, words)) + r")(?!\w)")
 
 
+def clear_caches() -> None:
+    """Forget the memoized candidate strings and held terms of every text (what a cold
+    measurement of building a cut starts from)."""
+    _candidates.cache_clear()
+    held_terms.cache_clear()
+
+
 def _line_of(text: str, value: str) -> str:
     line = next((line.strip() for line in text.splitlines() if value in line), value)
     return line[:MAX_LINE]
