@@ -250,6 +250,10 @@ def _unit_candidates(unit: ContextUnit, terms: frozenset[str]) -> dict[str, str]
     return found
 
 
+#: a run of word characters (a task term made of them alone is found in one scan)
+_WORD_RUN = re.compile(r"\w+")
+
+
 @lru_cache(maxsize=CANDIDATES_KEPT)
 def held_terms(text: str, terms: frozenset[str]) -> tuple[str, ...]:
     r"""The ``terms`` that ``text`` holds as whole words (``(?<!\w)term(?!\w)``), in order of
@@ -264,15 +268,11 @@ def held_terms(text: str, terms: frozenset[str]) -> tuple[str, ...]:
     if words:
         for match in _words_pattern(words).finditer(text):
             held.setdefault(match.group(), match.start())
-    for term in terms:
-        if term not in held and not _WORD_RUN.fullmatch(term):
-            match = re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", text)
-            if match is not None:
-                held[term] = match.start()
+    for term in terms.difference(words):
+        match = re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", text)
+        if match is not None:
+            held[term] = match.start()
     return tuple(term for _, term in sorted((start, term) for term, start in held.items()))
-
-
-_WORD_RUN = re.compile(r"\w+")
 
 
 @lru_cache(maxsize=256)

@@ -532,8 +532,11 @@ def holding(units: Iterable[ContextUnit], facts: Iterable[Fact]) -> list[Context
     holders: dict[str, list[str]] = {}
     for fact in facts:
         holders.setdefault(fact.unit_id, []).append(fact.id)
-    # a unit that already names exactly these facts is kept as it is (replace would copy it)
-    return [u if u.fact_ids == ids else replace(u, fact_ids=ids) for u in units for ids in (tuple(holders.get(u.id, ())),)]
+    out = []
+    for unit in units:
+        ids = tuple(holders.get(unit.id, ()))
+        out.append(unit if unit.fact_ids == ids else replace(unit, fact_ids=ids))  # replace would copy it
+    return out
 
 
 def _close(s: _Session, final: list[str]) -> None:

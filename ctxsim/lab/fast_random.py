@@ -45,11 +45,7 @@ class FastRandom(random.Random):
     def sample(self, population: Sequence[_T], k: int, *, counts: Any = None) -> list[_T]:
         n = len(population) if isinstance(population, (list, tuple, str, range)) else -1
         if k == 1 and n > 0 and counts is None:
-            bits, draw = n.bit_length(), self.getrandbits
-            j = draw(bits)
-            while j >= n:
-                j = draw(bits)
-            return [population[j]]
+            return [self.choice(population)]  # one randbelow(n), as the standard method draws
         if counts is not None or not 0 <= k <= SET_SAMPLE_MAX_K or n < SET_SAMPLE_MIN:
             return super().sample(population, k, counts=counts)
         bits, draw = n.bit_length(), self.getrandbits
