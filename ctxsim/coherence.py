@@ -127,17 +127,23 @@ def original_sentences(original: ContextState, embedder_id: str) -> OriginalSent
     found = ORIGINALS.get(key)
     if found is not None:
         return found
-    all_texts = sentences_of(original)
+    # each distinct unit split once; its sentences' rows kept for the units a result shares
+    split = {content: split_sentences(content) for content in dict.fromkeys(u.content for u in original.units)}
     index: dict[str, int] = {}
-    for text in all_texts:
-        index.setdefault(text, len(index))
+    occurrences: list[int] = []
+    for unit in original.units:
+        for text in split[unit.content]:
+            row = index.setdefault(text, len(index))
+            occurrences.append(row)
     texts = tuple(index)
-    weights = np.zeros(len(texts))
-    np.add.at(weights, [index[t] for t in all_texts], [count_tokens(t) for t in all_texts])
-    unit_rows = {content: np.array([index[t] for t in split_sentences(content)], dtype=np.intp)
-                 for content in dict.fromkeys(u.content for u in original.units)}
+    # tokens of every occurrence: a distinct sentence's count times its occurrences (exact integers)
+    weights = (np.bincount(np.array(occurrences, dtype=np.intp), minlength=len(texts))
+               * np.array([count_tokens(t) for t in texts], dtype=np.float64))
+    unit_rows = {content: np.array([index[t] for t in sentences], dtype=np.intp) for content, sentences in split.items()}
     rows = embed_sparse(get_embedder(embedder_id), texts)
-    gram = np.clip(cosines(rows, rows), 0.0, 1.0).astype(np.float32)
+    # cast, then clip in place: the same numbers (both are monotone, 0 and 1 are exact in float32)
+    gram = cosines(rows, rows).astype(np.float32)
+    np.clip(gram, 0.0, 1.0, out=gram)
     found = OriginalSentences(texts, weights, index, unit_rows, rows, gram, _baseline(gram, weights))
     ORIGINALS.put(key, found)
     return found

@@ -336,3 +336,38 @@ def test_recall_of_strategy_results_equals_its_plain_definition(contexts, scenar
             assert recall(state, final, "hashed-tfidf") == plain_recall(state, final), (state.scenario, final.history)
             compared += 1
     assert compared >= 200
+
+
+def test_an_originals_sentence_data_equals_its_plain_definition(contexts, scenario_suite):
+    """The data recall keeps of an original (sentences, token weights, each unit's rows,
+    the gram and the chance level) equal their definitions computed plainly: every
+    occurrence of a sentence counted, the cosines clipped in float64 and then cast, on
+    contexts with repeated units and sentences (a unit repeated, a sentence in two units)."""
+    from ctxsim.coherence import ORIGINALS, _baseline, original_sentences, sentences_of
+    from ctxsim.tokens import count_tokens
+
+    originals = contexts + [build_context(s, 0) for s in transcripts(scenario_suite)]
+    first = contexts[0]
+    repeated = first.with_units(list(first.units) + [
+        first.units[1].__class__(id="again", type="message", content=first.units[1].content, role="user"),
+        first.units[1].__class__(id="shared", type="message", role="user",
+                                 content=sentences_of(first.with_units(first.units[1:2]))[0] + " A new closing line."),
+    ])
+    repeats = 0
+    for state in originals + [repeated]:
+        ORIGINALS.clear()
+        data = original_sentences(state, "hashed-tfidf")
+        every = sentences_of(state)
+        repeats += len(every) - len(set(every))
+        assert data.texts == tuple(dict.fromkeys(every))
+        weights = np.zeros(len(data.texts))
+        np.add.at(weights, [data.texts.index(t) for t in every], [count_tokens(t) for t in every])
+        assert np.array_equal(data.weights, weights)
+        for unit in state.units:
+            rows = [data.texts.index(t) for t in sentences_of(state.with_units([unit]))]
+            assert data.unit_rows[unit.content].tolist() == rows
+        rows = embed_sparse(get_embedder("hashed-tfidf"), list(data.texts))
+        gram = np.clip(cosines(rows, rows), 0.0, 1.0).astype(np.float32)
+        assert data.gram.dtype == np.float32 and np.array_equal(data.gram, gram)
+        assert data.baseline == _baseline(gram, weights)
+    assert repeats > 0
