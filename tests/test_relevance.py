@@ -453,7 +453,7 @@ def test_the_chunk_table_and_the_small_batch_path_share_the_chunks_either_works_
     hashed._TABLE.clear()
     rng = random.Random(11)
     own = [f"yq{i}term" for i in range(40)]
-    large = [" ".join(rng.choices([f"zq{i}word" for i in range(300)], k=40)) for _ in range(20)]  # read by the table
+    large = [" ".join(rng.choices([f"zq{i}word" for i in range(300)], k=64)) for _ in range(20)]  # read by the table
     assert sum(map(len, large)) >= hashed.TABLE_MIN_CHARS
     assert HashedTfidfEmbedder().embed(large).tobytes() == _reference_rows(large).tobytes()
     shared = sorted(set(" ".join(large).split()))

@@ -206,8 +206,9 @@ def _texts_features(texts: list[str]) -> list[bytes]:
 #: piece is read through :data:`_CHUNK_FEATURES` (a piece is a chunk), so the two paths
 #: share what either has worked out
 _TABLE = ChunkTable(_CHUNK_FEATURES.__getitem__, _FEATURE_DTYPE)
-#: a batch with fewer ASCII characters is read chunk by chunk (numpy costs more there)
-TABLE_MIN_CHARS = 4096
+#: a batch with fewer ASCII characters is read chunk by chunk: numpy costs more there (the
+#: two paths cost the same at about 10,000 characters of new sentences, chat-10k and code-heavy)
+TABLE_MIN_CHARS = 10_240
 
 
 def _batch_features(texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
