@@ -103,6 +103,10 @@ class LRUCache(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._data)
 
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is held (neither a hit nor a miss, and its recency unchanged)."""
+        return key in self._data
+
 
 class Memo(dict):
     """A dict that computes a missing value with ``fn`` (a hit is one C-level dict

@@ -181,3 +181,38 @@ def test_has_value_agrees_with_the_value_pattern_on_every_sentence(sentences):
            "Bob", "see http://a", "`", "``", "`a`", '"ab"', '"a"', "~./x", "(~./x", "/x", "./x", "../x", "...x/y"]
     for text in sentences + odd:
         assert rules.has_value(text) == (rules.VALUE.search(text) is not None), text
+
+
+def test_summarize_texts_gives_each_texts_summary_embedding_the_new_sentences_together(monkeypatch):
+    """``summarize_texts`` returns what ``summarize_text`` returns for each request, and
+    embeds the sentences of the texts not summarized before in one batch: the embedder's
+    array work runs once for them (and once for the task), not once a text; asked again,
+    every result comes from the summary cache."""
+    from ctxsim.relevance import get_embedder
+    from ctxsim.summarize import get_summarizer
+    from ctxsim.summarize.rules import must_keep_sentences
+    from ctxsim.summarize.structured import SUMMARY_CACHE
+
+    units = [u for name in ("chat-10k", "code-heavy", "fact-dense") for u in build_context(find_scenario(name), 3).units
+             if u.type not in ("code", "log") and u.token_count >= 80][:12]
+    task = "Find why the export fails and fix it"
+    requests = [(u.content, u.token_count // 2, task, must_keep_sentences(u)) for u in units]
+    summarizer, embedder = get_summarizer("extractive"), get_embedder("hashed-tfidf")
+    SUMMARY_CACHE.clear()
+    embedder.clear_cache()
+    one_by_one = [summarizer.summarize_text(text, target, task=t, keep=keep) for text, target, t, keep in requests]
+
+    batches = []
+    compute = type(embedder)._compute
+    monkeypatch.setattr(type(embedder), "_compute", lambda self, texts: batches.append(len(texts)) or compute(self, texts))
+    SUMMARY_CACHE.clear()
+    embedder.clear_cache()
+    together = summarizer.summarize_texts(requests)
+    assert [(r.text, r.token_count, r.input_tokens) for r in together] == \
+        [(r.text, r.token_count, r.input_tokens) for r in one_by_one]
+    assert sum(r.text != text for r, (text, *_) in zip(together, requests)) >= 8  # most were summarized
+    assert len(batches) <= 2 and max(batches) > 100  # the sentences in one batch, the task's row
+    batches.clear()
+    again = summarizer.summarize_texts(requests)
+    assert all(r.cache_hit for r in again) and batches == []
+    assert [r.text for r in again] == [r.text for r in together]

@@ -80,9 +80,23 @@ def _compress_text(
     verbatim (:func:`~ctxsim.summarize.rules.must_keep_sentences`): the budget grows
     to hold them, so such a unit may stay at its size.
     """
-    target = max(1, math.floor(unit.token_count * ratio))
-    keep = must_keep_sentences(unit)
-    text = ctx.summarizer.summarize_text(unit.content, target, task=ctx.query_for(state), keep=keep).text
+    return _compress_texts([unit], [ratio], state, ctx)[0]
+
+
+def _compress_texts(
+    units: list[ContextUnit], ratios: list[float], state: ContextState, ctx: StrategyContext
+) -> list[tuple[ContextUnit, Cost]]:
+    """:func:`_compress_text` of each unit at its ratio, in order, with the same results;
+    the summarizer sees them together (:meth:`~ctxsim.summarize.ExtractiveSummarizer.summarize_texts`)."""
+    targets = [max(1, math.floor(u.token_count * r)) for u, r in zip(units, ratios)]
+    task = ctx.query_for(state)
+    results = ctx.summarizer.summarize_texts([(u.content, t, task, must_keep_sentences(u)) for u, t in zip(units, targets)])
+    return [_compressed(u, t, result.text) for u, t, result in zip(units, targets, results)]
+
+
+def _compressed(unit: ContextUnit, target: int, text: str) -> tuple[ContextUnit, Cost]:
+    """``unit`` with ``text`` in place of its content, and the cost, when the text is
+    shorter and not blank; else ``unit`` unchanged at no cost."""
     written = count_tokens(text)
     if not text.strip() or written >= unit.token_count:
         return unit, Cost()
@@ -399,14 +413,18 @@ class ContentTypeChunking(Strategy):
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
         changed: dict[str, ContextUnit] = {}
         cost = Cost()
-        for unit in self._eligible(state):
-            if TYPE_CLASS[unit.type] in ("code", "log"):
+        eligible = self._eligible(state)
+        cheap = [TYPE_CLASS[u.type] in ("code", "log") for u in eligible]
+        texts = [u for u, c in zip(eligible, cheap) if not c and _shrinks(u, self._ratio(u), self.params.min_tokens, ctx)]
+        summaries = dict(zip((u.id for u in texts), _compress_texts(texts, [self._ratio(u) for u in texts], state, ctx)))
+        for unit, is_cheap in zip(eligible, cheap):
+            if is_cheap:
                 text = self._cheap(unit)
                 if text is not None and count_tokens(text) < unit.token_count:
                     changed[unit.id] = unit.with_content(text)
                     cost += Cost(counted_tokens=unit.token_count, units_touched=1)
-            elif _shrinks(unit, self._ratio(unit), self.params.min_tokens, ctx):
-                new, c = _compress_text(unit, self._ratio(unit), state, ctx)
+            elif unit.id in summaries:
+                new, c = summaries[unit.id]
                 if new is not unit:
                     changed[unit.id] = new
                     cost += c

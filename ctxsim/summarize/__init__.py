@@ -1,11 +1,13 @@
 """Summarizers: structured extractive (default) and an optional OpenAI-compatible LLM.
 
-Both offer the same two calls and return a :class:`SummaryResult`:
+Both offer the same calls and return a :class:`SummaryResult`:
 
 * ``summarize_units(units, target_tokens, *, task="", depth=0)``: a
   :class:`StructuredSummary` of context units, rendered within ``target_tokens``;
 * ``summarize_text(text, target_tokens, *, task="")``: plain compression of one
-  text (per-type chunking).
+  text (per-type chunking);
+* ``summarize_texts(requests)``: ``summarize_text`` of each ``(text, target_tokens,
+  task, keep)`` (the extractive summarizer embeds their new sentences together first).
 
 ``get_summarizer("extractive")`` (:mod:`.extractive`, deterministic, no model) or
 ``get_summarizer("llm", base_url=..., model=...)`` (:mod:`.llm`, off by default).

@@ -62,7 +62,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from itertools import repeat
 from typing import NamedTuple
 
@@ -76,6 +76,7 @@ from .small_mmr import SMALL_GROUP, small_mmr
 from .rules import has_value, in_spans, is_user_rule, may_hold, mentions_rule, quoted
 from ..sentences import is_fence_line, segments
 from .structured import (
+    SUMMARY_CACHE,
     SUMMARY_RENDER_VERSION,
     ArtifactRef,
     Candidate,
@@ -169,8 +170,27 @@ class ExtractiveSummarizer:
         """
         check_target(target_tokens)
         keep = tuple(keep)
-        key = cache_key("text", *self._params, target_tokens, task, text, *keep)
-        return cached(key, lambda: self._summarize_text(text, target_tokens, task, keep))
+        return cached(self._text_key(text, target_tokens, task, keep),
+                      lambda: self._summarize_text(text, target_tokens, task, keep))
+
+    def summarize_texts(self, requests: Sequence[tuple[str, int, str, Sequence[str]]]) -> list[SummaryResult]:
+        """:meth:`summarize_text` of each ``(text, target_tokens, task, keep)``, in order, with
+        the same results. The sentences of the texts not summarized before are embedded
+        together first (the embedder keeps rows by content), so a strategy that compresses
+        many units in place runs the embedder's array work once, not once a unit."""
+        calls = []
+        for text, target, task, keep in requests:
+            check_target(target)
+            keep = tuple(keep)
+            calls.append((self._text_key(text, target, task, keep), (text, target, task, keep)))
+        new = [args[0] for key, args in calls if key not in SUMMARY_CACHE]
+        if len(new) > 1:
+            sentences = [s for text in dict.fromkeys(new) for s in _text_pieces(text)[0] if not is_fence_line(s)]
+            embed_sparse(self.embedder, list(dict.fromkeys(sentences)))
+        return [cached(key, partial(self._summarize_text, *args)) for key, args in calls]
+
+    def _text_key(self, text: str, target_tokens: int, task: str, keep: tuple[str, ...]) -> str:
+        return cache_key("text", *self._params, target_tokens, task, text, *keep)
 
     def keep_tokens(self, text: str, keep: Sequence[str]) -> int:
         """The budget ``summarize_text(text, ..., keep=keep)`` needs at least (tokens):

@@ -123,6 +123,10 @@ class LLMSummarizer:
         key = cache_key("units", *self._params, target_tokens, task, depth, *(unit_cache_key(u) for u in units))
         return cached(key, lambda: self._summarize_units(units, target_tokens, task, depth))
 
+    def summarize_texts(self, requests: Sequence[tuple[str, int, str, Sequence[str]]]) -> list[SummaryResult]:
+        """:meth:`summarize_text` of each ``(text, target_tokens, task, keep)``, in order."""
+        return [self.summarize_text(text, target, task=task, keep=keep) for text, target, task, keep in requests]
+
     def keep_tokens(self, text: str, keep: Sequence[str]) -> int:
         """The budget ``summarize_text(text, ..., keep=keep)`` needs at least (tokens)."""
         kept = "\n".join(dict.fromkeys(keep))
