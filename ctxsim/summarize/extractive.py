@@ -168,10 +168,7 @@ class ExtractiveSummarizer:
         ``target_tokens`` the budget grows to hold them (never beyond the input).
         A text already within the budget is returned unchanged.
         """
-        check_target(target_tokens)
-        keep = tuple(keep)
-        return cached(self._text_key(text, target_tokens, task, keep),
-                      lambda: self._summarize_text(text, target_tokens, task, keep))
+        return self.summarize_texts([(text, target_tokens, task, keep)])[0]
 
     def summarize_texts(self, requests: Sequence[tuple[str, int, str, Sequence[str]]]) -> list[SummaryResult]:
         """:meth:`summarize_text` of each ``(text, target_tokens, task, keep)``, in order, with
@@ -182,15 +179,12 @@ class ExtractiveSummarizer:
         for text, target, task, keep in requests:
             check_target(target)
             keep = tuple(keep)
-            calls.append((self._text_key(text, target, task, keep), (text, target, task, keep)))
+            calls.append((cache_key("text", *self._params, target, task, text, *keep), (text, target, task, keep)))
         new = [args[0] for key, args in calls if key not in SUMMARY_CACHE]
         if len(new) > 1:
             sentences = [s for text in dict.fromkeys(new) for s in _text_pieces(text)[0] if not is_fence_line(s)]
             embed_sparse(self.embedder, list(dict.fromkeys(sentences)))
         return [cached(key, partial(self._summarize_text, *args)) for key, args in calls]
-
-    def _text_key(self, text: str, target_tokens: int, task: str, keep: tuple[str, ...]) -> str:
-        return cache_key("text", *self._params, target_tokens, task, text, *keep)
 
     def keep_tokens(self, text: str, keep: Sequence[str]) -> int:
         """The budget ``summarize_text(text, ..., keep=keep)`` needs at least (tokens):
