@@ -20,8 +20,8 @@ Benchmarks (``--only NAME``, repeatable):
   with the original's sentence data rebuilt from cached embeddings, vs one tiktoken
   pass over the context (issue #22: ``recall`` warm <= 2x);
 * ``pool`` — building the default spec's context pool (:mod:`ctxsim.lab.pool`; a
-  worker per core; written to the pool folder, ``$CTXSIM_POOL_DIR``) and loading it
-  from disk;
+  worker per core; written to the pool folder, ``$CTXSIM_POOL_DIR``), loading it
+  from disk, and the resident memory of a new process whose env holds it;
 * ``expand`` — the pool's work per context in this process (generation and every
   chain of valid actions, :func:`ctxsim.lab.pool.expand`), CPU time vs one tiktoken
   pass over the context's text, on contexts never seen (seeds no earlier row used);

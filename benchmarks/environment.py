@@ -4,6 +4,9 @@ oracle and the soak."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +119,28 @@ def pooled_config(bench: Bench) -> dict[str, Any]:
     return {"pool": True} if not bench.quick else {"pool": True, "contexts_per_scenario": 4}
 
 
+#: run in a new process: the resident size once ctxsim's env is imported, and after an env
+#: of the config given loads its pool and resets (MB)
+_POOL_RSS_CODE = (
+    "import json, sys\n"
+    "from benchmarks.measure import rss_mb\n"
+    "from ctxsim.lab.environments.overflow import ContextOverflowEnv\n"
+    "before = rss_mb()\n"
+    "env = ContextOverflowEnv(json.loads(sys.argv[1]))\n"
+    "env.reset(seed=0)\n"
+    "print(json.dumps({'before': before, 'after': rss_mb()}))\n"
+)
+
+
+def pool_process_rss(config: dict[str, Any]) -> tuple[float, float]:
+    """(resident MB of a new process with the env imported, and once an env of ``config``
+    holds its pool): what a training process that loads the pool occupies."""
+    proc = subprocess.run([sys.executable, "-c", _POOL_RSS_CODE, json.dumps(config)], capture_output=True, text=True,
+                          check=True, cwd=Path(__file__).resolve().parents[1])
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    return found["before"], found["after"]
+
+
 def bench_pool(bench: Bench) -> list[Row]:
     from ctxsim.lab.environments.overflow import ContextOverflowEnv
     from ctxsim.lab.parallel import default_workers
@@ -129,18 +154,24 @@ def bench_pool(bench: Bench) -> list[Row]:
     start = time.perf_counter()
     ensure_pool(config, checked.suite)
     load_s = time.perf_counter() - start
+    before, after = pool_process_rss(pooled_config(bench))
     stats = pool.stats()
     per_context = pool.build_seconds / max(pool.overflowing, 1)
     bench.notes.append(
         f"pool: {stats['contexts']} contexts ({pool.overflowing} overflow), {stats['states']:,} states, "
         f"{stats['transitions']:,} transitions, {path.stat().st_size / 1e6:,.0f} MB ({path.name} in the pool folder); built once per "
-        "configuration and ctxsim version, then loaded by every env that sets pool: true."
+        "configuration and ctxsim version, then loaded by every env that sets pool: true. Its memory row is a new "
+        "process's resident size (VmRSS) with ctxsim's env imported, then once an env of the pooled config has loaded "
+        "the pool and reset; this benchmark process, which built the pool and loaded it again, holds more (the soak's "
+        "readings)."
     )
     return [
         Row("pool", f"build, default spec ({stats['contexts']} contexts, {workers} workers)", f"{pool.build_seconds:,.1f} s",
             f"{per_context * 1000:,.0f} ms per overflowing context"),
         Row("pool", f"load from disk ({path.stat().st_size / 1e6:,.0f} MB)", f"{load_s:,.2f} s", f"{pool.build_seconds:,.1f} s (build)",
             load_s / pool.build_seconds),
+        Row("pool", "resident memory of a new process once an env holds the pool", f"{after:,.0f} MB",
+            f"{before:,.0f} MB (the process before, ctxsim's env imported)", after / before),
     ]
 
 

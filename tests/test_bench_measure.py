@@ -53,3 +53,13 @@ def test_random_rollout_counts_the_episodes_it_ends():
     assert marks[0].episodes == 0 and marks[-1].episodes == Counted.resets - 1  # the first reset starts, not ends
     assert 200 / 3 <= marks[-1].episodes <= 200  # NullOverflowEnv's episodes last 1-3 steps
     assert all(a.episodes <= b.episodes for a, b in zip(marks, marks[1:]))
+
+
+def test_pool_process_rss_reads_a_new_process_before_and_after_its_env():
+    """The pool's memory row runs in a new process from the checkout (the ``benchmarks``
+    package importable there): its resident size with the env imported, then with an
+    env made and reset (here without a pool: the plumbing, not the pool's size)."""
+    from benchmarks.environment import pool_process_rss
+
+    before, after = pool_process_rss({"contexts_per_scenario": 1})
+    assert 20 < before <= after < 4096
