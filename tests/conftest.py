@@ -24,6 +24,14 @@ def _sb3_log_folder(tmp_path_factory) -> None:
     os.environ["SB3_LOGDIR"] = str(tmp_path_factory.mktemp("sb3-logs"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _subprocesses_import_this_checkout() -> None:
+    """Processes the tests start import ctxsim from this checkout (its folder first on
+    PYTHONPATH), not from wherever the environment's editable install points: a second
+    checkout sharing one virtual environment tests its own code in every process."""
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (str(REPO_ROOT), os.environ.get("PYTHONPATH"))))
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The checkout's root folder."""

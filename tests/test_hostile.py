@@ -170,6 +170,14 @@ def killed(tmp_path: Path, after: int, argv: list[str]) -> None:
     assert done.returncode == -signal.SIGKILL, done.stderr.decode()
 
 
+def test_a_process_the_tests_start_imports_this_checkout(tmp_path, repo_root):
+    """The killed runs above must run the code under test, also in a second checkout
+    that shares the virtual environment (whose editable install points elsewhere)."""
+    done = subprocess.run([sys.executable, "-c", "import ctxsim; print(ctxsim.__file__)"], cwd=tmp_path,
+                          capture_output=True, text=True, check=True)
+    assert Path(done.stdout.strip()).resolve() == repo_root / "ctxsim" / "__init__.py"
+
+
 def test_a_rerun_after_sigkill_resumes_and_counts_each_episode_once(tmp_path, capsys):
     whole, log = tmp_path / "whole.jsonl", tmp_path / "log.jsonl"
     assert main([*EVALUATE, "--out", str(tmp_path / "w.csv"), "--log", str(whole)]) == 0
