@@ -35,9 +35,11 @@ Benchmarks (``--only NAME``, repeatable):
   cuts to the largest (target: it does not, <= 1x);
 * ``train`` — MaskablePPO wall time for N steps on the env vs on the null env
   (target < 1.5x): live on the default spec, with its pool, and with 2 contexts per
-  scenario after 3,000 random steps of another env warmed the process's caches
-  (summaries, embeddings, coherence originals; the trained env's own memo of
-  transitions starts empty, so its new states still run strategies);
+  scenario after 3,000 random steps of another env of the same config warmed the
+  process's caches (summaries, embeddings, coherence originals, and the transitions'
+  memo, which envs of one config share in a process); training still reaches states
+  those steps did not (about 100 a context) and ones the memo, bounded by the env's
+  ``cache_size`` (20,000 entries), has let go, and runs strategies there;
 * ``oracle`` — exhaustive search per context vs one seed-chain episode;
 * ``sweep`` — sweep episodes/s with 1 and 2 workers (fresh processes);
 * ``export`` — ``decide`` latency of an exported policy (target < 5 ms; on 50

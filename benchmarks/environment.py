@@ -407,7 +407,10 @@ def bench_train(bench: Bench) -> list[Row]:
         ratio = env_s / null_s
         rows.append(Row("train", f"MaskablePPO {steps} steps, {label}", f"{env_s:.1f} s", f"{null_s:.1f} s (NullOverflowEnv)",
                         ratio, f"< {TRAIN_RATIO_TARGET:g}x", ratio < TRAIN_RATIO_TARGET))
-    bench.notes.append("train: MaskablePPO(MlpPolicy [64, 64], n_steps 256, batch 64, 4 epochs, seed 0), DummyVecEnv of one env, torch on 1 thread.")
+    bench.notes.append("train: MaskablePPO(MlpPolicy [64, 64], n_steps 256, batch 64, 4 epochs, seed 0), DummyVecEnv of one env, "
+                       "torch on 1 thread. 'caches warmed': after random steps of another env of the same config, whose "
+                       "memo of transitions the trained env shares (bounded by cache_size); the states those steps did not "
+                       "reach, or the memo let go, still run strategies.")
     return rows
 
 
