@@ -2,8 +2,10 @@
 
 Every figure is measured in the same run as its reference and reported as a ratio
 (measured / reference), beside the seed target it answers to, with the machine
-noted. Times come from ``time.perf_counter``; each benchmark warms up first, then
-repeats and reports the median (and the 95th percentile where a seed asks for it).
+noted. Times are wall time (``time.perf_counter``) unless a row says CPU time
+(``time.process_time``: ``expand``, ``cuts`` and the generation row of ``env-fresh``);
+each benchmark warms up first, then repeats and reports the median (and the 95th
+percentile where a seed asks for it).
 
 Benchmarks (``--only NAME``, repeatable):
 
@@ -29,8 +31,8 @@ Benchmarks (``--only NAME``, repeatable):
   later, live and with the pool, vs :class:`NullOverflowEnv`; ``env-fresh`` the
   same live on contexts never seen (target >= 150 steps/s), and the mean CPU time of
   generating such contexts alone, with the steps/s it leaves as a ceiling;
-* ``cuts`` — the live env on real-session cuts of 3,750 to 30,000 tokens (mini-swe-agent
-  sessions, each cut once): CPU time of building a cut and one episode on it vs one
+* ``cuts`` — the live env on real-session cuts of at least 3,750, 7,500, 15,000 and
+  30,000 tokens (mini-swe-agent sessions, each cut once): CPU time of building a cut and one episode on it vs one
   tiktoken pass over its text, per size, and how that ratio grows from the smallest
   cuts to the largest (target: it does not, <= 1x);
 * ``train`` — MaskablePPO wall time for N steps on the env vs on the null env
