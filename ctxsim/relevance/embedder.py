@@ -11,7 +11,8 @@ similarity helpers built on them are in :mod:`ctxsim.relevance`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple, Protocol, runtime_checkable
+from functools import lru_cache
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -24,6 +25,11 @@ COSINE_MEMO = 8
 DOCUMENT_MEMO = 64
 #: one non-zero entry of a cached row: its column and value
 _ENTRY = np.dtype([("col", "<i4"), ("value", "<f4")])
+#: a join of at least this many products goes through scipy's sparse product when scipy
+#: is installed (the ``lab`` extra). Measured on the sentences of real sessions: at
+#: 90,000 products the two cost the same (about 0.9 ms), at 240,000 scipy takes 0.43 of
+#: numpy's time, at 1.1 million 0.34; below, building scipy's matrices costs more
+SPARSE_MIN_PRODUCTS = 100_000
 
 
 @runtime_checkable
@@ -70,15 +76,25 @@ class SparseRows(NamedTuple):
         return np.bincount(self.cols, weights=products, minlength=self.shape[1])
 
 
-def column_order(cols: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+def column_order(cols: np.ndarray, dim: int, counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(the stable order of entries by column, where each column's entries start in it:
     ``dim + 1`` offsets). Columns below 2**16 are sorted as uint16 (numpy sorts those by
     radix: the same order, sooner), and the offsets are the running counts of the
-    columns (``searchsorted`` of every column, for a bincount)."""
+    columns (``counts``, each column's entries, when the caller has them)."""
     order = np.argsort(cols.astype(np.uint16) if dim <= 1 << 16 else cols, kind="stable")
     ptr = np.zeros(dim + 1, dtype=np.int64)
-    np.cumsum(np.bincount(cols, minlength=dim), out=ptr[1:])
+    np.cumsum(np.bincount(cols, minlength=dim) if counts is None else counts, out=ptr[1:])
     return order, ptr
+
+
+@lru_cache(maxsize=1)
+def scipy_sparse() -> Any:
+    """``scipy.sparse`` when installed (imported on the first large join), else None."""
+    try:
+        from scipy import sparse
+    except ImportError:  # the core install: numpy alone
+        return None
+    return sparse
 
 
 def joined_products(a: SparseRows, b: SparseRows) -> np.ndarray:
@@ -86,9 +102,18 @@ def joined_products(a: SparseRows, b: SparseRows) -> np.ndarray:
     shared columns (never densified). Each cell adds the products of its ``a`` row's
     entries in their stored order, so a cell is the same number however many other
     rows either batch holds (:meth:`RowSimilarity.to_row` and
-    :meth:`RowSimilarity.among` agree bit for bit)."""
+    :meth:`RowSimilarity.among` agree bit for bit).
+
+    A join of :data:`SPARSE_MIN_PRODUCTS` products or more is scipy's sparse product
+    when scipy is installed: its row-by-row product adds each cell's products in the
+    same order, the order of the ``a`` row's entries, so the numbers are the same to
+    the bit (a test compares the two on real contexts), several times sooner on long
+    inputs."""
     na, nb = a.shape[0], b.shape[0]
-    order, ptr = column_order(b.cols, b.shape[1])
+    counts = np.bincount(b.cols, minlength=b.shape[1])
+    if int(counts[a.cols].sum()) >= SPARSE_MIN_PRODUCTS and scipy_sparse() is not None:
+        return sparse_products(a, b)
+    order, ptr = column_order(b.cols, b.shape[1], counts)
     b_rows, b_values = b.rows[order], b.values[order].astype(np.float64)
     starts = ptr[a.cols]
     lengths = ptr[a.cols + 1] - starts
@@ -98,6 +123,20 @@ def joined_products(a: SparseRows, b: SparseRows) -> np.ndarray:
     cells = a.rows[owner] * nb + b_rows[index]
     products = a.values[owner].astype(np.float64) * b_values[index]
     return np.bincount(cells, weights=products, minlength=na * nb).reshape(na, nb)
+
+
+def sparse_products(a: SparseRows, b: SparseRows) -> np.ndarray:
+    """:func:`joined_products` computed by scipy's sparse product (scipy required): the
+    rows as CSR matrices of float64 values, ``a @ b.T``, made dense."""
+    sparse = scipy_sparse()
+
+    def csr(batch: SparseRows) -> Any:
+        indptr = np.searchsorted(batch.rows, np.arange(batch.shape[0] + 1))
+        return sparse.csr_matrix((batch.values.astype(np.float64), batch.cols, indptr), shape=batch.shape)
+
+    left = csr(a)
+    right = left if b is a else csr(b)
+    return (left @ right.T).toarray()
 
 
 def select_rows(batch: SparseRows, which: np.ndarray) -> SparseRows:
