@@ -179,11 +179,13 @@ def bench_expand(bench: Bench) -> list[Row]:
     from ctxsim.episode import settings_subset
     from ctxsim.lab.environments.overflow import ContextOverflowEnv
     from ctxsim.lab.pool import _build_one, _Task, scenario_digest
+    from ctxsim.relevance.embedder import scipy_sparse
 
     checked = ContextOverflowEnv.checked_config()
     settings = dict(settings_subset(checked.model_dump(mode="json")), cache_size=1_000_000)  # as build_pool sets it
     first = checked.suite[0]
     _build_one(_Task(first, bench.new_seed(first.name), scenario_digest(first), settings))  # imports and tables, untimed
+    scipy_sparse()  # and the import a long context's sentence products make once a process
     tasks = [_Task(s, bench.new_seed(s.name), scenario_digest(s), settings) for _ in range(bench.reps(2, 1))
              for s in checked.suite]
     seeds = sorted({task.seed for task in tasks})
