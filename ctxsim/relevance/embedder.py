@@ -65,6 +65,11 @@ class SparseRows(NamedTuple):
         out[self.rows, self.cols] = self.values
         return out
 
+    def row_offsets(self) -> np.ndarray:
+        """Where each row's entries start, and the end: ``n + 1`` offsets (int64; the
+        ``indptr`` of a CSR matrix)."""
+        return np.searchsorted(self.rows, np.arange(self.shape[0] + 1))
+
     def dot(self, vector: np.ndarray) -> np.ndarray:
         """Each row's dot product with a dense (dim,) vector, float64 (n,)."""
         weights = self.values.astype(np.float64) * vector[self.cols]
@@ -131,8 +136,7 @@ def sparse_products(a: SparseRows, b: SparseRows) -> np.ndarray:
     sparse = scipy_sparse()
 
     def csr(batch: SparseRows) -> Any:
-        indptr = np.searchsorted(batch.rows, np.arange(batch.shape[0] + 1))
-        return sparse.csr_matrix((batch.values.astype(np.float64), batch.cols, indptr), shape=batch.shape)
+        return sparse.csr_matrix((batch.values.astype(np.float64), batch.cols, batch.row_offsets()), shape=batch.shape)
 
     left = csr(a)
     right = left if b is a else csr(b)
@@ -162,9 +166,9 @@ class RowSimilarity:
     def _column_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self._index is None:
             batch = self.batch
-            n, dim = batch.shape
+            dim = batch.shape[1]
             order, col_ptr = column_order(batch.cols, dim)
-            self._index = (np.searchsorted(batch.rows, np.arange(n + 1)), batch.rows[order],
+            self._index = (batch.row_offsets(), batch.rows[order],
                            batch.values[order].astype(np.float64), col_ptr)
         return self._index
 
@@ -233,7 +237,7 @@ class CachedEmbedder:
             entries = np.empty(len(computed.cols), _ENTRY)
             entries["col"], entries["value"] = computed.cols, computed.values
             packed = entries.tobytes()
-            bounds = np.searchsorted(computed.rows, np.arange(len(missing) + 1)) * _ENTRY.itemsize
+            bounds = computed.row_offsets() * _ENTRY.itemsize
             rows = [packed[a:b] for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
             distinct.update(zip(missing, rows))
             self._cache.put_many(zip(missing, rows))
