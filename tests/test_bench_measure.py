@@ -55,11 +55,13 @@ def test_random_rollout_counts_the_episodes_it_ends():
     assert all(a.episodes <= b.episodes for a, b in zip(marks, marks[1:]))
 
 
-def test_pool_process_rss_reads_a_new_process_before_and_after_its_env():
-    """The pool's memory row runs in a new process from the checkout (the ``benchmarks``
-    package importable there): its resident size with the env imported, then with an
-    env made and reset (here without a pool: the plumbing, not the pool's size)."""
-    from benchmarks.environment import pool_process_rss
+def test_pool_process_reads_a_new_process_before_and_after_its_env():
+    """The pool's load and memory rows run in a new process from the checkout (the
+    ``benchmarks`` package importable there): its resident size with the env imported,
+    the time making an env takes, then the size with the env made and reset (here
+    without a pool: the plumbing, not the pool's size)."""
+    from benchmarks.environment import pool_process
 
-    before, after = pool_process_rss({"contexts_per_scenario": 1})
+    before, seconds, after = pool_process({"contexts_per_scenario": 1})
     assert 20 < before <= after < 4096
+    assert 0 < seconds < 60

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 
 import numpy as np
 import pytest
 
 from ctxsim.lab.environments.overflow import ContextOverflowEnv
-from ctxsim.lab.pool import Pool, ensure_pool, forget_loaded, pool_dir, pool_key, pool_path
+from ctxsim.lab.pool import Pool, collector_paused, ensure_pool, forget_loaded, pool_dir, pool_key, pool_path
 
 SMALL = {"scenario_names": ["mild-overflow", "tool-dupes"], "contexts_per_scenario": 2}
 
@@ -81,6 +82,54 @@ def test_a_pool_is_written_once_and_read_back(pools):
     assert (again, built) == (path, False) and path.stat().st_ino == inode
     assert pool.key == first.key and pool.views.keys() == first.views.keys()
     assert list(pools.iterdir()) == [path]  # no temporary file left behind
+
+
+def test_a_held_pool_is_outside_the_collectors_walks_until_forgotten(pools):
+    """A pool read from disk leaves the cyclic collector on, and its objects in the
+    permanent generation (full collections do not walk them) while the process holds
+    it; forgetting the pools gives them back to the collector."""
+    ContextOverflowEnv({**SMALL, "pool": True})  # built and written
+    forget_loaded()
+    config = ContextOverflowEnv.checked_config({**SMALL, "pool": True})
+    pool, _, built = ensure_pool(config.model_dump(mode="json"), config.suite)
+    assert not built and gc.isenabled() and gc.get_freeze_count() > 0
+    state = next(iter(pool.contexts.values()))
+    assert gc.is_tracked(state) and not any(o is state for o in gc.get_objects())
+    forget_loaded()
+    assert gc.get_freeze_count() == 0 and any(o is state for o in gc.get_objects())
+
+
+def test_reading_a_pool_runs_no_collection_after_the_one_before_it(pools):
+    """The pool's objects are read with the collector paused and frozen before it
+    resumes: the last collection while a pool is read is the full one made before."""
+    ContextOverflowEnv({**SMALL, "pool": True})  # built and written
+    forget_loaded()
+    config = ContextOverflowEnv.checked_config({**SMALL, "pool": True})
+    generations: list[int] = []
+
+    def started(phase: str, info: dict) -> None:
+        if phase == "start":
+            generations.append(info["generation"])
+
+    gc.callbacks.append(started)
+    try:
+        ensure_pool(config.model_dump(mode="json"), config.suite)
+    finally:
+        gc.callbacks.remove(started)
+    assert generations and generations[-1] == 2
+
+
+def test_the_collector_is_as_it_was_after_a_pause():
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with pytest.raises(KeyError), collector_paused():
+            raise KeyError("x")
+        assert not gc.isenabled()  # off before: off after
+    finally:
+        gc.enable()
 
 
 def test_a_damaged_pool_file_is_rebuilt(pools):

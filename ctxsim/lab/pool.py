@@ -18,6 +18,11 @@ not hold (an invalid action of an unmasked learner, a context passed with
 ``options={"state": ...}``) is computed live as before. Results are identical with
 and without a pool: the pool holds the same values the live path memoizes.
 
+A pool is millions of objects that live as long as the process. It is read or built
+with Python's cyclic garbage collector paused, then frozen (``gc.freeze``: every object
+the process tracks at that moment, after a full collection, goes to the permanent
+generation), so no later collection walks it; :func:`forget_loaded` unfreezes them.
+
 The file name is a digest of everything the values depend on: the scenarios'
 definitions, ``contexts_per_scenario``, the episode settings (with the versions of the
 libraries the configured embedder was registered with, e.g. MiniLM's), the format version, the
@@ -38,6 +43,7 @@ a format to exchange.
 from __future__ import annotations
 
 import ast
+import gc
 import hashlib
 import json
 import math
@@ -46,11 +52,12 @@ import pickle
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -260,6 +267,21 @@ def prune(keep: Path) -> list[Path]:
 
 
 # ---- building ----------------------------------------------------------------------
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off inside (and as it was after). Reading or
+    building a pool makes millions of objects that all stay (and no cycles to collect:
+    measured); with the collector on, each full collection their making triggers walks
+    every object made so far."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 @dataclass(frozen=True)
 class _Task:
     scenario: Scenario
@@ -293,13 +315,15 @@ def expand(state: ContextState, settings: EpisodeSettings, views: dict[str, tupl
 
 def _build_one(task: _Task) -> tuple[tuple[str, int], ContextState, dict[tuple, Any], dict[str, tuple[np.ndarray, np.ndarray]]]:
     """One context and its expansion (run in a worker; fresh settings, so the memo
-    holds this context's entries only)."""
-    settings = EpisodeSettings.from_env_config(task.settings)
-    state = build_context(task.scenario, task.seed)
-    views: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    if state.total_tokens > settings.target_tokens(state):
-        expand(state, settings, views)
-    return (task.digest, task.seed), state, settings.memo_entries(), views
+    holds this context's entries only). What it makes stays until it is returned: the
+    collector is paused meanwhile."""
+    with collector_paused():
+        settings = EpisodeSettings.from_env_config(task.settings)
+        state = build_context(task.scenario, task.seed)
+        views: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        if state.total_tokens > settings.target_tokens(state):
+            expand(state, settings, views)
+        return (task.digest, task.seed), state, settings.memo_entries(), views
 
 
 def _contexts(scenario: Scenario, config: dict[str, Any]) -> int:
@@ -334,6 +358,17 @@ _LOADED: dict[str, Pool] = {}
 _LOCK = threading.Lock()
 
 
+def _keep(pool: Pool) -> None:
+    """Hold ``pool`` for this process. Its objects (and all others tracked now) go to
+    the collector's permanent generation (``gc.freeze``), so the collections of the rest
+    of the run do not walk them again (refcounting still frees them). The caller
+    collects before the pool's objects come (garbage frozen would stay) and keeps the
+    collector paused until the pool is frozen (a first collection after would walk
+    them all)."""
+    gc.freeze()
+    _LOADED[pool.key] = pool
+
+
 def _read(path: Path, key: str) -> Pool | None:
     """The pool in ``path`` if it is a readable pool of ``key``; None otherwise."""
     try:
@@ -359,20 +394,25 @@ def ensure_pool(
     with _LOCK:
         if not rebuild and key in _LOADED:
             return _LOADED[key], path, False
-        pool = None if rebuild else _read(path, key)
-        built = pool is None
-        if pool is None:
-            pool = build_pool(config, suite, workers=workers, advance=advance)
-            try:
-                atomic_write_bytes(path, pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL))
-            except OSError as exc:
-                raise ConfigError(f"cannot write the context pool to {path}: {exc.strerror or exc}", source=str(path)) from None
-            prune(keep=path)
-        _LOADED[key] = pool
+        gc.collect()  # see _keep
+        with collector_paused():
+            pool = None if rebuild else _read(path, key)
+            built = pool is None
+            if pool is None:
+                pool = build_pool(config, suite, workers=workers, advance=advance)
+                try:
+                    atomic_write_bytes(path, pickle.dumps(pool, protocol=pickle.HIGHEST_PROTOCOL))
+                except OSError as exc:
+                    raise ConfigError(f"cannot write the context pool to {path}: {exc.strerror or exc}",
+                                      source=str(path)) from None
+                prune(keep=path)
+            _keep(pool)
         return pool, path, built
 
 
 def forget_loaded() -> None:
-    """Drop the pools this process holds (they are loaded again on next use)."""
+    """Drop the pools this process holds (they are loaded again on next use); the
+    objects :func:`_keep` froze are the collector's again."""
     with _LOCK:
         _LOADED.clear()
+        gc.unfreeze()
