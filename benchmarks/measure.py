@@ -3,14 +3,14 @@ shared :class:`Bench` state, the tiktoken reference and cold contexts."""
 
 from __future__ import annotations
 
-import gc
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+
+from ctxsim import collector
 
 ENV_ID = "ctxsim/ContextOverflow-v0"
 BENCH_SCENARIO = "chat-10k"
@@ -48,19 +48,6 @@ def timed(fn: Callable[[Any], Any], *, repeat: int, warmup: int = 1, before: Cal
     return Timing(tuple(samples))
 
 
-@contextmanager
-def gc_paused():
-    """The garbage collector off inside the block (a timed block only: a collection
-    would land in whichever sample runs into it), back to its state after."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def timed_blocks(fn: Callable[[Any], Any], *, blocks: int, repeat: int, before: Callable[[], Any] | None = None) -> Timing:
     """``fn(before())`` once untimed, then ``blocks`` blocks of ``repeat`` timed calls, each
     block with the garbage collector paused; the samples are the blocks' medians (ms), so
@@ -69,7 +56,7 @@ def timed_blocks(fn: Callable[[Any], Any], *, blocks: int, repeat: int, before: 
     fn(before() if before is not None else None)
     medians = []
     for _ in range(blocks):
-        with gc_paused():
+        with collector.paused():  # a collection would land in whichever sample runs into it
             medians.append(timed(fn, repeat=repeat, warmup=0, before=before).median)
     return Timing(tuple(medians))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from benchmarks.measure import gc_paused, timed_blocks
+from benchmarks.measure import timed_blocks
 
 
 def test_timed_blocks_gives_one_median_per_block_with_the_collector_paused_in_each():
@@ -14,22 +14,6 @@ def test_timed_blocks_gives_one_median_per_block_with_the_collector_paused_in_ea
     assert len(timing.samples) == 4 and all(s >= 0 for s in timing.samples)
     assert seen == [True] + [False] * 20  # one untimed call first, then 4 blocks of 5
     assert next(inputs) == 21 and gc.isenabled()
-
-
-def test_gc_paused_restores_the_collector_state_even_on_errors():
-    gc.disable()
-    try:
-        with gc_paused():
-            assert not gc.isenabled()
-        assert not gc.isenabled()  # it was off: it stays off
-    finally:
-        gc.enable()
-    try:
-        with gc_paused():
-            raise KeyError("x")
-    except KeyError:
-        pass
-    assert gc.isenabled()
 
 
 def test_blocks_text_gives_the_median_and_the_range_of_the_block_medians():

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ctxsim.lab.environments.overflow import ContextOverflowEnv
-from ctxsim.lab.pool import Pool, collector_paused, ensure_pool, forget_loaded, pool_dir, pool_key, pool_path
+from ctxsim.lab.pool import Pool, ensure_pool, forget_loaded, pool_dir, pool_key, pool_path
 
 SMALL = {"scenario_names": ["mild-overflow", "tool-dupes"], "contexts_per_scenario": 2}
 
@@ -117,19 +117,6 @@ def test_reading_a_pool_runs_no_collection_after_the_one_before_it(pools):
     finally:
         gc.callbacks.remove(started)
     assert generations and generations[-1] == 2
-
-
-def test_the_collector_is_as_it_was_after_a_pause():
-    with collector_paused():
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with pytest.raises(KeyError), collector_paused():
-            raise KeyError("x")
-        assert not gc.isenabled()  # off before: off after
-    finally:
-        gc.enable()
 
 
 def test_a_damaged_pool_file_is_rebuilt(pools):
