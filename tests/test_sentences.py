@@ -25,7 +25,7 @@ def _plain_lines(text: str) -> list[Segment]:
         body = line.splitlines()[0] if line.splitlines() else ""
         if body.strip():
             lead = len(body) - len(body.lstrip())
-            out.append(Segment(pos + lead, pos + len(body.rstrip()), True))
+            out.append((pos + lead, pos + len(body.rstrip()), True))
         pos += len(line)
     return out
 
@@ -35,7 +35,7 @@ def _plain_lines(text: str) -> list[Segment]:
 def test_lines_are_the_stripped_non_blank_lines(text):
     found = segments(text, by_line=True)
     assert list(found) == _plain_lines(text)
-    assert all(type(s) is Segment for s in found)
+    assert all(type(s) is tuple for s in found)  # plain: the collector stops tracking them
 
 
 def test_lines_of_random_texts_are_the_stripped_non_blank_lines():
@@ -49,7 +49,7 @@ def test_a_fence_is_found_by_its_marker_after_any_indentation():
     text = "Intro line.\n   ```python\nx = 1  # not prose. Really.\n\t~~~\nAfter the fence. Second one."
     assert split_sentences(text) == ["Intro line.", "```python", "x = 1  # not prose. Really.", "~~~",
                                      "After the fence.", "Second one."]
-    assert [s.code for s in segments(text)] == [False, True, True, True, False, False]
+    assert [code for _, _, code in segments(text)] == [False, True, True, True, False, False]
 
 
 def test_wrapped_prose_stops_after_a_line_ending_with_a_colon():
@@ -65,10 +65,10 @@ def test_a_fence_nothing_closes_opens_no_block():
     text = "The code:\n```python\ndef f(x):\nYou must keep the public signature of f unchanged. Do it now."
     assert split_sentences(text) == ["The code:", "```python", "def f(x):",
                                      "You must keep the public signature of f unchanged.", "Do it now."]
-    assert [s.code for s in segments(text)] == [False, True, True, False, False]
+    assert [code for _, _, code in segments(text)] == [False, True, True, False, False]
     # a closed fence still holds its lines, and a later fence left open opens nothing
     closed = "```\nNot prose. At all.\n```\nProse. Again.\n~~~\nLast words. Here."
-    assert [s.code for s in segments(closed)] == [True, True, True, False, False, True, False, False]
+    assert [code for _, _, code in segments(closed)] == [True, True, True, False, False, True, False, False]
 
 
 def test_a_text_extract_holds_no_fence_marker_line():
@@ -80,7 +80,7 @@ def test_a_text_extract_holds_no_fence_marker_line():
     text = f"{prose}\n\n```python\ndivision(23, 0)\n```\n\nbut I get an error.\n\n```\nSyntaxError: invalid syntax\n```\n\n{prose}"
     extract = get_summarizer("extractive").summarize_text(text, 120).text
     assert extract and all(not line.lstrip().startswith(("```", "~~~")) for line in extract.splitlines())
-    assert [s.code for s in segments(extract)].count(True) <= 2  # at most the two code lines, never a fenced rest
+    assert [code for _, _, code in segments(extract)].count(True) <= 2  # at most the two code lines, never a fenced rest
 
 
 #: the sentence-end pattern as first written: a run of ``.!?`` or one ``…``, closers, whitespace

@@ -146,7 +146,7 @@ def test_split_handles_lists_wrapped_prose_code_and_logs():
         "2024-01-01 12:00:00 ERROR timeout. Retrying",
         "ValueError: bad value. Really.",
     ]
-    assert [s.code for s in segments(text)][-7:] == [True] * 7
+    assert [code for _, _, code in segments(text)][-7:] == [True] * 7
     assert split_sentences("a. B. c\nd", by_line=True) == ["a. B. c", "d"]
 
 
@@ -158,14 +158,14 @@ _PIECES_LINES = st.sampled_from(["a", " ", "\t", "\n", "\r\n", "\x0c", "\u2028",
     ("The end: {", True), ("semicolons; mid sentence. Fine.", False), ("  const x = 1", True), ("Plain prose.", False),
 ])
 def test_a_line_ending_in_a_brace_or_semicolon_is_code(line, code):
-    assert [s.code for s in segments(line)] == [code] * len(segments(line)) and segments(line)
+    assert [code for _, _, code in segments(line)] == [code] * len(segments(line)) and segments(line)
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.one_of(_PIECES_LINES, st.text(max_size=8)), max_size=30).map("".join))
 def test_by_line_gives_every_nonblank_line_stripped(text):
     assert split_sentences(text, by_line=True) == [line.strip() for line in text.splitlines() if line.strip()]
-    assert all(s.code for s in segments(text, by_line=True))
+    assert all(code for _, _, code in segments(text, by_line=True))
 
 
 _PIECES = st.sampled_from(
@@ -207,12 +207,12 @@ _PIECES = st.sampled_from(
 def test_sentences_are_ordered_substrings_covering_every_visible_character(text):
     segs = segments(text)
     previous_end = 0
-    for seg in segs:
-        sentence = text[seg.start : seg.end]
-        assert seg.start >= previous_end and sentence and sentence == sentence.strip()
-        previous_end = seg.end
+    for start, end, _ in segs:
+        sentence = text[start:end]
+        assert start >= previous_end and sentence and sentence == sentence.strip()
+        previous_end = end
     visible = "".join(text.split())
-    assert "".join("".join(text[s.start : s.end].split()) for s in segs) == visible
+    assert "".join("".join(text[start:end].split()) for start, end, _ in segs) == visible
 
 
 # ---- structured summaries --------------------------------------------------------------

@@ -46,7 +46,7 @@ def _sentences() -> list[str]:
     out: list[str] = []
     for scenario in load_scenarios(DEFAULT_SUITE):
         for unit in build_context(scenario, 0).units:
-            out += [unit.content[s.start : s.end] for s in segments(unit.content)]
+            out += [unit.content[start:end] for start, end, _ in segments(unit.content)]
     return list(dict.fromkeys(out))
 
 

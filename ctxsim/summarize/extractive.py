@@ -571,9 +571,11 @@ def _rule_role(role: str, type_: str) -> bool:
 
 def _text_pieces(text: str) -> tuple[list[str], list[str]]:
     """(sentences of ``text``, the separator before each: newline or space)."""
-    segs = segments(text)
-    sentences = [text[s.start : s.end] for s in segs]
-    separators = ["\n" if "\n" in text[(segs[i - 1].end if i else 0) : s.start] else " " for i, s in enumerate(segs)]
+    sentences, separators, previous_end = [], [], 0
+    for start, end, _ in segments(text):
+        sentences.append(text[start:end])
+        separators.append("\n" if "\n" in text[previous_end:start] else " ")
+        previous_end = end
     return sentences, separators
 
 

@@ -170,23 +170,24 @@ def _rule_sentences(content: str) -> tuple[str, ...]:
     """The prose sentences of ``content`` that state a user rule, outside what it quotes
     (once per distinct text)."""
     spans = quoted(content)
-    return tuple(content[s.start : s.end] for s in segments(content)
-                 if not s.code and not in_spans(s.start, spans) and is_user_rule(content[s.start : s.end]))
+    return tuple(content[start:end] for start, end, code in segments(content)
+                 if not code and not in_spans(start, spans) and is_user_rule(content[start:end]))
 
 
 @lru_cache(maxsize=MEMO_SIZE)
 def _must_keep(content: str, rule_role: bool, p1: bool, failed: bool) -> tuple[str, ...]:
     """:func:`must_keep_sentences` of a unit's ``content``."""
     rules = set(_rule_sentences(content)) if rule_role else set()
-    segs = segments(content)
+    sentences: list[str] = []
     chosen: list[int] = []
     errors: list[int] = []
-    for k, seg in enumerate(segs):
-        sentence = content[seg.start : seg.end]
-        if sentence in rules or (p1 and not seg.code and has_value(sentence)):
+    for k, (start, end, code) in enumerate(segments(content)):
+        sentence = content[start:end]
+        sentences.append(sentence)
+        if sentence in rules or (p1 and not code and has_value(sentence)):
             chosen.append(k)
         if failed and ERROR_LINE.search(sentence):
             errors.append(k)
     if errors:  # the first and the last error line, in text order among the rest
         chosen = sorted({*chosen, errors[0], errors[-1]})
-    return tuple(dict.fromkeys(content[segs[k].start : segs[k].end] for k in chosen))
+    return tuple(dict.fromkeys(sentences[k] for k in chosen))
