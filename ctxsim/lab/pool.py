@@ -397,8 +397,8 @@ def ensure_pool(
 
 
 def forget_loaded() -> None:
-    """Drop the pools this process holds (they are loaded again on next use); the
-    objects :func:`_keep` froze are the collector's again."""
+    """Drop the pools this process holds (they are loaded again on next use); every
+    frozen object is the collector's again (``gc.unfreeze``: also any the caller froze)."""
     with _LOCK:
         _LOADED.clear()
         gc.unfreeze()
