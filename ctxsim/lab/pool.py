@@ -344,17 +344,6 @@ _LOADED: dict[str, Pool] = {}
 _LOCK = threading.Lock()
 
 
-def _keep(pool: Pool) -> None:
-    """Hold ``pool`` for this process. Its objects (and all others tracked now) go to
-    the collector's permanent generation (``gc.freeze``), so the collections of the rest
-    of the run do not walk them again (refcounting still frees them). The caller
-    collects before the pool's objects come (garbage frozen would stay) and keeps the
-    collector paused until the pool is frozen (a first collection after would walk
-    them all)."""
-    gc.freeze()
-    _LOADED[pool.key] = pool
-
-
 def _read(path: Path, key: str) -> Pool | None:
     """The pool in ``path`` if it is a readable pool of ``key``; None otherwise."""
     try:
@@ -380,7 +369,10 @@ def ensure_pool(
     with _LOCK:
         if not rebuild and key in _LOADED:
             return _LOADED[key], path, False
-        gc.collect()  # see _keep
+        # the pool's objects stay as long as the process: made with the collector paused,
+        # then frozen (gc.freeze) before it resumes, so no collection walks them again
+        # (refcounting still frees them); garbage of this moment would be frozen with them
+        gc.collect()
         with collector.paused():
             pool = None if rebuild else _read(path, key)
             built = pool is None
@@ -392,7 +384,8 @@ def ensure_pool(
                     raise ConfigError(f"cannot write the context pool to {path}: {exc.strerror or exc}",
                                       source=str(path)) from None
                 prune(keep=path)
-            _keep(pool)
+            gc.freeze()
+        _LOADED[key] = pool
         return pool, path, built
 
 
