@@ -310,6 +310,10 @@ class OverflowEpisode:
         return self.settings.target_tokens(self.original)
 
     def action_mask(self) -> np.ndarray:
+        """The valid actions now (:meth:`EpisodeSettings.mask` of the state after the steps
+        taken); all False once the episode is over: no action can run, and none is checked."""
+        if self.done:
+            return np.zeros(len(self.settings.actions), dtype=bool)
         return self.settings.mask(self.state, self.steps_taken)
 
     def valid_actions(self) -> list[str]:

@@ -403,6 +403,30 @@ def test_masks_on_hand_built_contexts():
     assert one["summarize_old"] is False and one["fresh_start"]
 
 
+@pytest.mark.parametrize("pool", [False, True], ids=["live", "pooled"])
+def test_a_finished_episode_masks_every_action_and_checks_none(pool, tmp_path, monkeypatch):
+    """Once the episode is over no action can run: its mask is all False (the info's and
+    ``action_masks()``), and its final state was never asked which actions apply (a pool
+    holds no validity entry for it either)."""
+    monkeypatch.setenv("CTXSIM_POOL_DIR", str(tmp_path))
+    env = full_env(scenario_names=["mild-overflow"], contexts_per_scenario=1, pool=pool)
+    core = env.unwrapped
+    _, info = env.reset(seed=0)
+    assert info["action_mask"].any()
+    _, _, terminated, _, info = env.step(core.actions.index("truncate"))  # a recovery: always the last step
+    assert terminated
+    for mask in (info["action_mask"], core.action_masks()):
+        assert mask.dtype == bool and mask.shape == (len(core.actions),) and not mask.any()
+    final = core.state.fingerprint
+    asked = [key for key in core._settings.memo_entries() if key[0] == "valid" and key[1] == final]
+    assert asked == []
+    if pool:
+        assert not [key for key in core._pool.memo if key[0] == "valid" and key[1] == final]
+        assert not core._pool.views[final][1].any()
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step(core.actions.index("truncate"))
+
+
 def test_budget_exclusions_are_always_masked():
     env = full_env(budget={"excluded": ["remove_oldest", "fresh_start"]})
     for state in (hand_state(units(8)), hand_state(units(1, repeat=60))):

@@ -194,6 +194,8 @@ class ContextOverflowEnv(ConfiguredEnv):
     counts toward ``max_steps``. With ``mask_overflowing_last_step: true`` the last
     of ``max_steps`` also masks the valid actions whose result would still be over
     the target, when any action fits (so no allowed action forces the recovery).
+    Once the episode is over the mask is all False: no action can run (``step``
+    raises ``ResetNeeded``), and none is worked out.
 
     ### Observation
 
