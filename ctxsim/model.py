@@ -279,10 +279,8 @@ class ContextState(Immutable):
     scenario: str = ""
     seed: int | None = None
     message_format: str = DEFAULT_FORMAT
-    # derived, filled in __post_init__
+    # derived, filled in __post_init__ (and the unit and fact tables below)
     total_tokens: int = field(init=False, compare=False)
-    _index: dict = field(init=False, repr=False, compare=False)
-    _facts: dict = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.units, tuple):
@@ -313,10 +311,20 @@ class ContextState(Immutable):
         total = sum(u.token_count for u in self.units) + overhead * len(self.units)
         total += REPLY_PRIMING[self.message_format] if self.units else 0
         object.__setattr__(self, "total_tokens", total)
-        object.__setattr__(self, "_index", index)
-        object.__setattr__(self, "_facts", {f.id: f for f in self.fact_table})
+        self.__dict__["_index"] = index  # what _index would build: it was built to check the ids
 
     # ---- reading -------------------------------------------------------
+    @computed_once
+    def _index(self) -> dict[str, int]:
+        """Unit id -> position (``__post_init__`` fills it as it checks the ids; a state
+        read from a pickle builds it when first asked: see :meth:`__getstate__`)."""
+        return {u.id: i for i, u in enumerate(self.units)}
+
+    @computed_once
+    def _facts(self) -> dict[str, Fact]:
+        """Fact id -> fact, built when first asked."""
+        return {f.id: f for f in self.fact_table}
+
     @property
     def facts(self) -> Mapping[str, Fact]:
         """The planted facts and rules (id -> Fact), read-only."""
@@ -406,8 +414,12 @@ class ContextState(Immutable):
         return value
 
     def __getstate__(self) -> dict[str, Any]:
+        """The fields and the fingerprint; not the memo of :meth:`derived` nor the unit and
+        fact tables, which a state read back builds when first asked (a context pool holds
+        175,000 states, most of which are never asked: the tables were 9 % of its file)."""
         state = dict(self.__dict__)
-        state.pop("_derived", None)
+        for name in ("_derived", "_index", "_facts"):
+            state.pop(name, None)
         return state
 
     def read_artifact(self, artifact_id: str) -> str:

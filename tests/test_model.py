@@ -157,6 +157,21 @@ def test_derived_values_are_computed_once_per_state_object_and_never_pickled():
     assert replace(state, limit=5000).derived("key", compute) == ["value"] and len(calls) == 3
 
 
+def test_a_pickled_state_leaves_its_unit_and_fact_tables_out_and_builds_them_when_asked():
+    facts = (Fact("f1", "$1,250", "u2"), Fact("f2", "never delete data", "u1", kind="rule"))
+    state = ContextState(units=(unit("u1"), unit("u2", content="Deploy on Friday."), unit("u3", content="Done.")),
+                         limit=4000, fact_table=facts)
+    assert state.position("u2") == 1 and state.facts["f1"].value == "$1,250"
+    blob = pickle.dumps(state)
+    assert b"_index" not in blob and b"_facts" not in blob
+    copy = pickle.loads(blob)
+    assert "_index" not in copy.__dict__ and "_facts" not in copy.__dict__
+    assert [copy.position(u.id) for u in state.units] == [0, 1, 2] and copy.unit("u3") == state.unit("u3")
+    assert "u2" in copy and "u9" not in copy
+    assert dict(copy.facts) == dict(state.facts) and copy == state and copy.fingerprint == state.fingerprint
+    assert "_index" in copy.__dict__ and "_facts" in copy.__dict__  # built once, kept
+
+
 def test_copies_of_the_frozen_values_are_the_values_themselves_memos_included():
     env = ToolEnvelope("read_file", "c1", '{"path":"a.py"}', key_fields=(("path", "a.py"),))
     state = ContextState(
