@@ -63,7 +63,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import collector
-from ..atomic import atomic_write_bytes
+from ..atomic import atomic_write_bytes, read_or_make
 from .contexts import build_context
 from ..episode import EpisodeSettings, OverflowEpisode, settings_subset
 from ..errors import ConfigError, CtxsimError
@@ -185,18 +185,24 @@ def source_digest() -> str:
         raw.update(f"{name}\x00{len(data)}\x00".encode() + data)
     kept = pool_dir() / f"source-{raw.hexdigest()[:32]}.json"
     try:
-        digest = json.loads(kept.read_bytes())["digest"]
-        if isinstance(digest, str) and len(digest) == 64:
-            return digest
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # none kept yet, or a damaged file: worked out and written again
-    digest = _code_digest(files, labels)
-    try:
-        atomic_write_bytes(kept, json.dumps({"digest": digest}).encode())
-        for old in sorted(kept.parent.glob("source-*.json"), key=lambda p: p.stat().st_mtime)[:-SOURCE_DIGESTS_KEPT]:
-            old.unlink(missing_ok=True)
-    except (OSError, ConfigError):  # a folder this process cannot write: the next one parses again
-        pass
+        digest, made = read_or_make(kept, _read_kept_digest, lambda: _code_digest(files, labels),
+                                    lambda d: json.dumps({"digest": d}).encode())
+    except (OSError, ConfigError):  # a folder this process cannot write (nor its pools): worked out unkept
+        return _code_digest(files, labels)
+    if made:
+        try:
+            for old in sorted(kept.parent.glob("source-*.json"), key=lambda p: p.stat().st_mtime)[:-SOURCE_DIGESTS_KEPT]:
+                old.unlink(missing_ok=True)
+        except OSError:  # another process removed one meanwhile: the next write prunes
+            pass
+    return digest
+
+
+def _read_kept_digest(path: Path) -> str:
+    """The digest kept at ``path`` (ValueError when the file holds none: it is made again)."""
+    digest = json.loads(path.read_bytes())["digest"]
+    if not isinstance(digest, str) or len(digest) != 64:
+        raise ValueError(f"{path}: no source digest")
     return digest
 
 

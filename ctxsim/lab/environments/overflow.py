@@ -188,8 +188,9 @@ class ContextOverflowEnv(ConfiguredEnv):
     reset and every step): an action is valid iff it is not excluded by the
     budget and its strategy is ``applicable`` to the current context; a recovery
     action is valid unless excluded. While the episode runs the mask is never all
-    False: when no action is valid, it allows the recovery actions (excluded or not), else every action,
-    so that a masked learner can act — such a step runs nothing (a wasted step, as
+    False: when no action is valid, it allows the recovery actions (excluded or
+    not), else every action, so that a masked learner can act — such a step runs
+    nothing (a wasted step, as
     an invalid action of an unmasked learner is: ``info["valid_action"]`` False) and
     counts toward ``max_steps``. With ``mask_overflowing_last_step: true`` the last
     of ``max_steps`` also masks the valid actions whose result would still be over
