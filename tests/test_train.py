@@ -1,5 +1,6 @@
 """Training from experiment YAML: end to end on a tiny budget; the target run is slow."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +62,11 @@ def test_training_runs_end_to_end(tmp_path, algo):
         assert (run / name).stat().st_size > 0, name
     assert any((run / "checkpoints").iterdir()) and any((run / "tb").iterdir())
     assert not [p for p in run.rglob("*") if ".tmp" in p.name]  # atomic saves left no temporaries
+    import torch
+
+    path = json.loads((run / "machine.json").read_text())  # the numeric path that trained it
+    assert path["torch"] == torch.__version__ and path["torch threads"] == "1"
+    assert path["torch CPU capability"] == torch.backends.cpu.get_cpu_capability()
     curve = np.load(run / "evaluations.npz")
     assert list(curve["timesteps"]) == [256, 512] and curve["results"].shape == (2, 4)
 

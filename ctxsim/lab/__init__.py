@@ -9,4 +9,8 @@ policy registry (:mod:`ctxsim.policies`): ``best-fixed:<experiment>`` and traine
 SB3 runs (:mod:`ctxsim.lab.policies`).
 """
 
-from . import policies  # noqa: F401  (registers the lab's policies)
+from .numerics import pin_kernels
+
+pin_kernels()  # before the lab imports torch: one numeric path for training on every AVX2 machine
+
+from . import policies  # noqa: E402,F401  (registers the lab's policies)

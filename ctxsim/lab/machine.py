@@ -13,6 +13,9 @@ def machine() -> dict[str, str]:
     """CPU model, cores, versions and date of this run (imports torch: the ``train`` extra)."""
     import torch
 
+    from .numerics import kernel_path
+
+    kernels = kernel_path()
     cpu = platform.processor() or "unknown"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
@@ -28,5 +31,6 @@ def machine() -> dict[str, str]:
         "Python": platform.python_version(),
         "numpy": np.__version__,
         "torch": torch.__version__,
+        "torch kernels": f"{kernels['torch CPU capability']}, MKL_CBWR={kernels['MKL_CBWR']}",
         "date (UTC)": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
     }

@@ -33,6 +33,8 @@ MODEL_FILE = "best_model.zip"
 CONFIG_FILE = "config.yaml"
 VECNORMALIZE_FILE = "vecnormalize.pkl"
 EVALUATIONS_FILE = "evaluations.npz"
+#: the numeric path that trained a run (:func:`ctxsim.lab.numerics.kernel_path`)
+MACHINE_FILE = "machine.json"
 
 
 def run_config(run_dir: Path) -> dict[str, Any]:

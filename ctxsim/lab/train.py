@@ -20,6 +20,9 @@ the vectorization and the seed. A run writes, under
   teacher, the states it fitted, its final losses, the greedy regret and the seconds it took (the teacher's included);
 * ``vecnormalize.pkl`` — with ``normalize_observations: true``: the frozen observation
   statistics (SB3 VecNormalize) every consumer of the run applies.
+* ``machine.json`` — the numeric path that trained it (torch's version and CPU
+  capability, MKL's reproducibility branch, threads: :mod:`ctxsim.lab.numerics`): runs
+  with the same path and seed have the same weights.
 
 Every model file (checkpoints and the callback's best model included) and
 ``evaluations.npz`` (rewritten at each evaluation) are written atomically.
@@ -60,7 +63,8 @@ from ..paths import ROOT
 from .pool import ensure_pool, pool_contexts, pool_dir
 from .stream.rollout import is_rollout, rollout_base
 from .stream.teacher import cached_rollout_values
-from .runs import CONFIG_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class, normalization_stats
+from .numerics import kernel_path
+from .runs import CONFIG_FILE, MACHINE_FILE, MODEL_FILE, VECNORMALIZE_FILE, algorithm_class, normalization_stats
 from .selection import evaluation_callback
 from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .warmstart import ORACLE, ActionValues, WarmStart, action_values, fit
@@ -329,6 +333,7 @@ def train(
     atomic_saves(model)  # best model and checkpoints included
     run_dir.mkdir(parents=True, exist_ok=False)  # only now: bad input leaves no run directory behind
     atomic_write_text(run_dir / CONFIG_FILE, resolved)
+    atomic_write_text(run_dir / MACHINE_FILE, json.dumps(kernel_path(), indent=2, sort_keys=True) + "\n")
     try:
         if experiment.normalize_observations:  # what VecNormalize.save writes (it pickles itself without the envs), atomically
             atomic_write_bytes(run_dir / VECNORMALIZE_FILE, pickle.dumps(train_env))
