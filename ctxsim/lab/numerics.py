@@ -12,8 +12,9 @@ process already sets them, ``ATEN_CPU_CAPABILITY=avx2`` (torch's kernels) and
 ``MKL_CBWR=AVX2`` (MKL's conditional numerical reproducibility: the same results on
 every CPU that has AVX2), on an x86-64 machine whose CPU reports AVX2. Training runs
 on one thread (:func:`ctxsim.lab.train.train`), so the thread count adds no difference.
-On an AVX2 machine this is the path torch takes anyway (the same weights, measured);
-on a wider one it gives those weights too. A process that imported torch before
+The pin is a path of its own even on an AVX2 CPU: torch reports its AVX2 kernels there
+with or without it, yet the default experiment's seed 0 trained other weights with
+``ATEN_CPU_CAPABILITY`` unset (``MKL_CBWR`` alone changed nothing). A process that imported torch before
 ctxsim keeps whatever torch chose then; :func:`kernel_path` says which path ran, and
 every run folder records it (``machine.json``).
 """
