@@ -11,8 +11,6 @@ import numpy as np
 
 def machine() -> dict[str, str]:
     """CPU model, cores, versions and date of this run (imports torch: the ``train`` extra)."""
-    import torch
-
     from .numerics import kernel_path
 
     kernels = kernel_path()
@@ -30,7 +28,7 @@ def machine() -> dict[str, str]:
         "load average at start (1/5/15 min)": load,
         "Python": platform.python_version(),
         "numpy": np.__version__,
-        "torch": torch.__version__,
+        "torch": kernels["torch"],
         "torch kernels": f"{kernels['torch CPU capability']}, MKL_CBWR={kernels['MKL_CBWR']}",
         "date (UTC)": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M"),
     }
