@@ -16,7 +16,9 @@ Benchmarks (``--only NAME``, repeatable):
   ``seed-chain`` policy on the 10k-token ``chat-10k`` context, cold and warm, vs one
   tiktoken pass over the same text (design 001: full chain < 2 s for 50 units);
 * ``summarizer`` — the extractive summarizer on 2,000 tokens (design 001: < 500 ms;
-  cold, at most 3 tiktoken passes over its input);
+  cold, at most 3 tiktoken passes over its input), and where its cold time goes: its
+  work done one stage at a time (splitting, classifying, counting, embedding, scoring,
+  ranking, fitting), each stage against one tiktoken pass over the input;
 * ``coherence`` — each measure of :mod:`ctxsim.coherence` on the 10k-token
   ``chat-10k`` context and design 001's ``hybrid`` result of it, cold, warm and (recall)
   with the original's sentence data rebuilt from cached embeddings, vs one tiktoken

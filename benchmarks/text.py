@@ -136,21 +136,24 @@ def bench_coherence(bench: Bench) -> list[Row]:
     return rows
 
 
+def summary_input(bench: Bench, tokens: int = 2000) -> tuple[list, str]:
+    """The cold summarizer's input: the first units of a fresh context up to ``tokens``
+    tokens, and its task, with the summary cache emptied."""
+    state = cold(bench)()
+    units, total = [], 0
+    for unit in state.units:
+        if total + unit.token_count > tokens:
+            break
+        units.append(unit)
+        total += unit.token_count
+    return units, state.task
+
+
 def bench_summarizer(bench: Bench) -> list[Row]:
     from ctxsim.summarize import get_summarizer
     from ctxsim.tokens import count_tokens
 
     summarizer = get_summarizer("extractive")
-
-    def two_thousand():
-        state = cold(bench)()
-        units, total = [], 0
-        for unit in state.units:
-            if total + unit.token_count > 2000:
-                break
-            units.append(unit)
-            total += unit.token_count
-        return units, state.task
 
     def run(arg):
         units, task = arg
@@ -158,7 +161,7 @@ def bench_summarizer(bench: Bench) -> list[Row]:
 
     pairs = []  # (summary ms, tiktoken ms) on each new ~2,000-token input, timed back to back
     for _ in range(bench.reps(SUMMARY_COLD_INPUTS, 2)):
-        arg = two_thousand()
+        arg = summary_input(bench)
         text = "\n\n".join(u.content for u in arg[0])
         start = time.perf_counter()
         tiktoken_pass(text)
@@ -167,7 +170,7 @@ def bench_summarizer(bench: Bench) -> list[Row]:
         pairs.append(((time.perf_counter() - middle) * 1000, (middle - start) * 1000))
     cold_t = Timing(tuple(d for d, _ in pairs))
     cold_ratio = float(np.median([d / t for d, t in pairs]))
-    sample = two_thousand()
+    sample = summary_input(bench)
     text = "\n\n".join(u.content for u in sample[0])
     warm_t = timed(run, repeat=bench.reps(20, 3), before=lambda: sample)
     ref_t = timed(lambda _: tiktoken_pass(text), repeat=bench.reps(20, 5))
@@ -188,4 +191,82 @@ def bench_summarizer(bench: Bench) -> list[Row]:
             f"{target}; <= {SUMMARY_RATIO_TARGET:g}x", cold_t.median < SUMMARY_BUDGET_MS and cold_ratio <= SUMMARY_RATIO_TARGET),
         Row("summarizer", "extractive, same input (cache hit)", ms(warm_t.median), ref, warm_t.median / ref_t.median,
             target, warm_t.median < SUMMARY_BUDGET_MS),
+        *summarizer_stages(bench),
     ]
+
+
+#: the stages of the extractive summarizer's work on new units, in its order, as
+#: :func:`summarizer_stages` times them
+SUMMARY_STAGES = (
+    ("split", "splitting the units into sentences"),
+    ("classify", "filing each sentence under a section"),
+    ("count", "counting each candidate's tokens and words, the candidate table"),
+    ("embed", "embedding the new sentences"),
+    ("score", "scoring (centrality, relevance, recency)"),
+    ("rank", "ranking (tiers, maximal marginal relevance)"),
+    ("fit", "fitting the budget and rendering"),
+)
+
+
+def summarizer_stages(bench: Bench) -> list[Row]:
+    """Where the cold summarizer's time goes: the work of ``summarize_units`` on new
+    inputs (:func:`summary_input`: units and task never seen) done one stage at a time, each
+    stage's time over one tiktoken encode of the input's text, timed just before it.
+    Each stage finds the memos of the stages before it filled, as the summarizer's own
+    run does; the staged summary must be the summarizer's own (checked on each input)."""
+    from ctxsim.relevance import embed_sparse
+    from ctxsim.sentences import segments
+    from ctxsim.summarize import get_summarizer
+    from ctxsim.summarize.extractive import FILL_RATIO, RankedCandidates, candidate_table, unit_items
+    from ctxsim.summarize.structured import Candidate, StructuredSummary, SummarySpan, fit_summary
+
+    summarizer = get_summarizer("extractive")
+    ratios: dict[str, list[float]] = {name: [] for name, _ in SUMMARY_STAGES}
+    times: dict[str, list[float]] = {name: [] for name, _ in SUMMARY_STAGES}  # ms
+    for _ in range(bench.reps(SUMMARY_COLD_INPUTS, 2)):
+        units, task = summary_input(bench)
+        text = "\n\n".join(u.content for u in units)
+        start = time.perf_counter()
+        tiktoken_pass(text)
+        marks = [time.perf_counter()]
+        for unit in units:  # as unit_items splits: neither a summary (parsed) nor a pointer (not read)
+            if unit.type != "summary" and "artifact_id" not in dict(unit.meta):
+                segments(unit.content, by_line=unit.type in ("code", "log"))
+        marks.append(time.perf_counter())
+        for unit in units:
+            unit_items(unit)
+        marks.append(time.perf_counter())
+        table = candidate_table(units)
+        marks.append(time.perf_counter())
+        embed_sparse(summarizer.embedder, table.texts)
+        marks.append(time.perf_counter())
+        scored = summarizer._scores(table.texts, table.sizes, table.units, table.weights, task, len(units))
+        marks.append(time.perf_counter())
+        budget = min(300, sum(u.token_count for u in units))
+        head = [Candidate("current_task", task.strip())] if task.strip() else []
+        ranked = RankedCandidates(head, table, summarizer._rank(table.texts, scored, table.tiers, budget))
+        marks.append(time.perf_counter())
+        base = StructuredSummary(span=SummarySpan(units[0].id, units[-1].id, min(u.turn for u in units),
+                                                  max(u.turn for u in units)))
+        summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO, floors=ranked.floors())
+        staged = summary.render() if summary is not None else None
+        marks.append(time.perf_counter())
+        if staged is None or staged != summarizer.summarize_units(units, 300, task=task).text:
+            raise AssertionError("summarizer stages: the staged summary is not summarize_units' own")
+        reference = marks[0] - start
+        for (name, _), before, after in zip(SUMMARY_STAGES, marks, marks[1:]):
+            ratios[name].append((after - before) / reference)
+            times[name].append((after - before) * 1000)
+    medians = {name: float(np.median(values)) for name, values in ratios.items()}
+    bench.notes.append(
+        f"summarizer stages: {len(ratios['split'])} more new inputs as the cold row's, the work of summarize_units done "
+        "one stage at a time (each finding the memos of the stages before it filled, as in the summarizer's own run; "
+        "the staged summary checked equal to its own), each stage's time over one tiktoken encode of the input's "
+        "text timed just before (the last row adds the stages' medians; the cold row times the whole call, its "
+        "summary cache key included, on other inputs).")
+    reference = "tiktoken, its text; median per input"
+    rows = [Row("summarizer", f"cold, by stage: {what}", ms(float(np.median(times[name]))), reference, medians[name])
+            for name, what in SUMMARY_STAGES]
+    rows.append(Row("summarizer", "cold, by stage: the stages' medians added",
+                    ms(sum(float(np.median(t)) for t in times.values())), reference, sum(medians.values())))
+    return rows

@@ -49,3 +49,20 @@ def test_pool_process_reads_a_new_process_before_and_after_its_env():
     before, seconds, after = pool_process({"contexts_per_scenario": 1})
     assert 20 < before <= after < 4096
     assert 0 < seconds < 60
+
+
+def test_the_summarizer_stages_add_up_to_its_own_work_and_check_its_summary(tmp_path):
+    """Each stage of the cold summarizer's breakdown gets a row with a positive share of
+    a tiktoken pass, and the total row adds them; the staged run is checked against
+    summarize_units' own summary on every input (a stage that drifted from the
+    summarizer would raise)."""
+    from benchmarks.measure import Bench
+    from benchmarks.text import SUMMARY_STAGES, summarizer_stages
+
+    bench = Bench(quick=True, scratch=tmp_path)
+    rows = summarizer_stages(bench)
+    assert [r.what for r in rows] == [f"cold, by stage: {what}" for _, what in SUMMARY_STAGES] + [
+        "cold, by stage: the stages' medians added"]
+    assert all(r.ratio > 0 for r in rows)
+    assert abs(rows[-1].ratio - sum(r.ratio for r in rows[:-1])) < 1e-9
+    assert "summarizer stages: 2 more new inputs" in bench.notes[-1]
