@@ -15,7 +15,12 @@ go to its JSONL log), and writes the result back as messages:
   ``{"role", "content"}`` message, a tool role becoming ``user``;
 * the result stays valid for a chat API: an assistant's ``tool_calls`` whose results
   are gone are removed (an assistant message left with neither calls nor text goes),
-  and a tool result whose call is gone becomes a ``user`` message with its text.
+  and a tool result whose call is gone becomes a ``user`` message with its text;
+* content the break moved out of the prompt (``externalize``, ``clear_tool_results``:
+  design 002's artifacts, each behind a pointer message that names it,
+  ``read_artifact("art-…")``) goes into the caller's ``artifacts`` mapping, artifact id
+  to content, where the agent's ``read_artifact`` tool finds it; without one it is
+  gone, and a warning says so.
 
 Tokens are ctxsim's counts (:mod:`ctxsim.tokens`: contents, tool calls as their
 ``[tool_call]`` lines, the chat framing); the result fits ``limit`` when the break
@@ -25,6 +30,8 @@ succeeded.
 from __future__ import annotations
 
 import re
+import warnings
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,18 +49,28 @@ class Breaker(Protocol):
 
 
 def compact_messages(
-    policy: Breaker, messages: list[dict[str, Any]], limit: int, *, log: str | Path | None = None, name: str = "messages"
+    policy: Breaker, messages: list[dict[str, Any]], limit: int, *, log: str | Path | None = None, name: str = "messages",
+    artifacts: MutableMapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """``messages`` broken by ``policy`` to fit ``limit`` tokens (module docstring).
 
     Messages that already fit come back as copies, and nothing is logged. ``log``: a
-    JSONL decision log for this call (default: the policy's own). Bad messages raise
-    TranscriptError naming ``name`` and the message number (from 1).
+    JSONL decision log for this call (default: the policy's own). ``artifacts``: where
+    the content the break moves out of the messages goes (artifact id -> the original
+    text; the same mapping across calls keeps every artifact of the session). Bad
+    messages raise TranscriptError naming ``name`` and the message number (from 1).
     """
     state = context_from_messages(messages, limit=limit, min_limit=min(limit, DEFAULT_MIN_LIMIT), name=name)
     if state.fits():
         return [dict(m) for m in messages]
     final = policy.break_context(state, target_tokens=limit, log=log).state
+    moved = [a for a in final.artifacts if a.id not in {b.id for b in state.artifacts}]
+    if moved and artifacts is None:
+        warnings.warn(
+            f"{name}: the break moved {len(moved)} span(s) out of the messages behind read_artifact pointers "
+            f"({', '.join(a.id for a in moved)}); pass artifacts= (a dict) to keep their content", stacklevel=2)
+    elif moved:
+        artifacts.update((a.id, a.content) for a in moved)
     return messages_of(final, state, messages)
 
 

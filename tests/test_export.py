@@ -4,6 +4,7 @@ with SB3, decision logs, ``evaluate --from-log`` and the ContextWindow integrati
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections import Counter
 from dataclasses import replace
@@ -358,9 +359,11 @@ def test_an_exported_policy_compacts_an_agents_chat_messages_in_one_call(exports
     shipped = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
     messages = [json.loads(line) for line in shipped.read_text().splitlines()]
     messages = _native(messages) if form == "native" else messages
-    before, log, limit = deepcopy(messages), tmp_path / "decisions.jsonl", 4000
-    out = policy.compact_messages(messages, limit, log=log)
+    before, log, limit, store = deepcopy(messages), tmp_path / "decisions.jsonl", 4000, {}
+    out = policy.compact_messages(messages, limit, log=log, artifacts=store)
     assert messages == before  # the caller's list is never modified
+    pointers = {m for message in out for m in re.findall(r'read_artifact\("(art-[0-9a-f]+)"\)', message["content"] or "")}
+    assert pointers == set(store)  # what the break moved out is the caller's to read back
     assert context_from_messages(out, limit=limit, min_limit=1).total_tokens <= limit < context_from_messages(messages).total_tokens
     assert out[0] == messages[0] and out[1] == messages[1]  # system prompt and task kept as they came
     assert all(m in messages or m["content"] for m in out)  # new messages carry text

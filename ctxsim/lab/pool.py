@@ -86,7 +86,7 @@ _NOT_IN_KEY = ("cache_size",)
 #: code is in the digest): editing them keeps the pools valid. Everything else in the
 #: package is in the digest, new modules included.
 NOT_IN_DIGEST = frozenset({
-    "__main__.py", "atomic.py", "collector.py", "plugins.py", "transitions.py",
+    "__main__.py", "atomic.py", "collector.py", "messages.py", "plugins.py", "transitions.py",
     "lab/__init__.py", "lab/cli.py", "lab/demo.py", "lab/evaluate.py", "lab/export.py", "lab/machine.py", "lab/numerics.py",
     "lab/parallel.py", "lab/realism.py", "lab/realism_stats.py", "lab/report.py", "lab/results.py", "lab/runs.py",
     "lab/stats.py", "lab/sweep.py", "lab/train.py", "lab/tune.py", "lab/validity.py", "lab/warmstart.py",

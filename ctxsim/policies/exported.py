@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import MutableMapping
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -326,12 +327,14 @@ class ExportedPolicy(Policy):
         )
 
     def compact_messages(
-        self, messages: list[dict[str, Any]], limit: int, *, log: str | Path | None = None
+        self, messages: list[dict[str, Any]], limit: int, *, log: str | Path | None = None,
+        artifacts: MutableMapping[str, str] | None = None,
     ) -> list[dict[str, Any]]:
         """An agent's chat messages broken to fit ``limit`` tokens, as chat messages
         (:func:`ctxsim.messages.compact_messages`; decisions go to ``log``, default
-        the policy's :attr:`log`)."""
-        return compact_messages(self, messages, limit, log=log)
+        the policy's :attr:`log`; content moved behind ``read_artifact`` pointers into
+        ``artifacts``, artifact id -> content)."""
+        return compact_messages(self, messages, limit, log=log, artifacts=artifacts)
 
     def _log(self, writer: TransitionWriter, episode: OverflowEpisode, steps: list[Step]) -> None:
         """Append the episode's decisions in the schema of :mod:`ctxsim.transitions`."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from ..errors import ContextError, StrategyError, describe_value
-from ..model import ContextState
+from ..model import Artifact, ContextState
 from ..strategies import Strategy, StrategyContext, get_strategy
 from .items import ContextItem, chronological, items_from_state
 
@@ -42,7 +42,9 @@ class CompactionProposal:
     ``strategy`` names what ran ("policy", "a+b" for a chain, or an id) and
     ``applied`` the strategy ids that changed the state. ``items`` is the window's
     content after a commit (chronological); ``removed`` the items it drops (removed
-    or folded into a summary), ``added`` the synthetic items it brings. Tokens are
+    or folded into a summary), ``added`` the synthetic items it brings; ``artifacts``
+    the content it moves out of the window behind pointer items (design 002's
+    externalization), which the window keeps for ``read_artifact``. Tokens are
     window tokens (content, framing and reply priming).
     """
 
@@ -57,6 +59,7 @@ class CompactionProposal:
     added: tuple[ContextItem, ...]
     changed: bool
     window_key: int = field(repr=False, default=0)
+    artifacts: tuple[Artifact, ...] = ()
 
     @property
     def tokens_freed(self) -> int:
@@ -118,6 +121,7 @@ def plan(
     items = tuple(items_from_state(before, new_state, next_tick))
     old = tuple(chronological(before.values()))
     after_ids = {i.id for i in items}
+    known = {a.id for a in state.artifacts}
     return CompactionProposal(
         expected_version=version,
         strategy=label,
@@ -130,4 +134,5 @@ def plan(
         added=tuple(i for i in items if i.id not in before),
         changed=items != old,
         window_key=window_key,
+        artifacts=tuple(a for a in new_state.artifacts if a.id not in known),
     )

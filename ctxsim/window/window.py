@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from ..config import load_models, usage_tier
 from ..errors import ContextError, ContextWindowFull, describe_value
-from ..model import DEFAULT_MIN_LIMIT, ContextState
+from ..model import DEFAULT_MIN_LIMIT, Artifact, ContextState
 from ..strategies import Strategy
 from ..tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, message_overhead
 from .build import BuildOptions, BuiltContext, compose, request_tokens
@@ -58,6 +58,7 @@ class ContextSnapshot:
     strategy: str
     agent_id: str = "agent"
     created_at: float = field(default=0.0, compare=False)
+    artifacts: tuple[Artifact, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class ContextWindow:
         self._events = EventHub()
         self._clock = itertools.count()
         self._items: dict[str, ContextItem] = {}
+        self._artifacts: dict[str, Artifact] = {}  # what compactions moved out, by id, oldest first
         self._tokens = 0  # content + framing of every item, without the reply priming
         self._version = self._compactions = self._freed = 0
         self._metrics = WindowMetrics()
@@ -211,10 +213,28 @@ class ContextWindow:
         return [i for i in self.items() if i.pinned]
 
     def to_state(self) -> ContextState:
-        """The items as a context state (chronological; limit = max_tokens)."""
+        """The items as a context state (chronological; limit = max_tokens), with the
+        artifacts compactions moved out of the window."""
         with self._lock:
-            items = list(self._items.values())
-        return self._state_of(items)
+            items, artifacts = list(self._items.values()), tuple(self._artifacts.values())
+        return self._state_of(items, artifacts)
+
+    def artifacts(self) -> tuple[Artifact, ...]:
+        """The content compactions moved out of the window behind pointer items
+        (design 002's artifacts), oldest first. Kept for the window's life: removing
+        or clearing items, or a later compaction of a pointer, leaves them."""
+        with self._lock:
+            return tuple(self._artifacts.values())
+
+    def read_artifact(self, artifact_id: str) -> str:
+        """The original content behind a pointer item (``read_artifact("art-…")`` in its
+        text: design 002's rehydration); an unknown id raises ContextError naming it."""
+        with self._lock:
+            artifact = self._artifacts.get(artifact_id)
+        if artifact is None:
+            raise ContextError(f"unknown artifact {describe_value(artifact_id)}; the window holds "
+                               f"{len(self._artifacts)} artifact(s)", key="artifact_id")
+        return artifact.content
 
     def on(self, event_name: str, callback: Callable[[Event], None]) -> Callable[[Event], None]:
         """Call ``callback(event)`` on every event ``event_name`` (see :mod:`.events`)."""
@@ -301,12 +321,12 @@ class ContextWindow:
         with self._lock:
             return ContextSnapshot(
                 self._version, tuple(self.items()), self.max_tokens, self._threshold, self._default.id, self.agent_id,
-                time.time(),
+                time.time(), tuple(self._artifacts.values()),
             )
 
     def restore(self, snapshot: ContextSnapshot) -> None:
         """Replace the content by the snapshot's items (ids, priorities, ``added_at``
-        kept) and take its threshold and default strategy. The window keeps its own
+        kept) and artifacts, and take its threshold and default strategy. The window keeps its own
         ``max_tokens``; a snapshot that does not fit raises ContextWindowFull. No
         events are emitted."""
         default = resolve(snapshot.strategy, "strategy")[0]
@@ -323,6 +343,7 @@ class ContextWindow:
             self._threshold = _percent(snapshot.compaction_threshold, "compaction_threshold", THRESHOLD_MARGIN_PERCENT)
             self._default = default
             self._items = {i.id: i for i in items}
+            self._artifacts = {a.id: a for a in snapshot.artifacts}
             self._tokens = tokens
             start = max([next(self._clock)] + [i.added_at + 1 for i in items])
             self._clock = itertools.count(start)
@@ -415,8 +436,8 @@ class ContextWindow:
         """
         target = int(self.max_tokens * _percent(target_percent, "target_percent") / 100)
         with self._lock:
-            version, before = self._version, dict(self._items)
-        state = self._state_of(before.values())
+            version, before, artifacts = self._version, dict(self._items), tuple(self._artifacts.values())
+        state = self._state_of(before.values(), artifacts)
         preserved = {i.id for i in before.values() if self._preserved(i)}
         if preserved:  # strategies treat preserved tool results as pinned
             state = state.with_units([replace(u, pinned=True) if u.id in preserved else u for u in state.units])
@@ -520,7 +541,8 @@ class ContextWindow:
         """Tokens an item of ``cost`` adds now (the reply priming comes with the first)."""
         return cost + (0 if self._items else self._priming)
 
-    def _state_of(self, items: Iterable[ContextItem]) -> ContextState:
+    def _state_of(self, items: Iterable[ContextItem], artifacts: tuple[Artifact, ...] = ()) -> ContextState:
+        """A state of ``items`` and ``artifacts`` with the window's settings."""
         return items_to_state(
             items,
             limit=self.max_tokens,
@@ -528,6 +550,7 @@ class ContextWindow:
             warning_threshold=self._threshold / 100,
             task=self.task,
             message_format=self.message_format,
+            artifacts=artifacts,
         )
 
     def _change(self, item_id: str, **changes: Any) -> bool:
@@ -586,6 +609,7 @@ class ContextWindow:
             return True
         usage_before = self.usage_percent
         self._items = {i.id: i for i in proposal.items}
+        self._artifacts.update((a.id, a) for a in proposal.artifacts)
         self._tokens = sum(self._cost(i) for i in proposal.items)
         self._version += 1
         self._compactions += 1

@@ -1,0 +1,121 @@
+"""Content a break moves out of the prompt (design 002's artifacts, behind pointers that
+say ``read_artifact("art-…")``) stays readable where policies are deployed: in a
+ContextWindow and through compact_messages."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from ctxsim.errors import ContextError
+from ctxsim.messages import compact_messages
+from ctxsim.model import ContextState
+from ctxsim.strategies import StrategyContext, get_strategy
+from ctxsim.window import ContextItem, ContextWindow
+
+POINTER = re.compile(r'read_artifact\("(art-[0-9a-f]+)"\)')
+LOG = "\n".join(f"line {i}: the deploy cache value for key k{i} is {i * 37}" for i in range(150))
+
+
+class StrategyPolicy:
+    """A deployable-policy stand-in: breaks with one ctxsim strategy."""
+
+    def __init__(self, strategy_id: str):
+        self.strategy_id = strategy_id
+
+    def break_context(self, state: ContextState, target_tokens: int | None = None, log=None):
+        return get_strategy(self.strategy_id).apply(state, StrategyContext(target_tokens=target_tokens))
+
+
+def window_with_a_long_tool_output(**kwargs) -> ContextWindow:
+    window = ContextWindow(4000, compaction_threshold=100.0, task="fix the deploy cache", **kwargs)
+    window.add(ContextItem("You are a coding agent.", "system_prompt", pinned=True, id="sys"))
+    window.add(ContextItem("[tool_call] read_file path=/srv/cache.py", "assistant_message", id="call"))
+    window.add(ContextItem(LOG, "tool_result", id="out"))
+    window.add(ContextItem("The cache keys map to values; k42 looks wrong.", "assistant_message", id="note"))
+    for k in range(3):  # externalize keeps the three newest units as they are
+        window.add(ContextItem(f"Checking key k{40 + k} next.", "assistant_message", id=f"later{k}"))
+    return window
+
+
+def pointed_ids(texts) -> list[str]:
+    return [m.group(1) for t in texts for m in POINTER.finditer(t or "")]
+
+
+def test_a_window_keeps_what_a_compaction_externalized_and_reads_it_back():
+    window = window_with_a_long_tool_output()
+    assert window.artifacts() == ()
+    assert window.compact("externalize", 50) > 0
+    assert "out" not in window
+    ids = pointed_ids(i.content for i in window.items())
+    assert len(ids) == 1 and [a.id for a in window.artifacts()] == ids
+    original = window.read_artifact(ids[0])
+    assert LOG in original  # the span as it was, every line of the tool output
+    assert window.to_state().read_artifact(ids[0]) == original
+    with pytest.raises(ContextError, match="unknown artifact 'art-000'"):
+        window.read_artifact("art-000")
+
+    # the pointer item removed, the window cleared: the content is still there to read
+    pointer = next(i for i in window.items() if POINTER.search(i.content))
+    assert window.remove(pointer.id)
+    window.clear()
+    assert window.read_artifact(ids[0]) == original
+
+
+def test_a_snapshot_carries_the_artifacts_to_the_window_it_restores():
+    window = window_with_a_long_tool_output()
+    window.compact("externalize", 50)
+    (artifact,) = window.artifacts()
+    snapshot = window.snapshot()
+    assert snapshot.artifacts == (artifact,)
+    other = ContextWindow(4000)
+    other.restore(snapshot)
+    assert other.read_artifact(artifact.id) == artifact.content and other.artifacts() == (artifact,)
+
+
+def test_a_policy_that_externalizes_on_the_windows_own_compaction_loses_nothing():
+    window = ContextWindow(4000, compaction_threshold=85.0, task="fix the deploy cache",
+                           policy=StrategyPolicy("externalize"))
+    window.add(ContextItem("You are a coding agent.", "system_prompt", pinned=True, id="sys"))
+    window.add(ContextItem(LOG, "tool_result", id="out"))
+    for k in range(3):
+        window.add(ContextItem(f"Checking key k{40 + k} next.", "assistant_message", id=f"later{k}"))
+    window.add(ContextItem("x " * 2000, "user_message", id="big"))  # room only once the tool output is out
+    assert "big" in window and "out" not in window
+    ids = pointed_ids(i.content for i in window.items())
+    assert len(ids) == 1 and LOG in window.read_artifact(ids[0])
+    assert [a.id for a in window.artifacts()] == ids
+
+
+def messages() -> list[dict]:
+    out = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Fix the deploy cache."}]
+    for k in range(4):
+        out.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{k}", "type": "function", "function": {"name": "http_get", "arguments": f'{{"url": "http://x/{k}"}}'}}]})
+        out.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"response {k}\n{LOG}"})
+        out.append({"role": "assistant", "content": f"read response {k}"})
+    return out
+
+
+def test_compact_messages_puts_what_the_break_moved_out_into_the_callers_artifacts():
+    sent, store = messages(), {}
+    out = compact_messages(StrategyPolicy("externalize"), sent, 3000, artifacts=store)
+    ids = pointed_ids(m.get("content") for m in out)
+    assert len(ids) >= 2 and set(ids) == set(store)  # every pointer resolves, nothing else was stored
+    for k, artifact in enumerate(ids):  # each moved tool output reads back whole, oldest first
+        assert f"response {k}\n{LOG}" in store[artifact]
+
+    # the same store across calls keeps the session's artifacts
+    more = out + [{"role": "user", "content": "Now the session cache."},
+                  {"role": "assistant", "content": "Reading it.", "tool_calls": [
+                      {"id": "c9", "type": "function", "function": {"name": "http_get", "arguments": "{}"}}]},
+                  {"role": "tool", "tool_call_id": "c9", "content": f"session\n{LOG}"}]
+    again = compact_messages(StrategyPolicy("externalize"), more, 3000, artifacts=store)
+    assert set(ids) < set(store) and set(pointed_ids(m.get("content") for m in again)) <= set(store)
+
+
+def test_compact_messages_without_a_store_warns_that_the_moved_content_is_gone():
+    with pytest.warns(UserWarning, match=r"messages: the break moved (\d) span\(s\) out of the messages .* pass artifacts=") as seen:
+        out = compact_messages(StrategyPolicy("externalize"), messages(), 3000)
+    assert len(pointed_ids(m.get("content") for m in out)) == int(re.search(r"moved (\d)", str(seen[0].message)).group(1)) >= 2
