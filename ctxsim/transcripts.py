@@ -323,9 +323,9 @@ def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
             wanted = message.get("tool_call_id")
             match = next((i for i, call in enumerate(calls) if wanted is not None and call[0] == wanted), 0)
             _, name, arguments = calls.pop(match) if calls else (None, message.get("name") or "tool", "")
-            tool = _envelope(name, _arguments(arguments), content, number)
+            tool = tool_envelope(name, tool_arguments(arguments), content, f"call-line-{number}")
         elif role == "user" and command is not None:
-            tool = _envelope(*_command_call(command), content, number)
+            tool = tool_envelope(*_command_call(command), content, f"call-line-{number}")
             command = None
         elif role == "system":
             priority = 1
@@ -356,8 +356,9 @@ def _final_command(content: str) -> str | None:
     return blocks[-1][2].strip()
 
 
-def _arguments(text: str) -> dict[str, Any]:
-    """Arguments of a ``[tool_call]`` line; unparseable JSON is kept under ``raw``."""
+def tool_arguments(text: str) -> dict[str, Any]:
+    """Arguments of a tool call written as JSON text (a ``[tool_call]`` line's, an OpenAI
+    call's ``arguments``); unparseable JSON, or JSON that is no object, is kept under ``raw``."""
     if not text.strip():
         return {}
     try:
@@ -378,7 +379,11 @@ def _command_call(command: str) -> tuple[str, dict[str, Any]]:
     return name, arguments
 
 
-def _envelope(name: str, arguments: dict[str, Any], output: str, number: int) -> ToolEnvelope:
+def tool_envelope(name: str, arguments: dict[str, Any], output: str, call_id: str) -> ToolEnvelope:
+    """The :class:`~ctxsim.model.ToolEnvelope` of one tool result: the call (tool name,
+    arguments, id) and what its output shows (an error line: failure and its message; a
+    file header: the path and lines), with the tool's durability
+    (:data:`DURABILITY_BY_TOOL`, else anchoring)."""
     durability = DURABILITY_BY_TOOL.get(name, "anchoring")
     error = search_error(output)  # ERROR_LINE.search(output), at less cost
     error_message = None
@@ -393,7 +398,7 @@ def _envelope(name: str, arguments: dict[str, Any], output: str, number: int) ->
     target = next((str(arguments[k]) for k in TARGET_KEYS if k in arguments), header[1] if header else None)
     return ToolEnvelope(
         tool_name=name,
-        call_id=f"call-line-{number}",
+        call_id=call_id,
         arguments=ToolEnvelope.canonical_arguments(arguments),
         outcome="failure" if error else "success",
         key_fields=tuple(sorted(fields.items())),

@@ -125,6 +125,40 @@ def test_item_to_unit_mapping(item_type, unit_type, role):
     assert item_to_unit(ContextItem("x", item_type, role="tool")).role == "tool"
 
 
+def test_a_tool_result_that_names_its_tool_is_a_unit_with_its_call():
+    """metadata tool_name, arguments (a dict or the call's JSON text) and call_id give the
+    unit the envelope a transcript's tool result gets; without a tool name there is none."""
+    from ctxsim.model import ToolEnvelope
+
+    output = "Traceback (most recent call last):\nValueError: bad cache key k42"
+    item = ContextItem(output, "tool_result", id="t1",
+                       metadata={"tool_name": "run_tests", "arguments": {"path": "tests/test_cache.py"}, "call_id": "c7"})
+    tool = item_to_unit(item).tool
+    assert (tool.tool_name, tool.call_id, tool.durability, tool.outcome) == ("run_tests", "c7", "ephemeral", "failure")
+    assert tool.arguments == ToolEnvelope.canonical_arguments({"path": "tests/test_cache.py"})
+    assert tool.target == "tests/test_cache.py" and tool.error_message == "Traceback (most recent call last):"
+    as_text = ContextItem(output, "tool_result", id="t1",
+                          metadata={"tool_name": "run_tests", "arguments": '{"path": "tests/test_cache.py"}', "call_id": "c7"})
+    assert item_to_unit(as_text).tool == tool
+    assert item_to_unit(ContextItem("ok", "tool_result", id="t2", metadata={"tool_name": "ls"})).tool.call_id == "call-t2"
+    assert item_to_unit(ContextItem("ok", "tool_result")).tool is None
+    assert item_to_unit(ContextItem("ok", "user_message", metadata={"tool_name": "ls"})).tool is None
+    with pytest.raises(ContextError, match=r"'t3': metadata\['arguments'\] must be a dict or JSON text, got 3"):
+        item_to_unit(ContextItem("ok", "tool_result", id="t3", metadata={"tool_name": "ls", "arguments": 3}))
+
+
+def test_a_window_deduplicates_a_tool_call_it_ran_twice():
+    window = ContextWindow(4000, compaction_threshold=100.0, task="fix the deploy cache")
+    listing = "\n".join(f"/srv/app/module_{i}.py  {i * 311} bytes" for i in range(120))
+    for k in range(2):
+        window.add(ContextItem(f"[tool_call] ls {{\"path\": \"/srv/app\"}} (try {k})", "assistant_message", id=f"a{k}"))
+        window.add(ContextItem(listing, "tool_result", id=f"ls{k}", metadata={"tool_name": "ls", "arguments": {"path": "/srv/app"}}))
+    window.add(ContextItem("The module list is long.", "assistant_message", id="note"))
+    assert get_strategy("dedupe_tool_results").applicable(window.to_state())
+    assert window.compact("dedupe_tool_results", 50) > 0
+    assert "ls0" not in window and window.get("ls1").content == listing  # the newer run kept, the older gone
+
+
 @pytest.mark.parametrize("priority,band", [(0, 3), (30, 3), (31, 2), (50, 2), (70, 2), (71, 1), (100, 1)])
 def test_priority_bands(priority, band):
     assert priority_band(priority) == band

@@ -22,18 +22,28 @@ An item's own ``role``, when set, replaces the type's role. Priorities map to se
 001's tags by design 000's bands: 71–100 → P1, 31–70 → P2, 0–30 → P3; the exact
 priority travels in the unit's ``meta`` as ``item_priority``. Units are in
 chronological order (``added_at``), so "oldest" means added first.
+
+A ``tool_result`` item that names its tool (``metadata["tool_name"]``; the call's
+``metadata["arguments"]``, a dict or its JSON text, and ``metadata["call_id"]`` when the
+agent has them) becomes a unit with a tool envelope (:func:`item_tool`), as a tool
+result of a transcript does: the strategies that work on tool results (deduplicating
+re-run calls, superseded writes, clearing and externalizing results that cannot be
+fetched again) see it as one.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import ContextError, describe_value
-from ..model import ROLES, UNIT_TYPES, ContextState, ContextUnit
+from ..model import ROLES, UNIT_TYPES, ContextState, ContextUnit, ToolEnvelope
 from ..strategies.window_compaction import ITEM_PRIORITY_META
 from ..tokens import count_tokens
+from ..transcripts import tool_arguments, tool_envelope
 
 #: design 000's ContextItemType, in ordering rank (lower ranks come first)
 TYPE_RANK: dict[str, int] = {
@@ -150,6 +160,29 @@ def chronological(items: Iterable[ContextItem]) -> list[ContextItem]:
     return sorted(items, key=lambda i: (i.added_at, i.id))
 
 
+def item_tool(item: ContextItem) -> ToolEnvelope | None:
+    """The tool envelope of a ``tool_result`` item that names its tool (module doc),
+    else None; an ``arguments`` entry that is neither a dict nor text raises
+    ContextError naming the item."""
+    name = item.metadata.get("tool_name") if item.type == "tool_result" else None
+    if not isinstance(name, str) or not name:
+        return None
+    arguments = item.metadata.get("arguments", "")
+    if isinstance(arguments, dict):
+        arguments = json.dumps(arguments, sort_keys=True, default=str)
+    elif not isinstance(arguments, str):
+        raise ContextError(f"ContextItem {item.id!r}: metadata['arguments'] must be a dict or JSON text, got "
+                           f"{describe_value(arguments)}", key="metadata.arguments")
+    return _tool_envelope(name, arguments, item.content, str(item.metadata.get("call_id") or f"call-{item.id}"))
+
+
+@lru_cache(maxsize=4096)
+def _tool_envelope(name: str, arguments: str, content: str, call_id: str) -> ToolEnvelope:
+    """:func:`~ctxsim.transcripts.tool_envelope`, once per item (a window maps its
+    items to units at every compaction)."""
+    return tool_envelope(name, tool_arguments(arguments), content, call_id)
+
+
 def item_to_unit(item: ContextItem) -> ContextUnit:
     """The context unit that stands for ``item`` (see the module table).
 
@@ -172,6 +205,7 @@ def item_to_unit(item: ContextItem) -> ContextUnit:
         token_count=item.token_count,
         summary_depth=int(item.metadata.get("summary_depth", 0)),
         meta=((ITEM_PRIORITY_META, str(item.priority)), ("item_type", item.type)),
+        tool=item_tool(item),
     )
 
 

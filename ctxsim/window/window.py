@@ -98,7 +98,8 @@ class ContextWindow:
     ``task``: the text relevance-based strategies score against (``ContextState.task``).
     ``preserve_tool_results``: tool names whose results no compaction touches (seed
     004's ``preserveToolResults``; a ``tool_result`` item names its tool in
-    ``metadata["tool_name"]``). :meth:`check_usage` acts on design 004's usage tiers
+    ``metadata["tool_name"]``, and its unit then carries the call:
+    :func:`~ctxsim.window.items.item_tool`). :meth:`check_usage` acts on design 004's usage tiers
     (:mod:`.tiers`).
     """
 
