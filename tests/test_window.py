@@ -489,6 +489,60 @@ def test_compact_when_under_target_changes_nothing():
     assert window.compact() == 0 and window.version == version and window.stats().compaction_count == 0
 
 
+# ---- set up by a context_config ---------------------------------------------------------------
+def test_a_window_from_an_exported_chain_config_takes_its_limit_threshold_and_chain(repo_root):
+    """The chain config ``ctxsim export`` wrote for the demo's learned policy sets up a
+    window: the limit per model and agent priority, the warning threshold, the chain
+    with its parameters, and the window compacts with that chain."""
+    exported = repo_root / "reports" / "demo" / "learned" / "chain_config.yaml"
+    window = ContextWindow.from_config(exported, task="rotate the TLS certificates")
+    assert (window.max_tokens, window.compaction_threshold, window.recovery) == (5000, 80.0, "fresh_start")
+    assert ContextWindow.from_config(exported, llm_type="gpt4").max_tokens == 6000
+    assert ContextWindow.from_config(exported, agent_priority=1).max_tokens == 6000  # P1 agents: +20 %
+    compacted = []
+    window.on("compacted", compacted.append)
+    for k in range(40):
+        window.add(ContextItem(prose(k), "user_message" if k % 2 else "tool_result", priority=40, id=f"i{k}"))
+    assert compacted and {(e.strategy, e.reason) for e in compacted} == {("prioritize_recent", "threshold")}
+    assert window.usage_percent <= 80.0
+
+
+def test_a_window_runs_its_recovery_when_compaction_leaves_no_room(repo_root):
+    """Against a task every item speaks to, the exported chain (``prioritize_recent``)
+    finds nothing to drop: a window without a recovery is full, one set up by the chain
+    config runs its ``recovery_mode`` (``fresh_start``) and takes the item."""
+    exported = repo_root / "reports" / "demo" / "learned" / "chain_config.yaml"
+    items = [ContextItem(prose(k), "user_message" if k % 2 else "tool_result", priority=40, id=f"i{k}") for k in range(40)]
+    bare = ContextWindow.from_config(exported, task="fix the deploy cache budget", recovery=None)
+    with pytest.raises(ContextWindowFull):
+        for item in items:
+            bare.add(item)
+    window = ContextWindow.from_config(exported, task="fix the deploy cache budget")
+    compacted = []
+    window.on("compacted", compacted.append)
+    for item in items:
+        window.add(item)
+    assert "i39" in window and window.current_tokens <= window.max_tokens
+    assert ("fresh_start", "recovery") in {(e.strategy, e.reason) for e in compacted}
+    with pytest.raises(ContextError, match="recovery must be one of"):
+        ContextWindow(4000, recovery="error")
+
+
+def test_a_bad_context_config_for_a_window_names_the_file_and_key(tmp_path):
+    from ctxsim.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="missing.yaml"):
+        ContextWindow.from_config(tmp_path / "missing.yaml")
+    low = tmp_path / "low.yaml"
+    low.write_text("context_config:\n  warning_threshold: 0.1\n")
+    with pytest.raises(ConfigError, match=r"low.yaml: key 'context_config.warning_threshold'"):
+        ContextWindow.from_config(low)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("context_config:\n  breaking_strategy:\n    chain_order: [drop]\n    drop: {no_such_option: 1}\n")
+    with pytest.raises(ConfigError, match=r"bad.yaml: key 'context_config\..*no_such_option"):
+        ContextWindow.from_config(bad)
+
+
 # ---- optimistic concurrency (seed 002) ------------------------------------------------------------
 def test_stale_commit_is_refused():
     window = filled()

@@ -1,7 +1,8 @@
 """Design 000's observability: its log templates and its metrics.
 
 Logs go to the ``ctxsim.window`` logger with the seed's templates and levels
-(:data:`LOG_TEMPLATES`; placeholders filled with :meth:`str.format`). Metrics are kept
+(:data:`LOG_TEMPLATES`, and one for the window's recovery; placeholders filled with
+:meth:`str.format`). Metrics are kept
 per window in :class:`WindowMetrics`: gauges (items, tokens, usage percent) are
 read from the window, counters (compactions, tokens freed) from its statistics, and
 the two histograms of operation latency — ``add_latency_ms`` and
@@ -26,6 +27,8 @@ LOG_TEMPLATES: dict[str, tuple[int, str]] = {
     "compacted": (logging.INFO, "Compacted context for agent {agent_id}: strategy={strategy}, freed={tokens}tokens"),
     "threshold": (logging.WARNING, "Context usage at {percent}% for agent {agent_id}, triggering compaction"),
     "full": (logging.ERROR, "Context window full for agent {agent_id}: current={current}, max={max}, requested={requested}"),
+    # not a seed 000 template: the window's recovery (design 001's recovery_mode)
+    "recovery": (logging.WARNING, "Compaction left no room for agent {agent_id}, running recovery {mode}"),
 }
 
 #: histogram bucket upper bounds (ms); the last bucket is everything above

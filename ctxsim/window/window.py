@@ -27,10 +27,12 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Iterable, Sequence
 
-from ..config import load_models, usage_tier
-from ..errors import ContextError, ContextWindowFull, describe_value
+from pathlib import Path
+
+from ..config import ContextConfig, load_config, load_models, usage_tier
+from ..errors import ConfigError, ContextError, ContextWindowFull, StrategyError, describe_value
 from ..model import DEFAULT_MIN_LIMIT, Artifact, ContextState
-from ..strategies import Strategy
+from ..strategies import Strategy, strategy_from_config
 from ..tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, message_overhead
 from .build import BuildOptions, BuiltContext, compose, request_tokens
 from .compaction import BreakingPolicy, CompactionProposal, StrategySpec, plan, resolve, run_chain, run_policy
@@ -43,6 +45,8 @@ from .tiers import COMPACT_MARGIN_PERCENT, RECOVERY_ACTIONS, ContextWindowExceed
 COMMIT_RETRIES = 3
 #: design 000: auto-compaction reaches ``threshold - 15`` percent; builds compact to 70 %
 THRESHOLD_MARGIN_PERCENT = 15.0
+#: design 001's recovery modes a window can run when its compaction leaves no room
+WINDOW_RECOVERIES = ("fresh_start", "truncate")
 BUILD_TARGET_PERCENT = 70.0
 
 
@@ -99,7 +103,9 @@ class ContextWindow:
     ``preserve_tool_results``: tool names whose results no compaction touches (seed
     004's ``preserveToolResults``; a ``tool_result`` item names its tool in
     ``metadata["tool_name"]``, and its unit then carries the call:
-    :func:`~ctxsim.window.items.item_tool`). :meth:`check_usage` acts on design 004's usage tiers
+    :func:`~ctxsim.window.items.item_tool`). ``recovery``: design 001's recovery mode
+    (``fresh_start`` or ``truncate``) that ``add`` runs when its compaction leaves no
+    room for the item; None raises ContextWindowFull then. :meth:`check_usage` acts on design 004's usage tiers
     (:mod:`.tiers`).
     """
 
@@ -116,6 +122,7 @@ class ContextWindow:
         agent_id: str = "agent",
         task: str = "",
         preserve_tool_results: Sequence[str] = ("updatePlan", "executeCommand"),
+        recovery: str | None = None,
     ):
         for name, value in (("max_tokens", max_tokens), ("max_items", max_items)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -137,6 +144,10 @@ class ContextWindow:
         self.policy = policy
         self._chain = resolve(chain, "chain") if chain is not None else None
         self._default = resolve(default_strategy, "default_strategy")[0]
+        if recovery is not None and recovery not in WINDOW_RECOVERIES:
+            raise ContextError(f"recovery must be one of {list(WINDOW_RECOVERIES)} or None, got {describe_value(recovery)}",
+                               key="recovery")
+        self.recovery = recovery
         self._threshold = _percent(compaction_threshold, "compaction_threshold", THRESHOLD_MARGIN_PERCENT)
         self._overhead = message_overhead(message_format)
         self._priming = REPLY_PRIMING[message_format]
@@ -149,6 +160,33 @@ class ContextWindow:
         self._version = self._compactions = self._freed = 0
         self._metrics = WindowMetrics()
         log("initialized", agent_id=agent_id, max_tokens=max_tokens)
+
+    @classmethod
+    def from_config(
+        cls, config: ContextConfig | str | Path, *, llm_type: str | None = None, agent_priority: int = 2, **kwargs: Any
+    ) -> ContextWindow:
+        """A window set up by a ``context_config`` (design 001; the ``chain_config.yaml``
+        ``ctxsim export`` writes, or a file or :class:`~ctxsim.config.ContextConfig` of
+        one's own): ``max_tokens`` the limit of ``llm_type`` for an agent of
+        ``agent_priority`` (:meth:`~ctxsim.config.ContextConfig.limit_for`),
+        ``compaction_threshold`` its ``warning_threshold``, ``chain`` its ``chain_order``
+        with each strategy's parameters. ``kwargs`` go to the constructor (``task``,
+        ``policy``: a policy given decides instead of the chain, ``recovery`` to set
+        another, ...); its ``recovery_mode`` becomes the window's ``recovery`` (``error``:
+        none, the window raises ContextWindowFull). A bad file, or a chain or threshold the window cannot
+        take, raises ConfigError naming it."""
+        source = None
+        if not isinstance(config, ContextConfig):
+            source = config
+            config = load_config(config)
+        try:
+            chain = [strategy_from_config(sid, config) for sid in config.breaking_strategy.chain_order]
+            kwargs.setdefault("recovery", None if config.recovery_mode == "error" else config.recovery_mode)
+            return cls(config.limit_for(llm_type, agent_priority=agent_priority),
+                       compaction_threshold=config.warning_threshold * 100, chain=chain, **kwargs)
+        except (ContextError, StrategyError) as exc:
+            key = {"compaction_threshold": "warning_threshold"}.get(exc.key or "", exc.key or "breaking_strategy")
+            raise ConfigError(exc.message, source=source, key=f"context_config.{key}") from None
 
     # ---- settings and readings ------------------------------------------------
     @property
@@ -582,6 +620,9 @@ class ContextWindow:
             # design 000's target, or lower when the item needs more room than that leaves
             room = (self.max_tokens - self._requested(cost)) / self.max_tokens * 100
             self._compact_locked(None, min(self._threshold - THRESHOLD_MARGIN_PERCENT, room), "threshold", events)
+            if self.current_tokens + self._requested(cost) > self.max_tokens and self.recovery is not None:
+                log("recovery", mode=self.recovery, agent_id=self.agent_id)
+                self._compact_locked(self.recovery, room, "recovery", events)
         if self.current_tokens + self._requested(cost) > self.max_tokens:
             raise self._full(cost)
         stored = replace(item, added_at=self._tick())
