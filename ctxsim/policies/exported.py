@@ -59,6 +59,7 @@ from ..messages import compact_messages
 from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, current_break, feature_names, observe
+from ..strategies.base import ProgressEvent
 from ..transitions import TransitionWriter
 from ..validation import check_input, validate
 from .lookahead import look_ahead, ranked_actions
@@ -173,6 +174,14 @@ class Normalization:
         return np.clip(scaled, -self.clip, self.clip).astype(np.float32)
 
 
+def _progress(steps: list[Step]) -> tuple[ProgressEvent, ...]:
+    """The progress messages of a break's steps, in order, the context's length checked
+    once (each step's own messages start with that check while it is over target)."""
+    events = [event for step in steps if step.result is not None for event in step.result.events]
+    first = next((k for k, e in enumerate(events) if e.phase == "detection"), len(events))
+    return tuple(e for k, e in enumerate(events) if k <= first or e.phase != "detection")
+
+
 @dataclass(frozen=True)
 class BreakResult:
     """What :meth:`ExportedPolicy.break_context` did.
@@ -181,7 +190,9 @@ class BreakResult:
     strategy ids the policy chose, in order (a forced recovery is not in it; see
     ``forced_recovery``); ``outcome`` and ``reward``: design 001's metrics and reward
     against ``target_tokens`` (tokens); ``latency_ms``: the modeled latency (ms), the
-    steps the look-ahead tried and did not take included.
+    steps the look-ahead tried and did not take included; ``events``: design 001's
+    progress messages of the steps taken, in order (the length check, each strategy's
+    phase, a recovery and its handover, success: what an agent's status line shows).
     """
 
     state: ContextState
@@ -191,6 +202,7 @@ class BreakResult:
     forced_recovery: bool
     target_tokens: int
     latency_ms: float
+    events: tuple[ProgressEvent, ...] = ()
 
     @property
     def success(self) -> bool:
@@ -323,7 +335,7 @@ class ExportedPolicy(Policy):
             final = replace(final, limit=state.limit, min_limit=state.min_limit)
         return BreakResult(
             final, episode.chain, episode.outcome, episode.reward, episode.forced_recovery,
-            episode.target_tokens, episode.total_ms,
+            episode.target_tokens, episode.total_ms, _progress(steps),
         )
 
     def compact_messages(
