@@ -35,6 +35,7 @@ from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from .budget import TokenBudget
 from .model import DEFAULT_MIN_LIMIT, ContextState
 from .transcripts import TOOL_CALL_LINE, context_from_messages
 
@@ -49,17 +50,23 @@ class Breaker(Protocol):
 
 
 def compact_messages(
-    policy: Breaker, messages: list[dict[str, Any]], limit: int, *, log: str | Path | None = None, name: str = "messages",
-    artifacts: MutableMapping[str, str] | None = None,
+    policy: Breaker, messages: list[dict[str, Any]], limit: int | TokenBudget, *, log: str | Path | None = None,
+    name: str = "messages", artifacts: MutableMapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """``messages`` broken by ``policy`` to fit ``limit`` tokens (module docstring).
 
-    Messages that already fit come back as copies, and nothing is logged. ``log``: a
+    ``limit``: the tokens the messages may take, or a :class:`~ctxsim.budget.TokenBudget`
+    (design 002: the model's input window less the tool schemas, formatting, a reply
+    buffer and a rehydration reserve), whose ``available_for_messages`` is then the
+    limit (leave a system prompt that is one of ``messages`` out of the budget: it is
+    counted with them). Messages that already fit come back as copies, and nothing is logged. ``log``: a
     JSONL decision log for this call (default: the policy's own). ``artifacts``: where
     the content the break moves out of the messages goes (artifact id -> the original
     text; the same mapping across calls keeps every artifact of the session). Bad
     messages raise TranscriptError naming ``name`` and the message number (from 1).
     """
+    if isinstance(limit, TokenBudget):
+        limit = limit.available_for_messages
     state = context_from_messages(messages, limit=limit, min_limit=min(limit, DEFAULT_MIN_LIMIT), name=name)
     if state.fits():
         return [dict(m) for m in messages]

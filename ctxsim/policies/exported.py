@@ -52,6 +52,7 @@ from typing import Annotated, Any, Callable, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..budget import TokenBudget
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..episode_config import EpisodeConfig
 from ..errors import PolicyError, describe_value
@@ -339,10 +340,11 @@ class ExportedPolicy(Policy):
         )
 
     def compact_messages(
-        self, messages: list[dict[str, Any]], limit: int, *, log: str | Path | None = None,
+        self, messages: list[dict[str, Any]], limit: int | TokenBudget, *, log: str | Path | None = None,
         artifacts: MutableMapping[str, str] | None = None,
     ) -> list[dict[str, Any]]:
-        """An agent's chat messages broken to fit ``limit`` tokens, as chat messages
+        """An agent's chat messages broken to fit ``limit`` tokens (or a
+        :class:`~ctxsim.budget.TokenBudget`'s room for messages), as chat messages
         (:func:`ctxsim.messages.compact_messages`; decisions go to ``log``, default
         the policy's :attr:`log`; content moved behind ``read_artifact`` pointers into
         ``artifacts``, artifact id -> content)."""

@@ -1,6 +1,7 @@
-"""Content a break moves out of the prompt (design 002's artifacts, behind pointers that
-say ``read_artifact("art-…")``) stays readable where policies are deployed: in a
-ContextWindow and through compact_messages."""
+"""Where policies are deployed (a ContextWindow, compact_messages): content a break moves
+out of the prompt (design 002's artifacts, behind pointers that say
+``read_artifact("art-…")``) stays readable, and the messages get the room a provider-aware
+token budget leaves them."""
 
 from __future__ import annotations
 
@@ -119,3 +120,20 @@ def test_compact_messages_without_a_store_warns_that_the_moved_content_is_gone()
     with pytest.warns(UserWarning, match=r"messages: the break moved (\d) span\(s\) out of the messages .* pass artifacts=") as seen:
         out = compact_messages(StrategyPolicy("externalize"), messages(), 3000)
     assert len(pointed_ids(m.get("content") for m in out)) == int(re.search(r"moved (\d)", str(seen[0].message)).group(1)) >= 2
+
+
+def test_compact_messages_takes_a_token_budget_with_the_tool_schemas_out_of_the_limit():
+    """Design 002's provider-aware budget: the tool schemas sent with the request, the reply
+    buffer and the rehydration reserve come out of the window; the messages get the rest."""
+    from ctxsim.budget import TokenBudget
+    from ctxsim.transcripts import context_from_messages
+
+    tools = [{"type": "function", "function": {"name": f"tool_{k}", "description": "Fetch one URL and return its body. " * 8,
+                                               "parameters": {"type": "object", "properties": {"url": {"type": "string"}}}}}
+             for k in range(6)]
+    budget = TokenBudget.for_request(8000, tools=tools, safety_buffer_tokens=300, rehydration_reserve_tokens=500)
+    assert 0 < budget.available_for_messages < 8000 * 0.85 - budget.tool_schema_tokens + 1
+    sent = messages()
+    out = compact_messages(StrategyPolicy("externalize"), sent, budget, artifacts={})
+    assert out == compact_messages(StrategyPolicy("externalize"), sent, budget.available_for_messages, artifacts={})
+    assert context_from_messages(out, limit=budget.available_for_messages, min_limit=1).total_tokens <= budget.available_for_messages
