@@ -58,6 +58,9 @@ class Compacted:
     ``"policy"``); ``applied`` lists the strategy ids that actually ran.
     ``items_removed`` counts items gone (removed or folded into a summary),
     ``items_added`` the synthetic items (summaries, placeholders) that came in.
+    ``reason``: ``threshold`` (``add`` went over the compaction threshold),
+    ``recovery`` (the window's recovery, when that compaction left no room),
+    ``manual`` (``compact``, ``commit``, ``recover``).
     """
 
     name: ClassVar[str] = "compacted"
