@@ -490,15 +490,38 @@ def test_compact_when_under_target_changes_nothing():
 
 
 # ---- set up by a context_config ---------------------------------------------------------------
-def test_a_window_from_an_exported_chain_config_takes_its_limit_threshold_and_chain(repo_root):
-    """The chain config ``ctxsim export`` wrote for the demo's learned policy sets up a
-    window: the limit per model and agent priority, the warning threshold, the chain
-    with its parameters, and the window compacts with that chain."""
-    exported = repo_root / "reports" / "demo" / "learned" / "chain_config.yaml"
-    window = ContextWindow.from_config(exported, task="rotate the TLS certificates")
+#: a chain config as ``ctxsim export`` writes it (the demo's learned policy chose this chain),
+#: its sections the seed example's
+CHAIN_CONFIG = """\
+context_config:
+  min_limit: 3500
+  default_limit: 5000
+  warning_threshold: 0.8
+  per_llm:
+  - {type: local_14b, limit: 3500, follow_default: true}
+  - {type: gpt4, limit: 6000, follow_default: true}
+  breaking_strategy:
+    chain_order: [prioritize_recent]
+    prioritize_recent: {rel_threshold: 0.5, recent_bias: 0.2, priority_boost: 1.5, drop_p1: false}
+  recovery_mode: fresh_start
+"""
+
+
+@pytest.fixture
+def chain_config(tmp_path):
+    path = tmp_path / "chain_config.yaml"
+    path.write_text(CHAIN_CONFIG)
+    return path
+
+
+def test_a_window_from_a_chain_config_takes_its_limit_threshold_and_chain(chain_config):
+    """A chain config sets up a window: the limit per model and agent priority, the
+    warning threshold, the chain with its parameters, the recovery; and the window
+    compacts with that chain."""
+    window = ContextWindow.from_config(chain_config, task="rotate the TLS certificates")
     assert (window.max_tokens, window.compaction_threshold, window.recovery) == (5000, 80.0, "fresh_start")
-    assert ContextWindow.from_config(exported, llm_type="gpt4").max_tokens == 6000
-    assert ContextWindow.from_config(exported, agent_priority=1).max_tokens == 6000  # P1 agents: +20 %
+    assert ContextWindow.from_config(chain_config, llm_type="gpt4").max_tokens == 6000
+    assert ContextWindow.from_config(chain_config, agent_priority=1).max_tokens == 6000  # P1 agents: +20 %
     compacted = []
     window.on("compacted", compacted.append)
     for k in range(40):
@@ -507,17 +530,16 @@ def test_a_window_from_an_exported_chain_config_takes_its_limit_threshold_and_ch
     assert window.usage_percent <= 80.0
 
 
-def test_a_window_runs_its_recovery_when_compaction_leaves_no_room(repo_root):
-    """Against a task every item speaks to, the exported chain (``prioritize_recent``)
-    finds nothing to drop: a window without a recovery is full, one set up by the chain
-    config runs its ``recovery_mode`` (``fresh_start``) and takes the item."""
-    exported = repo_root / "reports" / "demo" / "learned" / "chain_config.yaml"
+def test_a_window_runs_its_recovery_when_compaction_leaves_no_room(chain_config):
+    """Against a task every item speaks to, the chain (``prioritize_recent``) finds
+    nothing to drop: a window without a recovery is full, one set up by the chain config
+    runs its ``recovery_mode`` (``fresh_start``) and takes the item."""
     items = [ContextItem(prose(k), "user_message" if k % 2 else "tool_result", priority=40, id=f"i{k}") for k in range(40)]
-    bare = ContextWindow.from_config(exported, task="fix the deploy cache budget", recovery=None)
+    bare = ContextWindow.from_config(chain_config, task="fix the deploy cache budget", recovery=None)
     with pytest.raises(ContextWindowFull):
         for item in items:
             bare.add(item)
-    window = ContextWindow.from_config(exported, task="fix the deploy cache budget")
+    window = ContextWindow.from_config(chain_config, task="fix the deploy cache budget")
     compacted = []
     window.on("compacted", compacted.append)
     for item in items:
