@@ -71,7 +71,7 @@ def compact_messages(
     if state.fits():
         return [dict(m) for m in messages]
     final = policy.break_context(state, target_tokens=limit, log=log).state
-    moved = [a for a in final.artifacts if a.id not in {b.id for b in state.artifacts}]
+    moved = final.artifacts_since(state)
     if moved and artifacts is None:
         warnings.warn(
             f"{name}: the break moved {len(moved)} span(s) out of the messages behind read_artifact pointers "

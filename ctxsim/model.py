@@ -429,6 +429,12 @@ class ContextState(Immutable):
                 return art.content
         raise ContextError(f"unknown artifact {artifact_id!r}", key="artifact_id")
 
+    def artifacts_since(self, before: ContextState) -> tuple[Artifact, ...]:
+        """The artifacts this state holds that ``before`` (the state a break started
+        from) did not: what the break moved out of the prompt."""
+        known = {art.id for art in before.artifacts}
+        return tuple(art for art in self.artifacts if art.id not in known)
+
     # ---- deriving ------------------------------------------------------
     def with_units(self, units: Iterable[ContextUnit], *, applied: str | None = None, **changes: Any) -> "ContextState":
         """A new state with other units (and optionally one more strategy in history)."""

@@ -121,7 +121,6 @@ def plan(
     items = tuple(items_from_state(before, new_state, next_tick))
     old = tuple(chronological(before.values()))
     after_ids = {i.id for i in items}
-    known = {a.id for a in state.artifacts}
     return CompactionProposal(
         expected_version=version,
         strategy=label,
@@ -134,5 +133,5 @@ def plan(
         added=tuple(i for i in items if i.id not in before),
         changed=items != old,
         window_key=window_key,
-        artifacts=tuple(a for a in new_state.artifacts if a.id not in known),
+        artifacts=new_state.artifacts_since(state),
     )

@@ -25,9 +25,8 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any, Callable, Iterable, Sequence
-
 from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
 
 from ..config import ContextConfig, load_config, load_models, usage_tier
 from ..errors import ConfigError, ContextError, ContextWindowFull, StrategyError, describe_value
@@ -580,7 +579,7 @@ class ContextWindow:
         """Tokens an item of ``cost`` adds now (the reply priming comes with the first)."""
         return cost + (0 if self._items else self._priming)
 
-    def _state_of(self, items: Iterable[ContextItem], artifacts: tuple[Artifact, ...] = ()) -> ContextState:
+    def _state_of(self, items: Iterable[ContextItem], artifacts: tuple[Artifact, ...]) -> ContextState:
         """A state of ``items`` and ``artifacts`` with the window's settings."""
         return items_to_state(
             items,
