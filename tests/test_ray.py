@@ -42,6 +42,7 @@ name: tiny
 experiment: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}
 overrides:
   n_envs: 1
+  env_config: {{contexts_per_scenario: 2, pool: false}}
   eval_freq: 64
   eval_episodes: 2
   checkpoint_freq: 100000

@@ -56,10 +56,10 @@ BASES = ["seed-chain", "only:prioritize_recent", "peer:letta"]
 
 @pytest.fixture(scope="module")
 def base_and_rollout_rows():
-    """Every base and its rollout on six conversations, in one evaluation (each
+    """Every base and its rollout on four conversations, in one evaluation (each
     conversation is played by all six policies in one process, sharing its memos)."""
     return evaluate_stream([p for base in BASES for p in (base, f"rollout:{base}")], ["gpt4-6000", "tool-dupes"],
-                           [0, 1, 2], CONFIG)
+                           [0, 1], CONFIG)
 
 
 @pytest.mark.parametrize("base", BASES)
@@ -67,7 +67,7 @@ def test_rollout_never_scores_below_its_base_and_beats_a_weak_one(base, base_and
     df = base_and_rollout_rows
     own = df[df.policy == base].set_index(["scenario", "seed"]).reward
     improved = df[df.policy == f"rollout:{base}"].set_index(["scenario", "seed"]).reward
-    assert len(own) == len(improved) == 6 and (improved >= own - 1e-9).all()
+    assert len(own) == len(improved) == 4 and (improved >= own - 1e-9).all()
     if base == "only:prioritize_recent":
         assert improved.mean() > own.mean() + 0.5  # prioritize_recent at every event is far from the best
 
