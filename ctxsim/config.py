@@ -189,8 +189,11 @@ def _seed_per_llm() -> tuple[LLMLimit, ...]:
 class ContextConfig(_Frozen):
     """Design 001's ``context_config``; the defaults are the seed's example.
 
-    Limits are tokens. ``min_limit`` is the global floor: ``default_limit`` and every
-    ``per_llm`` limit must be at least ``min_limit``. ``warning_threshold`` is the
+    Limits are tokens. ``min_limit`` is the global floor: ``default_limit``, every
+    ``per_llm`` and every ``per_agent`` limit must be at least ``min_limit``.
+    ``per_agent`` maps an agent's name to its own limit (design 001's per-agent limits,
+    e.g. ``{Verification: 4000, Coding: 5000}``; an agent not listed has
+    ``default_limit``, or its model's). ``warning_threshold`` is the
     share of the limit (in (0, 1]) at which breaking starts. ``p1_agent_limit_bonus``
     is the share added to the limit of a P1 agent (design 001's priority system: "P1
     agents get higher limits (+20%)"). ``reward`` records the reward (profile and
@@ -202,6 +205,7 @@ class ContextConfig(_Frozen):
     default_limit: PositiveTokens = 5000
     warning_threshold: Annotated[float, Field(gt=0, le=1)] = DEFAULT_WARNING_THRESHOLD
     per_llm: Annotated[tuple[LLMLimit, ...], Field(strict=False)] = Field(default_factory=_seed_per_llm)
+    per_agent: dict[Name, PositiveTokens] = Field(default_factory=dict)
     breaking_strategy: BreakingStrategyConfig = Field(
         default_factory=lambda: BreakingStrategyConfig(**SEED_STRATEGY_PARAMS)
     )
@@ -222,12 +226,20 @@ class ContextConfig(_Frozen):
             if llm.type in seen:
                 raise KeyedValueError(f"per_llm[{i}].type", llm.type, "type listed twice")
             seen.add(llm.type)
+        for agent, limit in self.per_agent.items():
+            if limit < self.min_limit:
+                raise KeyedValueError(f"per_agent.{agent}", limit, f"below min_limit {self.min_limit}")
         return self
 
-    def limit_for(self, llm_type: str | None = None, *, agent_priority: int = 2) -> int:
-        """Token limit of ``llm_type`` from ``per_llm``; ``default_limit`` otherwise;
-        raised by ``p1_agent_limit_bonus`` (rounded down) for a P1 agent."""
-        limit = next((llm.limit for llm in self.per_llm if llm.type == llm_type), self.default_limit)
+    def limit_for(self, llm_type: str | None = None, *, agent: str | None = None, agent_priority: int = 2) -> int:
+        """Token limit of an agent: ``agent``'s own limit from ``per_agent`` when listed
+        there, never above the limit of ``llm_type`` when ``per_llm`` lists that model;
+        otherwise the limit of ``llm_type`` from ``per_llm``, else ``default_limit``.
+        Raised by ``p1_agent_limit_bonus`` (rounded down) for a P1 agent."""
+        model = next((llm.limit for llm in self.per_llm if llm.type == llm_type), None)
+        limit = model if model is not None else self.default_limit
+        if agent in self.per_agent:
+            limit = self.per_agent[agent] if model is None else min(self.per_agent[agent], model)
         if agent_priority not in (1, 2, 3):
             raise ConfigError(f"agent_priority must be 1, 2 or 3, got {describe_value(agent_priority)}", key="agent_priority")
         return int(limit * (1 + self.p1_agent_limit_bonus)) if agent_priority == 1 else limit

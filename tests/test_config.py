@@ -107,6 +107,23 @@ def test_limit_for(tmp_path):
     assert load_config(path).limit_for("gpt4") == 9000
 
 
+def test_per_agent_limits(tmp_path):
+    """Design 001: "Per-Agent Limits: Customizable (e.g., Verification: 4,000; Coding: 5,000)".
+    A listed agent has its own limit, never above its model's; any other agent the model's
+    or the default; the P1 bonus on top."""
+    path = write(tmp_path, "context_config:\n  per_agent: {Verification: 4000, Coding: 7000}\n")
+    cfg = load_config(path)
+    assert cfg.per_agent == {"Verification": 4000, "Coding": 7000}
+    assert cfg.limit_for(agent="Verification") == 4000 and cfg.limit_for(agent="Coding") == 7000
+    assert cfg.limit_for("cloud_grok", agent="Verification") == 4000  # under the model's 8,000
+    assert cfg.limit_for("gpt4", agent="Coding") == 6000  # the model holds 6,000
+    assert cfg.limit_for("unknown-llm", agent="Coding") == 7000
+    assert cfg.limit_for("gpt4", agent="Planner") == cfg.limit_for("gpt4") == 6000  # not listed
+    assert cfg.limit_for(agent="Verification", agent_priority=1) == 4800
+    assert ContextConfig().per_agent == {} and ContextConfig().limit_for(agent="Verification") == 5000
+    assert ContextConfig.model_validate(cfg.model_dump(mode="json")) == cfg
+
+
 def test_partial_file_keeps_other_defaults(tmp_path):
     path = write(
         tmp_path,
@@ -185,6 +202,10 @@ BAD_CONFIGS = [
      "context_config.per_llm[0].limit", "3500"),
     ("duplicate type", "context_config:\n  per_llm:\n    - {type: a, limit: 4000}\n    - {type: a, limit: 5000}\n",
      "context_config.per_llm[1].type", "'a'"),
+    ("agent under floor", "context_config:\n  per_agent: {Verification: 3000}\n",
+     "context_config.per_agent.Verification", "3000"),
+    ("agent limit type", "context_config:\n  per_agent: {Coding: '5000'}\n", "context_config.per_agent.Coding", "'5000'"),
+    ("agents not mapping", "context_config:\n  per_agent: [Coding]\n", "context_config.per_agent", "['Coding']"),
     ("threshold high", "context_config:\n  warning_threshold: 1.5\n", "context_config.warning_threshold", "1.5"),
     ("threshold zero", "context_config:\n  warning_threshold: 0\n", "context_config.warning_threshold", "got 0"),
     ("negative attempts", "context_config:\n  retry_policies:\n    default: {max_attempts: -1}\n",

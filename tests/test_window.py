@@ -500,6 +500,7 @@ context_config:
   per_llm:
   - {type: local_14b, limit: 3500, follow_default: true}
   - {type: gpt4, limit: 6000, follow_default: true}
+  per_agent: {Verification: 4000}
   breaking_strategy:
     chain_order: [prioritize_recent]
     prioritize_recent: {rel_threshold: 0.5, recent_bias: 0.2, priority_boost: 1.5, drop_p1: false}
@@ -522,6 +523,8 @@ def test_a_window_from_a_chain_config_takes_its_limit_threshold_and_chain(chain_
     assert (window.max_tokens, window.compaction_threshold, window.recovery) == (5000, 80.0, "fresh_start")
     assert ContextWindow.from_config(chain_config, llm_type="gpt4").max_tokens == 6000
     assert ContextWindow.from_config(chain_config, agent_priority=1).max_tokens == 6000  # P1 agents: +20 %
+    verifier = ContextWindow.from_config(chain_config, agent_id="Verification", llm_type="gpt4")
+    assert (verifier.max_tokens, verifier.agent_id) == (4000, "Verification")  # its own limit, under the model's
     compacted = []
     window.on("compacted", compacted.append)
     for k in range(40):

@@ -166,7 +166,8 @@ class ContextWindow:
     ) -> ContextWindow:
         """A window set up by a ``context_config`` (design 001; the ``chain_config.yaml``
         ``ctxsim export`` writes, or a file or :class:`~ctxsim.config.ContextConfig` of
-        one's own): ``max_tokens`` the limit of ``llm_type`` for an agent of
+        one's own): ``max_tokens`` the limit of the agent ``agent_id`` (a keyword of the
+        constructor; its ``per_agent`` limit when listed) on ``llm_type`` at
         ``agent_priority`` (:meth:`~ctxsim.config.ContextConfig.limit_for`),
         ``compaction_threshold`` its ``warning_threshold``, ``chain`` its ``chain_order``
         with each strategy's parameters. ``kwargs`` go to the constructor (``task``,
@@ -181,7 +182,8 @@ class ContextWindow:
         try:
             chain = [strategy_from_config(sid, config) for sid in config.breaking_strategy.chain_order]
             kwargs.setdefault("recovery", None if config.recovery_mode == "error" else config.recovery_mode)
-            return cls(config.limit_for(llm_type, agent_priority=agent_priority),
+            limit = config.limit_for(llm_type, agent=kwargs.get("agent_id"), agent_priority=agent_priority)
+            return cls(limit,
                        compaction_threshold=config.warning_threshold * 100, chain=chain, **kwargs)
         except (ContextError, StrategyError) as exc:
             key = {"compaction_threshold": "warning_threshold"}.get(exc.key or "", exc.key or "breaking_strategy")
