@@ -43,6 +43,19 @@ def test_registry_names():
     assert get_policy("only:truncate").name == "only:truncate"
 
 
+def test_is_learned_is_not_being_a_registered_name():
+    """``is_learned`` asks only the family a name's prefix names; its answer is still
+    "not in list_policies()" for every registered name and for names that are not."""
+    from ctxsim.policies import is_learned
+
+    names = list_policies()
+    assert any(n.startswith("best-fixed:") for n in names)  # the lab's family is registered here
+    assert not any(map(is_learned, names))
+    others = ["runs/default", "nope", "only:nope", "peer:nope", "best-fixed:nope", "peer", "peer:", ":letta",
+              "ORACLE", "only:truncate:x", "peer:letta "]
+    assert all(map(is_learned, others)) and not set(others) & set(names)
+
+
 @pytest.mark.parametrize("bad", ["nope", "only:nope", "peer:nope", "ORACLE"])
 def test_unknown_policy_lists_valid_names(bad):
     with pytest.raises(PolicyError) as err:

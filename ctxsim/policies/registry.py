@@ -125,8 +125,15 @@ def list_policies() -> list[str]:
 
 
 def is_learned(policy: str) -> bool:
-    """True for a policy given as a path (a trained model), not a registered name."""
-    return policy not in list_policies()
+    """True for a policy given as a path (a trained model), not a registered name
+    (not in :func:`list_policies`). Only the family the name's prefix names is asked
+    for its members: listing every family's would read, e.g., every experiment file
+    for ``best-fixed``'s, once per policy of a sweep."""
+    load_plugins()
+    if policy in _POLICIES:
+        return False
+    return not any(policy.startswith(f"{prefix}:") and policy[len(prefix) + 1:] in family.members()
+                   for prefix, family in _FAMILIES.items())
 
 
 def get_policy(name_or_path: str | Path, **kwargs: Any) -> Policy:
