@@ -4,7 +4,8 @@ Two helpers that every loader (context_config, model limits, scenarios, env spec
 experiments) uses, so that all of them fail the same way: one ctxsim error whose
 single-line message names the file, the dotted key path and the offending value.
 
-- :func:`load_yaml` reads a file as UTF-8 and parses it with ``yaml.safe_load``.
+- :func:`load_yaml` reads a file as UTF-8 and parses it as ``yaml.safe_load`` does
+  (libyaml's parser where PyYAML has it), refusing a key given twice.
 - :func:`check_input` refuses, before anything is read, an input that is not a
   regular file or is larger than its kind's limit (:data:`INPUT_LIMITS`).
 - :func:`bounded` (a pydantic ``BeforeValidator`` as :data:`Bounded`) refuses free-form
@@ -106,8 +107,8 @@ _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _UniqueKeyLoader(_SafeLoader):
-    """``yaml.SafeLoader`` that refuses a mapping with the same key twice (safe_load
-    keeps the last value and silently drops the first)."""
+    """PyYAML's safe loader (:data:`_SafeLoader`) that refuses a mapping with the same
+    key twice (safe_load keeps the last value and silently drops the first)."""
 
     def construct_mapping(self, node, deep=False):
         seen = set()
