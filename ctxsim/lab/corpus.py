@@ -51,14 +51,7 @@ def corpus_files(folder: str | Path = DEFAULT_CORPUS, split: str | None = None) 
 
 def has_agent_turn(path: Path) -> bool:
     """Whether a session holds a message after its task (its first user message). One
-    that ends at its task has no agent work: a cut of it is the system prompt alone.
-    Read once per version of the file (its modification time is part of the key)."""
-    stat = path.stat() if path.is_file() else None  # a missing file: load_transcript says so
-    return _has_agent_turn(str(path), stat.st_mtime_ns if stat else -1)
-
-
-@lru_cache(maxsize=1024)
-def _has_agent_turn(path: str, mtime_ns: int) -> bool:
+    that ends at its task has no agent work: a cut of it is the system prompt alone."""
     roles = [unit.role for unit in load_transcript(path).units]
     return "user" in roles and roles.index("user") < len(roles) - 1
 
