@@ -126,14 +126,14 @@ def list_policies() -> list[str]:
 
 def is_learned(policy: str) -> bool:
     """True for a policy given as a path (a trained model), not a registered name
-    (not in :func:`list_policies`). Only the family the name's prefix names is asked
-    for its members: listing every family's would read, e.g., every experiment file
-    for ``best-fixed``'s, once per policy of a sweep."""
+    (not in :func:`list_policies`). Read as :func:`get_policy` reads a name: only the
+    family its prefix names is asked for its members (listing every family's would
+    read, e.g., every experiment file for ``best-fixed``'s, once per policy of a sweep)."""
     load_plugins()
     if policy in _POLICIES:
         return False
-    return not any(policy.startswith(f"{prefix}:") and policy[len(prefix) + 1:] in family.members()
-                   for prefix, family in _FAMILIES.items())
+    prefix, sep, member = policy.partition(":")
+    return not (sep and prefix in _FAMILIES and member in _FAMILIES[prefix].members())
 
 
 def get_policy(name_or_path: str | Path, **kwargs: Any) -> Policy:
