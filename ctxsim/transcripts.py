@@ -274,14 +274,7 @@ def _chat_completions(message: dict[str, Any], at: str, source: Path | str) -> d
         return message
     out = dict(message)
     if isinstance(content, list):
-        texts = []
-        for i, part in enumerate(content):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind != "text" or not isinstance(part.get("text"), str):
-                what = f"type {kind!r}" if kind is not None else describe_value(part)
-                raise TranscriptError(f"{at}: content part {i} is {what}; only text parts are read", source=source)
-            texts.append(part["text"])
-        out["content"] = content = "\n".join(texts)
+        out["content"] = content = text_of_parts(content, at, source)
     if calls is None:
         return out
     if message.get("role") != "assistant":
@@ -303,6 +296,20 @@ def _chat_completions(message: dict[str, Any], at: str, source: Path | str) -> d
         out["content"] = "\n".join(([content] if content else []) + lines)
     out["_calls"] = parsed
     return out
+
+
+def text_of_parts(parts: list[Any], at: str, source: Path | str, noun: str = "content part") -> str:
+    """The texts of a list of text parts (``{"type": "text", "text": ...}``) joined by
+    newlines; any other part is refused, naming ``at`` and the part (its ``noun`` and
+    number, from 0)."""
+    texts = []
+    for i, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind != "text" or not isinstance(part.get("text"), str):
+            what = f"type {kind!r}" if kind is not None else describe_value(part)
+            raise TranscriptError(f"{at}: {noun} {i} is {what}; only text {noun.split()[-1]}s are read", source=source)
+        texts.append(part["text"])
+    return "\n".join(texts)
 
 
 def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:

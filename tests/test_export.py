@@ -389,6 +389,32 @@ def test_an_exported_policy_compacts_an_agents_chat_messages_in_one_call(exports
     assert not (tmp_path / "none.jsonl").exists()
 
 
+def test_an_exported_policy_compacts_an_anthropic_request_in_one_call(exports, repo_root, tmp_path):
+    """The shipped session as a Messages API request (system prompt, turns of text,
+    tool_use and tool_result blocks): one call breaks it with the learned chain, logs the
+    decisions and returns a request the API takes, within the limit."""
+    from copy import deepcopy
+
+    from anthropic_form import anthropic_request, blocks_of, check_api_rules
+
+    from ctxsim.anthropic_messages import to_chat
+    from ctxsim.transcripts import context_from_messages
+
+    policy = load(exports["MaskablePPO"].out)
+    shipped = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    system, turns = anthropic_request([json.loads(line) for line in shipped.read_text().splitlines()])
+    before, log, limit, store = deepcopy(turns), tmp_path / "decisions.jsonl", 4000, {}
+    out = policy.compact_anthropic_messages(turns, limit, system=system, log=log, artifacts=store)
+    assert turns == before and out["system"] == system and out["messages"][0] == turns[0]  # the task kept as it came
+    check_api_rules(out["messages"])
+    counted = context_from_messages(to_chat(out["messages"], out["system"]).messages).total_tokens
+    assert counted <= limit < context_from_messages(to_chat(turns, system).messages).total_tokens
+    texts = [b.get("text") or json.dumps(b.get("content")) for t in out["messages"] for b in blocks_of(t)]
+    assert {a for text in texts for a in re.findall(r'read_artifact\("(art-[0-9a-f]+)"\)', text)} == set(store)
+    records = read_transitions(log)
+    assert records and records[-1]["outcome"]["success"]
+
+
 def test_policies_sharing_a_log_never_share_or_interleave_an_episode(exports, held_out, tmp_path):
     import threading
 

@@ -24,6 +24,8 @@ and returns an :class:`ExportedPolicy`:
   the break's latency (``decide`` sees one state and takes the top action);
 * ``compact_messages(messages, limit)`` — the same on an agent's own chat message
   list, returned as chat messages (:mod:`ctxsim.messages`);
+  ``compact_anthropic_messages(messages, limit, system=...)`` on an Anthropic Messages
+  API request, returned as one (:mod:`ctxsim.anthropic_messages`);
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
   ``ctxsim evaluate --policy DIR`` and sweeps run it like any other policy.
 
@@ -52,6 +54,7 @@ from typing import Annotated, Any, Callable, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..anthropic_messages import compact_anthropic_messages
 from ..budget import TokenBudget
 from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..episode_config import EpisodeConfig
@@ -349,6 +352,17 @@ class ExportedPolicy(Policy):
         the policy's :attr:`log`; content moved behind ``read_artifact`` pointers into
         ``artifacts``, artifact id -> content)."""
         return compact_messages(self, messages, limit, log=log, artifacts=artifacts)
+
+    def compact_anthropic_messages(
+        self, messages: list[dict[str, Any]], limit: int | TokenBudget, *, system: Any = None,
+        log: str | Path | None = None, artifacts: MutableMapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """An Anthropic Messages API request (``system``, ``messages``) broken to fit
+        ``limit`` tokens, system prompt included: ``{"system"?, "messages"}`` for
+        ``client.messages.create(..., **result)``
+        (:func:`ctxsim.anthropic_messages.compact_anthropic_messages`; ``log`` and
+        ``artifacts`` as :meth:`compact_messages` takes them)."""
+        return compact_anthropic_messages(self, messages, limit, system=system, log=log, artifacts=artifacts)
 
     def _log(self, writer: TransitionWriter, episode: OverflowEpisode, steps: list[Step]) -> None:
         """Append the episode's decisions in the schema of :mod:`ctxsim.transitions`."""

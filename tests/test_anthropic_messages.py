@@ -1,0 +1,158 @@
+"""An Anthropic Messages API request (system prompt, turns of blocks) compacted in one call
+(ctxsim.anthropic_messages): read as the same context as its chat form, written back as
+a request the API takes, kept turns as they came."""
+
+from __future__ import annotations
+
+import json
+import re
+from copy import deepcopy
+
+import pytest
+from anthropic_form import anthropic_request, blocks_of, check_api_rules
+
+from ctxsim.anthropic_messages import EMPTY_RESULT, compact_anthropic_messages, to_chat
+from ctxsim.errors import TranscriptError
+from ctxsim.messages import compact_messages
+from ctxsim.model import ContextState
+from ctxsim.strategies import StrategyContext, get_strategy, list_strategies
+from ctxsim.transcripts import context_from_messages
+
+POINTER = re.compile(r'read_artifact\("(art-[0-9a-f]+)"\)')
+
+
+class StrategyPolicy:
+    """A deployable-policy stand-in: breaks with one ctxsim strategy."""
+
+    def __init__(self, strategy_id: str):
+        self.strategy_id = strategy_id
+
+    def break_context(self, state: ContextState, target_tokens: int | None = None, log=None):
+        return get_strategy(self.strategy_id).apply(state, StrategyContext(target_tokens=target_tokens))
+
+
+def shipped(repo_root, name: str = "swe-marshmallow-1867-fc.jsonl") -> list[dict]:
+    return [json.loads(line) for line in (repo_root / "data" / "transcripts" / name).read_text().splitlines()]
+
+
+def tokens(request: dict) -> int:
+    """ctxsim's count of a request (system prompt and turns)."""
+    return context_from_messages(to_chat(request["messages"], request.get("system")).messages).total_tokens
+
+
+@pytest.mark.parametrize("name", ["swe-testrepo-missing-colon-fc.jsonl", "ctf-crypto-katy.jsonl"])
+def test_a_session_in_either_form_is_one_context(repo_root, name):
+    chat = shipped(repo_root, name)
+    system, turns = anthropic_request(chat)
+    ours, theirs = context_from_messages(chat).units, context_from_messages(to_chat(turns, system).messages).units
+    assert len(ours) == len(theirs) == len(chat)
+    for a, b in zip(ours, theirs):  # content, role, type, priority and the tool call each result answers
+        assert (a.content, a.role, a.type, a.priority, a.tool) == (b.content, b.role, b.type, b.priority, b.tool)
+
+
+def test_a_request_that_fits_comes_back_as_it_came(repo_root):
+    system, turns = anthropic_request(shipped(repo_root))
+    out = compact_anthropic_messages(StrategyPolicy("drop"), turns, 10**6, system=system)
+    assert out == {"system": system, "messages": turns}
+    assert all(a is not b for a, b in zip(out["messages"], turns))  # copies: the caller's list is its own
+    assert "system" not in compact_anthropic_messages(StrategyPolicy("drop"), turns, 10**6)
+
+
+@pytest.mark.parametrize("strategy", [s for s in list_strategies() if s != "error"])
+def test_every_strategy_leaves_a_request_the_api_takes(repo_root, strategy):
+    system, turns = anthropic_request(shipped(repo_root))
+    before, limit, store = deepcopy(turns), 3000, {}
+    form = to_chat(turns, system)
+    chat = compact_messages(StrategyPolicy(strategy), form.messages, limit, artifacts={})
+    out = compact_anthropic_messages(StrategyPolicy(strategy), turns, limit, system=system, artifacts=store)
+    assert turns == before  # the caller's request is never modified
+    check_api_rules(out["messages"])
+    # no more tokens than the chat form of the same break (neighbouring turns joined)
+    assert tokens(out) <= context_from_messages(chat).total_tokens
+    if context_from_messages(chat).total_tokens <= limit:
+        assert tokens(out) <= limit
+    # what the break moved behind a pointer is in the caller's store
+    texts = [b.get("text") or json.dumps(b.get("content")) for t in out["messages"] for b in blocks_of(t)]
+    assert {a for text in texts for a in POINTER.findall(text)} == set(store)
+
+
+def test_kept_turns_and_system_prompt_come_back_as_they_came_with_their_cache_marks(repo_root):
+    _, turns = anthropic_request(shipped(repo_root))
+    system = [{"type": "text", "text": shipped(repo_root)[0]["content"], "cache_control": {"type": "ephemeral"}}]
+    turns[2]["content"][-1]["cache_control"] = {"type": "ephemeral"}  # a breakpoint on an early tool result
+    out = compact_anthropic_messages(StrategyPolicy("externalize"), turns, 3000, system=system, artifacts={})
+    assert out["system"] == system
+    kept = [t for t in out["messages"] if t in turns]
+    assert len(kept) >= len(turns) // 2 and kept[0] == turns[0]
+    # a turn the break left whole is the given one; a changed one is rebuilt from its blocks
+    changed = [t for t in out["messages"] if t not in turns]
+    assert changed and all(isinstance(t["content"], list) for t in changed)
+    assert turns[2] in kept  # the marked turn (externalize moves the middle of the session, not its start)
+    assert out["messages"][out["messages"].index(turns[2])]["content"][-1]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_a_compressed_tool_result_keeps_its_id_and_error_flag(repo_root):
+    system, turns = anthropic_request(shipped(repo_root))
+    for turn in turns:
+        for block in turn["content"]:
+            if block["type"] == "tool_result":
+                block["is_error"] = False
+    out = compact_anthropic_messages(StrategyPolicy("clear_tool_results"), turns, 3000, system=system)
+    results = [b for t in out["messages"] for b in blocks_of(t) if b["type"] == "tool_result"]
+    given = {b["tool_use_id"]: b for t in turns for b in blocks_of(t) if b["type"] == "tool_result"}
+    cleared = [b for b in results if b != given[b["tool_use_id"]]]
+    assert cleared and all(b["is_error"] is False and b["content"] != given[b["tool_use_id"]]["content"] for b in cleared)
+
+
+def test_thinking_blocks_ride_with_their_turn_and_are_not_counted(repo_root):
+    system, turns = anthropic_request(shipped(repo_root))
+    thought = {"type": "thinking", "thinking": "Let me think this through. " * 2000, "signature": "c2lnbmF0dXJl"}
+    plain = tokens({"system": system, "messages": turns})
+    first, last = turns[1], turns[-2]  # two assistant turns: the first one the break drops, the last one it keeps
+    assert first["role"] == last["role"] == "assistant"
+    first["content"].insert(0, dict(thought))
+    last["content"].insert(0, dict(thought))
+    assert tokens({"system": system, "messages": turns}) == plain
+    out = compact_anthropic_messages(StrategyPolicy("remove_oldest"), turns, 3000, system=system)
+    check_api_rules(out["messages"])
+    thinking = [(k, i) for k, t in enumerate(out["messages"]) for i, b in enumerate(blocks_of(t)) if b["type"] == "thinking"]
+    assert thinking == [(len(out["messages"]) - 2, 0)] and out["messages"][-2] == last
+
+
+def test_a_summary_that_opens_the_conversation_is_the_users_turn(repo_root):
+    system, turns = anthropic_request(shipped(repo_root))
+    out = compact_anthropic_messages(StrategyPolicy("compact_keep_recent"), turns, 1500, system=system)
+    check_api_rules(out["messages"])
+    opening = blocks_of(out["messages"][0])
+    assert out["messages"][0]["role"] == "user" and "Summary" in opening[0]["text"]
+
+
+def test_an_empty_tool_result_is_counted_as_a_placeholder_and_comes_back_empty(repo_root):
+    system, turns = anthropic_request(shipped(repo_root, "swe-testrepo-missing-colon-fc.jsonl"))
+    result = next(b for t in turns for b in t["content"] if b["type"] == "tool_result")
+    del result["content"]
+    form = to_chat(turns, system)
+    assert EMPTY_RESULT in [m["content"] for m in form.messages if m["role"] == "tool"]
+    out = compact_anthropic_messages(StrategyPolicy("drop"), turns, 10**6, system=system)
+    assert result in [b for t in out["messages"] for b in blocks_of(t)]
+
+
+@pytest.mark.parametrize("messages, system, match", [
+    ([], None, "expected a non-empty list of messages"),
+    ([{"role": "system", "content": "Be brief."}], None, r"message 1: 'role' must be 'user' or 'assistant'"),
+    ([{"role": "user", "content": [{"type": "image", "source": {}}]}], None, r"message 1: block 0 is type 'image'"),
+    ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls"}]}],
+     None, r"message 2: block 0: a tool_use needs 'id' and 'name' as strings and 'input' as an object"),
+    ([{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                                    "content": [{"type": "image", "source": {}}]}]}], None, r"message 1: block 0: block 0 is type 'image'"),
+    ([{"role": "user", "content": [{"type": "tool_result", "content": "ok"}]}], None, r"message 1: block 0: a tool_result needs 'tool_use_id'"),
+    ([{"role": "user", "content": "   "}], None, r"message 1: its text is empty"),
+    ([{"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "s"}]}], None,
+     r"message 1: an assistant turn needs a text or tool_use block"),
+    ([{"role": "user", "content": "Hi"}], "  ", r"system: the system prompt is empty"),
+    ([{"role": "user", "content": "Hi"}], 42, r"system: expected text or a list of text blocks, got 42"),
+])
+def test_a_bad_request_is_refused_naming_the_message_and_block(messages, system, match):
+    with pytest.raises(TranscriptError, match=match) as caught:
+        compact_anthropic_messages(StrategyPolicy("drop"), messages, 1000, system=system, name="request.json")
+    assert "request.json" in str(caught.value)
