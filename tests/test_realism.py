@@ -147,7 +147,9 @@ def test_cli_writes_the_report_and_figure(tmp_path, capsys):
     assert main(["realism", "--contexts", "2", "--corpus", str(corpus), "--split", "held_out", "--out", str(out)]) == 0
     text = out.read_text()
     assert "| units |" in text and "5 sessions" not in text and "(held_out)" in text and (tmp_path / "realism.png").stat().st_size > 1000
+    assert f"Command: `ctxsim realism --contexts 2 --corpus {corpus} --split held_out`." in text  # the one that made it
     assert main(["realism", "--contexts", "1", "--corpus", str(corpus), "--out", str(out)]) == 0  # the report is replaced
+    assert f"Command: `ctxsim realism --contexts 1 --corpus {corpus}`." in out.read_text()
     assert main(["realism", "--contexts", "0", "--out", str(out)]) == 2
 
 

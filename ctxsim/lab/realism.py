@@ -108,8 +108,10 @@ def spearman(a: Sequence[float], b: Sequence[float]) -> float:
 
 
 def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, corpus: str, sessions: int,
-                 left_out: int = 0, ranks: pd.DataFrame | None = None, rank_note: str = "") -> None:
-    """``out`` (markdown) and a figure beside it (``.png``): the statistics table, and the rank agreement when given."""
+                 left_out: int = 0, ranks: pd.DataFrame | None = None, rank_note: str = "",
+                 command: str = "ctxsim realism") -> None:
+    """``out`` (markdown) and a figure beside it (``.png``): the statistics table, and the
+    rank agreement when given; ``command`` is the command line that made it."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,7 +123,7 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
              "Generated is the median over contexts (a yes/no statistic: the share of contexts); the corpus columns are "
              "its 10th, 50th and 90th percentiles over whole sessions (a yes/no statistic: its share). *Inside*: within "
              "the corpus's 10-90 % range (a yes/no statistic: within 0.2 of the corpus's share). Statistics are defined in "
-             "`ctxsim/lab/realism_stats.py`. Command: `ctxsim realism --rank`.", "",
+             f"`ctxsim/lab/realism_stats.py`. Command: `{command}`.", "",
              "| statistic | generated | corpus p10 | p50 | p90 | inside |", "| --- | ---: | ---: | ---: | ---: | --- |"]
     for row in table.itertuples():
         lines.append(f"| {row.statistic} | {row.generated:.3g} | {row.corpus_p10:.3g} | {row.corpus_p50:.3g} | "
@@ -179,6 +181,10 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
                 f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
                 "`ctxsim/lab/realism.py` `cut_scenarios`).")
+    options = [("--family", _shown(family), _shown(DEFAULT_FAMILY)), ("--contexts", contexts, 20),
+               ("--corpus", _shown(corpus), _shown(DEFAULT_CORPUS)), ("--split", split, None)]
+    command = " ".join(["ctxsim realism", *(f"{flag} {value}" for flag, value, default in options if value != default),
+                        *(["--rank"] if rank else [])])
     write_report(table, Path(out), family=_shown(family), contexts=contexts, corpus=_shown(corpus) + (f" ({split})" if split else ""),
-                 sessions=len(files), left_out=len(listed) - len(files), ranks=ranks, rank_note=note)
+                 sessions=len(files), left_out=len(listed) - len(files), ranks=ranks, rank_note=note, command=command)
     return table
