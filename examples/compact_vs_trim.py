@@ -29,6 +29,7 @@ import argparse
 import gzip
 import json
 import statistics
+import sys
 from pathlib import Path
 
 from langchain_core.messages import (
@@ -37,6 +38,7 @@ from langchain_core.messages import (
     trim_messages,
 )
 
+from ctxsim.errors import CtxsimError
 from ctxsim.lab.corpus import corpus_files
 from ctxsim.lab.scenarios import load_instructions
 from ctxsim.paths import DATA_DIR
@@ -85,8 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--instructions", type=Path, default=DATA_DIR / "transcripts" / "instructions.yaml",
                         help="the user's instructions, listed by hand: decision probes where the cut states them")
     args = parser.parse_args(argv)
-    instructions = load_instructions(str(args.instructions), args.instructions.stat().st_mtime_ns)
-    policy = load(args.export)
+    try:
+        instructions = load_instructions(str(args.instructions), args.instructions.stat().st_mtime_ns)
+        policy = load(args.export)
+    except (CtxsimError, OSError) as exc:  # one line, as the ctxsim command prints it
+        print(f"compact_vs_trim: error: {exc}", file=sys.stderr)
+        return 2
     rows: dict[str, list[tuple[int, int, float, bool]]] = {"compact_messages": [], "trim_messages": []}
     limits = []
     for path in corpus_files(split="held_out")[: args.sessions]:

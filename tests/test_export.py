@@ -728,7 +728,7 @@ def test_a_plugin_that_fails_to_load_is_named_when_an_export_loads(exports, tmp_
     assert "invalid episode settings" not in done.stdout
 
 
-def test_the_compact_vs_trim_example_compares_both_on_held_out_sessions(exports, repo_root, capsys):
+def test_the_compact_vs_trim_example_compares_both_on_held_out_sessions(exports, repo_root, capsys, tmp_path):
     """``examples/compact_vs_trim.py``: both methods fit the limit on real held-out
     sessions, and the table reports what each kept."""
     import importlib.util
@@ -748,6 +748,10 @@ def test_the_compact_vs_trim_example_compares_both_on_held_out_sessions(exports,
     messages = example.read_messages(path)[:40]
     limit = example.tokens_of(messages) // 2
     assert 0 < example.tokens_of(example.trimmed(messages, limit)) <= limit
+    # a folder that is no export: one line, exit 2
+    assert example.main([str(tmp_path / "no-export")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "no-export: no policy/policy.json here" in err
 
 
 def test_a_run_with_a_validation_split_chooses_its_chain_there_not_on_the_held_out_split(tmp_path):

@@ -281,13 +281,23 @@ def test_an_export_with_bad_settings_names_the_key_and_value(tmp_path):
 
 
 # ---- optional extras ---------------------------------------------------------------------------
-@pytest.mark.skipif(__import__("importlib").util.find_spec("langchain_core") is not None, reason="the extra is installed")
-def test_a_peer_without_its_extra_prints_the_install_hint_and_writes_nothing(tmp_path, capsys):
+#: runs ``ctxsim`` (argv[1:]) in a process where langchain-core (the extra ``peers``) cannot be imported
+WITHOUT_LANGCHAIN = "import sys; sys.modules['langchain_core'] = None; from ctxsim.lab.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def test_a_peer_without_its_extra_is_one_line_naming_the_install_and_writes_nothing(tmp_path):
     out = tmp_path / "r.csv"
-    assert main(["evaluate", "--policy", "peer:langchain-trim", "--names", "chat-10k", "--out", str(out), "--quiet"]) == 2
-    captured = capsys.readouterr()
-    assert "pip install 'ctxsim[peers]'" in captured.out + captured.err
-    assert not out.exists()
+    argv = ["evaluate", "--names", "mild-overflow", "--seeds", "1", "--out", str(out), "--quiet"]
+    alone = subprocess.run([sys.executable, "-c", WITHOUT_LANGCHAIN, *argv, "--policy", "peer:langchain-trim"],
+                           capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 2 and alone.stdout == "" and not out.exists()
+    assert len(alone.stderr.splitlines()) == 1 and "pip install 'ctxsim[peers]'" in alone.stderr
+    # beside a policy that runs, the peer is left out with a note and the others evaluated
+    both = subprocess.run([sys.executable, "-c", WITHOUT_LANGCHAIN, *argv, "--policy", "peer:langchain-trim",
+                           "--policy", "seed-chain"], capture_output=True, text=True, timeout=300)
+    assert both.returncode == 0, both.stderr
+    assert "skipping policy 'peer:langchain-trim'" in both.stdout + both.stderr and out.is_file()
+    assert "seed-chain" in out.read_text() and "langchain" not in out.read_text()
 
 
 # ---- the runtime path ----------------------------------------------------------------------------

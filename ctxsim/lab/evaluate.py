@@ -152,10 +152,13 @@ def evaluate(
     """
     note = note or (lambda text: print(f"note: {text}", file=sys.stderr))
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    loaded = load_policies(policies, note)
+    told: list[str] = []  # told once a policy is left (otherwise the error alone says it)
+    loaded = load_policies(policies, told.append)
     if not loaded:  # before any context is built or output written
         raise PolicyError(f"no policy left to evaluate: {', '.join(map(str, policies))} need(s) an optional extra that "
                           "is not installed (pip install 'ctxsim[peers]')", key="policy")
+    for text in told:
+        note(text)
     check_policies(loaded, settings)
     repeated = transcript_note(scenarios, len(seeds))
     if repeated:
