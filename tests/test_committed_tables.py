@@ -7,7 +7,8 @@ committed rows value for value: text as text, numbers to 12 significant digits (
 last digit of a float can differ between CPUs, whose numpy kernels add in different
 orders; on one machine the tables reproduce byte for byte); a slow test trains seed 0 of the default
 experiment again and checks its learned rows the same way, another fits the stream's
-best fixed (depth, chain) again. If one fails after a change that is meant
+best fixed (depth, chain) again; two rows of ``reports/realism.md``'s strategy-rank table are
+computed again too. If one fails after a change that is meant
 to change outputs, regenerate the tables with the commands at the top of
 ``reports/heldout_eval.md`` and ``reports/stream_eval.md`` (the learned rows need the
 runs trained again, see there).
@@ -97,6 +98,28 @@ def test_the_stream_table_reproduces_on_one_conversation(repo_root: Path, tmp_pa
     committed = rows_of(repo_root / "reports" / "stream_eval.csv", policies, "tool-dupes", 0)
     assert len(committed) == len(policies)
     assert_same_rows(rows_of(out, policies, "tool-dupes", 0), committed)
+
+
+def test_the_realism_rank_table_reproduces_for_two_strategies(repo_root: Path):
+    """Two rows of reports/realism.md's strategy-rank table (``ctxsim realism --rank``),
+    computed again as that command computes them: the family's 12 contexts and the 12
+    corpus cuts, every strategy in the action set."""
+    import re
+
+    from ctxsim.lab.corpus import DEFAULT_CORPUS, corpus_files, has_agent_turn
+    from ctxsim.lab.realism import DEFAULT_FAMILY, rank_agreement, rank_cuts
+    from ctxsim.lab.scenarios import find_scenario
+    from ctxsim.strategies import list_strategies
+
+    policies = ("only:discard_low_rel", "only:remove_oldest")
+    text = (repo_root / "reports" / "realism.md").read_text()
+    committed = {m[1]: (float(m[2]), float(m[3])) for m in re.finditer(r"^\| (only:\w+) \| ([-+.\d]+) \| ([-+.\d]+) \|$", text, re.M)}
+    assert "Command: `ctxsim realism --rank`." in text and set(policies) <= set(committed)
+    files = [p for p in corpus_files(DEFAULT_CORPUS) if has_agent_turn(p)]
+    ranks = rank_agreement([find_scenario(DEFAULT_FAMILY)], rank_cuts(files, 12), 12,
+                           [s for s in list_strategies() if s != "error"], policies)
+    for policy in policies:  # as the report prints them: three decimals
+        assert (round(ranks.loc[policy, "generated"], 3), round(ranks.loc[policy, "corpus_cuts"], 3)) == committed[policy]
 
 
 @pytest.mark.slow

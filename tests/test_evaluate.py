@@ -85,6 +85,17 @@ def test_evaluation_is_deterministic(frame, scenarios):
     pd.testing.assert_frame_equal(frame, again)
 
 
+def test_without_the_oracle_the_policies_rows_are_the_same(frame, scenarios):
+    """``oracle=False`` skips each context's search: the policies' own columns are
+    the same values, the oracle's columns NaN."""
+    policies = ["random", "greedy", "peer:letta"]
+    alone = evaluate(policies, scenarios, 2, SETTINGS, oracle=False)
+    searched = frame[frame.policy.isin(policies)].reset_index(drop=True)
+    oracle_columns = ["oracle_reward", "random_reward", "normalized_score"]
+    assert alone[oracle_columns].isna().all().all()
+    pd.testing.assert_frame_equal(alone.drop(columns=oracle_columns), searched.drop(columns=oracle_columns))
+
+
 def test_summary_per_policy(frame):
     summary = summarize(frame, reps=300)
     assert list(summary.policy) == ["random", "oracle", "greedy", "peer:letta"]

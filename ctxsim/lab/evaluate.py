@@ -28,6 +28,7 @@ seeds (:func:`episode_seed`), so the rows are identical from run to run.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import zlib
@@ -139,6 +140,7 @@ def evaluate(
     progress: bool = False,
     note: Callable[[str], None] | None = None,
     overwrite: bool = False,
+    oracle: bool = True,
 ) -> pd.DataFrame:
     """One row per (policy, run, scenario, seed), ordered by policy (as given),
     scenario (as given), seed and run; ``seeds`` is a list or a count
@@ -148,7 +150,9 @@ def evaluate(
     ``log``: a JSONL file of every transition (the evaluated policies' steps),
     appended to (an existing log is never truncated) unless ``overwrite``.
     ``note``: where notes go (default: stderr): skipped peers, transcript scenarios
-    evaluated with several seeds.
+    evaluated with several seeds. ``oracle=False`` skips the search of each context
+    (``oracle_reward``, ``random_reward`` and ``normalized_score`` are then NaN) for a
+    caller that reads the policies' own columns only.
     """
     note = note or (lambda text: print(f"note: {text}", file=sys.stderr))
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
@@ -172,8 +176,8 @@ def evaluate(
             for si, scenario in enumerate(scenarios):
                 for ki, seed in enumerate(seeds):
                     state = build_context(scenario, seed)
-                    searched = search(state, settings)
-                    oracle, baseline = searched.reward, searched.random_reward
+                    searched = search(state, settings) if oracle else None
+                    best, baseline = (searched.reward, searched.random_reward) if searched else (math.nan, math.nan)
                     number = si * len(seeds) + ki
                     for pi, (name, members) in enumerate(loaded.items()):
                         for ri, (run, policy) in enumerate(members):
@@ -181,8 +185,8 @@ def evaluate(
                             recorder = None if transitions is None else transitions.recorder(label, number, scenario.name, seed)
                             episode = run_episode(policy, state, settings, episode_seed(scenario.name, seed), recorder)
                             row = _row(name, scenario.name, seed, episode)
-                            row.update(run=run, oracle_reward=oracle, random_reward=baseline)
-                            row["normalized_score"] = float(normalized_score(row["reward"], baseline, oracle))
+                            row.update(run=run, oracle_reward=best, random_reward=baseline)
+                            row["normalized_score"] = float(normalized_score(row["reward"], baseline, best)) if searched else math.nan
                             rows[(pi, si, ki, ri)] = row
                     advance()
         completed = True

@@ -91,14 +91,21 @@ def compare(generated: pd.DataFrame, corpus: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seeds: int, strategies: Sequence[str]) -> pd.DataFrame:
-    """Mean reward of each ``only:<id>`` policy on ``generated`` (``seeds`` contexts each)
-    and on ``cuts`` (one context each), with every strategy in the action set."""
+def rank_cuts(files: Sequence[Path], count: int) -> list[Scenario]:
+    """The cuts (:func:`cut_scenarios`) of ``count`` sessions of ``files`` taken at an even stride."""
+    return cut_scenarios(files[:: max(1, len(files) // count)][:count])
+
+
+def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seeds: int, strategies: Sequence[str],
+                   policies: Sequence[str] | None = None) -> pd.DataFrame:
+    """Mean reward of each ``only:<id>`` policy of ``strategies`` (or of ``policies``, a
+    part of them) on ``generated`` (``seeds`` contexts each) and on ``cuts`` (one context
+    each), with every strategy of ``strategies`` in the action set."""
     settings = EpisodeSettings(actions=tuple(strategies))
-    policies = [f"only:{s}" for s in strategies]
+    policies = list(policies) if policies is not None else [f"only:{s}" for s in strategies]
     quiet = lambda message: None  # noqa: E731 - notes about seeds of one-context transcripts
-    gen = evaluate(policies, list(generated), seeds, settings, note=quiet).groupby("policy")["reward"].mean()
-    real = evaluate(policies, list(cuts), 1, settings, note=quiet).groupby("policy")["reward"].mean()
+    gen = evaluate(policies, list(generated), seeds, settings, note=quiet, oracle=False).groupby("policy")["reward"].mean()
+    real = evaluate(policies, list(cuts), 1, settings, note=quiet, oracle=False).groupby("policy")["reward"].mean()
     return pd.DataFrame({"generated": gen, "corpus_cuts": real}).loc[policies]
 
 
@@ -172,8 +179,7 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
     ranks, note = None, ""
     if rank:
         strategies = [s for s in list_strategies() if s != "error"]
-        picked = files[:: max(1, len(files) // rank_contexts)][:rank_contexts]
-        cuts = cut_scenarios(picked)
+        cuts = rank_cuts(files, rank_contexts)
         ranks = rank_agreement([scenario], cuts, rank_contexts, strategies)
         note = (f"Each strategy alone (`only:<id>`, every strategy but `error` in the action set, default settings) on "
                 f"{rank_contexts} contexts of the family and on one cut of each of {len(cuts)} corpus sessions (every "
