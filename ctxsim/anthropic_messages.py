@@ -272,6 +272,8 @@ def compact_anthropic_messages(
     ``limit`` tokens, system prompt included (module docstring): ``{"system": ...,
     "messages": [...]}`` (no ``system`` key when none was given), to pass on with
     ``client.messages.create(..., **result)``. ``log``, ``artifacts`` and a
-    :class:`~ctxsim.budget.TokenBudget` ``limit`` are :func:`ctxsim.messages.compact_messages`'."""
+    :class:`~ctxsim.budget.TokenBudget` ``limit`` are :func:`ctxsim.messages.compact_messages`'
+    (build the budget with the tool schemas and without ``system_prompt``, which is
+    counted here: ``TokenBudget.for_request(200_000, tools=tools, message_format="anthropic")``)."""
     form = to_chat(messages, system, name=name)
     return from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts), form)

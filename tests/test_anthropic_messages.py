@@ -156,3 +156,16 @@ def test_a_bad_request_is_refused_naming_the_message_and_block(messages, system,
     with pytest.raises(TranscriptError, match=match) as caught:
         compact_anthropic_messages(StrategyPolicy("drop"), messages, 1000, system=system, name="request.json")
     assert "request.json" in str(caught.value)
+
+
+def test_a_token_budget_gives_the_request_the_room_it_leaves(repo_root):
+    from ctxsim.budget import TokenBudget
+
+    system, turns = anthropic_request(shipped(repo_root))
+    tools = [{"name": "open", "description": "Open a file and show 100 lines of it. " * 6,
+              "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}}]
+    budget = TokenBudget.for_request(6000, tools=tools, safety_buffer_tokens=300, rehydration_reserve_tokens=500,
+                                     message_format="anthropic")
+    out = compact_anthropic_messages(StrategyPolicy("drop"), turns, budget, system=system)
+    assert out == compact_anthropic_messages(StrategyPolicy("drop"), turns, budget.available_for_messages, system=system)
+    assert tokens(out) <= budget.available_for_messages < tokens({"system": system, "messages": turns})
