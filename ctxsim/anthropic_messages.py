@@ -23,9 +23,11 @@ writes a call's arguments), breaks them with
 * the result keeps the API's rules: turns alternate (neighbours of one role are joined
   into one turn), a turn's ``tool_result`` blocks come first and answer ``tool_use``
   blocks of the turn just before, and a ``tool_use`` whose result is gone is removed
-  (a result whose call is gone becomes a ``text`` block); what the break wrote ahead
-  of every kept message (a summary, a handover) opens the conversation as the user's
-  turn, as the API's first turn is.
+  (a result whose call is gone becomes a ``text`` block); the first turn is the
+  user's, as the API wants it: what the break wrote ahead of every kept message (a
+  summary, a handover) opens the conversation as the user's turn, and where the break
+  kept no turn of the user's before an assistant turn (a recovery that truncated the
+  task away), the conversation starts at the next turn of the user's.
 
 ``limit`` covers the system prompt and the messages (ctxsim's token counts of their
 chat form, :mod:`ctxsim.tokens`). Images and documents are refused: ctxsim does not
@@ -209,6 +211,11 @@ def from_chat(compacted: list[dict[str, Any]], form: ChatForm) -> dict[str, Any]
             role = "user"  # what the break wrote before every kept message opens the conversation: the user's turn
         turns.append((role, blocks, [index] if whole else [None]))
     turns = _valid(_joined(turns))
+    while len(turns) > 1 and turns[0][0] == "assistant":  # the break dropped every turn of the user's before it
+        turns = _valid(turns[1:])
+    if turns and turns[0][0] == "assistant":  # all that is left: its text, as the user's turn
+        text = [b for b in turns[0][1] if b["type"] == "text"]
+        turns = [("user", text, [None])] if text else []
     out = {"messages": [_turn(role, blocks, kept, form) for role, blocks, kept in turns]}
     return ({"system": system} if system is not None else {}) | out
 

@@ -9,30 +9,15 @@ import re
 from copy import deepcopy
 
 import pytest
-from anthropic_form import anthropic_request, blocks_of, check_api_rules
+from api_forms import StrategyPolicy, anthropic_request, blocks_of, check_api_rules, shipped
 
 from ctxsim.anthropic_messages import EMPTY_RESULT, compact_anthropic_messages, to_chat
 from ctxsim.errors import TranscriptError
 from ctxsim.messages import compact_messages
-from ctxsim.model import ContextState
-from ctxsim.strategies import StrategyContext, get_strategy, list_strategies
+from ctxsim.strategies import list_strategies
 from ctxsim.transcripts import context_from_messages
 
 POINTER = re.compile(r'read_artifact\("(art-[0-9a-f]+)"\)')
-
-
-class StrategyPolicy:
-    """A deployable-policy stand-in: breaks with one ctxsim strategy."""
-
-    def __init__(self, strategy_id: str):
-        self.strategy_id = strategy_id
-
-    def break_context(self, state: ContextState, target_tokens: int | None = None, log=None):
-        return get_strategy(self.strategy_id).apply(state, StrategyContext(target_tokens=target_tokens))
-
-
-def shipped(repo_root, name: str = "swe-marshmallow-1867-fc.jsonl") -> list[dict]:
-    return [json.loads(line) for line in (repo_root / "data" / "transcripts" / name).read_text().splitlines()]
 
 
 def tokens(request: dict) -> int:
@@ -169,3 +154,16 @@ def test_a_token_budget_gives_the_request_the_room_it_leaves(repo_root):
     out = compact_anthropic_messages(StrategyPolicy("drop"), turns, budget, system=system)
     assert out == compact_anthropic_messages(StrategyPolicy("drop"), turns, budget.available_for_messages, system=system)
     assert tokens(out) <= budget.available_for_messages < tokens({"system": system, "messages": turns})
+
+
+def test_a_break_that_kept_no_user_turn_first_starts_at_the_next_one(repo_root):
+    """``truncate`` at a fifth of the tokens drops the system prompt, the task and the
+    oldest turns: what it kept opens with the assistant's turn, which the API refuses."""
+    system, turns = anthropic_request(shipped(repo_root, "swe-testrepo-missing-colon-fc.jsonl"))
+    limit = tokens({"system": system, "messages": turns}) // 5
+    chat = compact_messages(StrategyPolicy("truncate"), to_chat(turns, system).messages, limit)
+    assert chat[0]["role"] == "assistant"
+    out = compact_anthropic_messages(StrategyPolicy("truncate"), turns, limit, system=system)
+    check_api_rules(out["messages"])
+    assert tokens(out) <= limit and "system" not in out
+    assert all(b["type"] == "text" for b in blocks_of(out["messages"][0]))  # the results of a dropped call, as text

@@ -8,25 +8,14 @@ from __future__ import annotations
 import re
 
 import pytest
+from api_forms import StrategyPolicy
 
 from ctxsim.errors import ContextError
 from ctxsim.messages import compact_messages
-from ctxsim.model import ContextState
-from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.window import ContextItem, ContextWindow
 
 POINTER = re.compile(r'read_artifact\("(art-[0-9a-f]+)"\)')
 LOG = "\n".join(f"line {i}: the deploy cache value for key k{i} is {i * 37}" for i in range(150))
-
-
-class StrategyPolicy:
-    """A deployable-policy stand-in: breaks with one ctxsim strategy."""
-
-    def __init__(self, strategy_id: str):
-        self.strategy_id = strategy_id
-
-    def break_context(self, state: ContextState, target_tokens: int | None = None, log=None):
-        return get_strategy(self.strategy_id).apply(state, StrategyContext(target_tokens=target_tokens))
 
 
 def window_with_a_long_tool_output(**kwargs) -> ContextWindow:

@@ -395,7 +395,7 @@ def test_an_exported_policy_compacts_an_anthropic_request_in_one_call(exports, r
     decisions and returns a request the API takes, within the limit."""
     from copy import deepcopy
 
-    from anthropic_form import anthropic_request, blocks_of, check_api_rules
+    from api_forms import anthropic_request, blocks_of, check_api_rules
 
     from ctxsim.anthropic_messages import to_chat
     from ctxsim.transcripts import context_from_messages
@@ -411,6 +411,32 @@ def test_an_exported_policy_compacts_an_anthropic_request_in_one_call(exports, r
     assert counted <= limit < context_from_messages(to_chat(turns, system).messages).total_tokens
     texts = [b.get("text") or json.dumps(b.get("content")) for t in out["messages"] for b in blocks_of(t)]
     assert {a for text in texts for a in re.findall(r'read_artifact\("(art-[0-9a-f]+)"\)', text)} == set(store)
+    records = read_transitions(log)
+    assert records and records[-1]["outcome"]["success"]
+
+
+def test_an_exported_policy_compacts_a_responses_api_input_in_one_call(exports, repo_root, tmp_path):
+    """The shipped session as OpenAI Responses API input items (reasoning items included):
+    one call breaks it with the learned chain, logs the decisions and returns input the
+    API takes, within the limit."""
+    from copy import deepcopy
+
+    from api_forms import check_responses_rules, responses_input
+
+    from ctxsim.openai_responses import to_chat
+    from ctxsim.transcripts import context_from_messages
+
+    policy = load(exports["MaskablePPO"].out)
+    shipped = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    instructions, items = responses_input([json.loads(line) for line in shipped.read_text().splitlines()], reasoning=True)
+    before, log, limit, store = deepcopy(items), tmp_path / "decisions.jsonl", 4000, {}
+    out = policy.compact_response_items(items, limit, instructions=instructions, log=log, artifacts=store)
+    assert items == before and out["instructions"] == instructions and out["input"][0] == items[0]  # the task as it came
+    check_responses_rules(out["input"])
+    counted = context_from_messages(to_chat(out["input"], out["instructions"]).messages).total_tokens
+    assert counted <= limit < context_from_messages(to_chat(items, instructions).messages).total_tokens
+    texts = [i.get("content", i.get("output", "")) for i in out["input"]]  # kept messages' parts hold no pointer
+    assert {a for text in texts if isinstance(text, str) for a in re.findall(r'read_artifact\("(art-[0-9a-f]+)"\)', text)} == set(store)
     records = read_transitions(log)
     assert records and records[-1]["outcome"]["success"]
 

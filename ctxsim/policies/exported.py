@@ -25,7 +25,9 @@ and returns an :class:`ExportedPolicy`:
 * ``compact_messages(messages, limit)`` — the same on an agent's own chat message
   list, returned as chat messages (:mod:`ctxsim.messages`);
   ``compact_anthropic_messages(messages, limit, system=...)`` on an Anthropic Messages
-  API request, returned as one (:mod:`ctxsim.anthropic_messages`);
+  API request, returned as one (:mod:`ctxsim.anthropic_messages`), and
+  ``compact_response_items(items, limit, instructions=...)`` on an OpenAI Responses API
+  input (:mod:`ctxsim.openai_responses`);
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
   ``ctxsim evaluate --policy DIR`` and sweeps run it like any other policy.
 
@@ -60,6 +62,7 @@ from ..episode import EpisodeSettings, OverflowEpisode, Step
 from ..episode_config import EpisodeConfig
 from ..errors import PolicyError, describe_value
 from ..messages import compact_messages
+from ..openai_responses import compact_response_items
 from ..metrics import BreakingOutcome
 from ..model import ContextState
 from ..observe import OBSERVATION_VERSION, ObservationConfig, current_break, feature_names, observe
@@ -363,6 +366,17 @@ class ExportedPolicy(Policy):
         (:func:`ctxsim.anthropic_messages.compact_anthropic_messages`; ``log`` and
         ``artifacts`` as :meth:`compact_messages` takes them)."""
         return compact_anthropic_messages(self, messages, limit, system=system, log=log, artifacts=artifacts)
+
+    def compact_response_items(
+        self, items: list[dict[str, Any]], limit: int | TokenBudget, *, instructions: str | None = None,
+        log: str | Path | None = None, artifacts: MutableMapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """An OpenAI Responses API input (``instructions``, ``input`` items) broken to fit
+        ``limit`` tokens, instructions included: ``{"instructions"?, "input"}`` for
+        ``client.responses.create(..., **result)``
+        (:func:`ctxsim.openai_responses.compact_response_items`; ``log`` and ``artifacts``
+        as :meth:`compact_messages` takes them)."""
+        return compact_response_items(self, items, limit, instructions=instructions, log=log, artifacts=artifacts)
 
     def _log(self, writer: TransitionWriter, episode: OverflowEpisode, steps: list[Step]) -> None:
         """Append the episode's decisions in the schema of :mod:`ctxsim.transitions`."""

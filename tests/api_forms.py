@@ -1,0 +1,131 @@
+"""For the tests of the deployed forms: a shipped chat session in the forms of the
+Anthropic Messages API and the OpenAI Responses API, each API's rules for a request,
+checked, and a policy that breaks with one strategy."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ctxsim.model import ContextState
+from ctxsim.strategies import StrategyContext, get_strategy
+from ctxsim.transcripts import TOOL_CALL_LINE
+
+
+def anthropic_request(chat: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """(system, messages) of a chat session in the JSONL form (calls as ``[tool_call]``
+    lines, results as ``tool`` messages in order): an assistant turn's calls become
+    ``tool_use`` blocks (ids ``toolu_001``, ...), the results that follow one user turn
+    of ``tool_result`` blocks, a user message after them a text block of that turn."""
+    system, turns, pending, calls = None, [], [], 0
+    for message in chat:
+        role, content = message["role"], message["content"]
+        if role == "system":
+            system = content
+            continue
+        if role == "assistant":
+            text = content.split("\n[tool_call] ")[0] if not content.startswith("[tool_call] ") else ""
+            blocks = [{"type": "text", "text": text}] if text else []
+            for call in TOOL_CALL_LINE.finditer(content):
+                calls += 1
+                pending.append(f"toolu_{calls:03d}")
+                arguments = json.loads(call[2]) if call[2].strip() else {}
+                blocks.append({"type": "tool_use", "id": pending[-1], "name": call[1],
+                               "input": arguments if isinstance(arguments, dict) else {"raw": arguments}})
+            turns.append({"role": "assistant", "content": blocks})
+            continue
+        block = ({"type": "tool_result", "tool_use_id": pending.pop(0), "content": content} if role == "tool"
+                 else {"type": "text", "text": content})
+        if turns and turns[-1]["role"] == "user":
+            turns[-1]["content"].append(block)
+        else:
+            turns.append({"role": "user", "content": [block]})
+    return system, turns
+
+
+def blocks_of(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    content = turn["content"]
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content
+
+
+def check_api_rules(messages: list[dict[str, Any]]) -> None:
+    """The Messages API's rules for a request's turns: the first is the user's, roles
+    alternate, no turn is empty, a user turn's tool results come first and answer exactly
+    the tool_use blocks of the assistant turn before it, and every tool_use is answered."""
+    assert messages and messages[0]["role"] == "user"
+    for k, turn in enumerate(messages):
+        blocks = blocks_of(turn)
+        assert blocks and all(b["type"] != "text" or b["text"] for b in blocks), k
+        if k:
+            assert turn["role"] != messages[k - 1]["role"], k
+        asked = [b["id"] for b in blocks_of(messages[k - 1]) if b["type"] == "tool_use"] if k else []
+        if turn["role"] == "user":
+            kinds = [b["type"] for b in blocks]
+            assert kinds == sorted(kinds, key=lambda kind: kind != "tool_result"), k
+            assert sorted(b["tool_use_id"] for b in blocks if b["type"] == "tool_result") == sorted(asked), k
+        elif any(b["type"] == "tool_use" for b in blocks):
+            assert k + 1 < len(messages), "a tool_use in the last turn has no result"
+
+
+def responses_input(chat: list[dict[str, Any]], reasoning: bool = False) -> tuple[str | None, list[dict[str, Any]]]:
+    """(instructions, input items) of a chat session in the JSONL form, as the OpenAI
+    Responses API holds it: the user's messages as text, the assistant's as output
+    messages with ids, each ``[tool_call]`` line a ``function_call`` item (call ids
+    ``call_001``, ...), each result a ``function_call_output``; with ``reasoning``, a
+    ``reasoning`` item before each assistant turn."""
+    instructions, items, pending, calls = None, [], [], 0
+    for number, message in enumerate(chat):
+        role, content = message["role"], message["content"]
+        if role == "system":
+            instructions = content
+        elif role == "user":
+            items.append({"role": "user", "content": content})
+        elif role == "tool":
+            items.append({"type": "function_call_output", "call_id": pending.pop(0), "output": content})
+        else:
+            if reasoning:
+                items.append({"type": "reasoning", "id": f"rs_{number}", "summary": [], "encrypted_content": "gAAA" * 8})
+            text = content.split("\n[tool_call] ")[0] if not content.startswith("[tool_call] ") else ""
+            if text:
+                items.append({"type": "message", "id": f"msg_{number}", "status": "completed", "role": "assistant",
+                              "content": [{"type": "output_text", "text": text, "annotations": []}]})
+            for call in TOOL_CALL_LINE.finditer(content):
+                calls += 1
+                pending.append(f"call_{calls:03d}")
+                items.append({"type": "function_call", "id": f"fc_{calls}", "status": "completed", "call_id": pending[-1],
+                              "name": call[1], "arguments": call[2]})
+    return instructions, items
+
+
+def check_responses_rules(items: list[dict[str, Any]]) -> None:
+    """The Responses API's rules for input items: every function_call_output answers an
+    earlier function_call, every function_call is answered later, and a reasoning item
+    is followed by an item that is no reasoning item."""
+    called: set[str] = set()
+    for k, item in enumerate(items):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            called.add(item["call_id"])
+            assert any(i.get("type") == "function_call_output" and i["call_id"] == item["call_id"] for i in items[k + 1:]), k
+        elif kind == "function_call_output":
+            assert item["call_id"] in called, k
+        elif kind == "reasoning":
+            assert k + 1 < len(items) and items[k + 1].get("type", "message") != "reasoning", k
+        else:
+            assert item["role"] in ("user", "assistant", "system", "developer") and item["content"], k
+
+
+class StrategyPolicy:
+    """A deployable-policy stand-in: breaks with one ctxsim strategy."""
+
+    def __init__(self, strategy_id: str):
+        self.strategy_id = strategy_id
+
+    def break_context(self, state: ContextState, target_tokens: int | None = None, log=None):
+        return get_strategy(self.strategy_id).apply(state, StrategyContext(target_tokens=target_tokens))
+
+
+def shipped(repo_root: Path, name: str = "swe-marshmallow-1867-fc.jsonl") -> list[dict[str, Any]]:
+    """The messages of a shipped chat session (data/transcripts)."""
+    return [json.loads(line) for line in (repo_root / "data" / "transcripts" / name).read_text().splitlines()]

@@ -1,0 +1,95 @@
+"""An OpenAI Responses API input (instructions, input items) compacted in one call
+(ctxsim.openai_responses): read as the same context as its chat form, written back as
+input the API takes, kept items as they came."""
+
+from __future__ import annotations
+
+import re
+from copy import deepcopy
+
+import pytest
+from api_forms import StrategyPolicy, check_responses_rules, responses_input, shipped
+
+from ctxsim.errors import TranscriptError
+from ctxsim.messages import compact_messages
+from ctxsim.openai_responses import EMPTY_OUTPUT, compact_response_items, to_chat
+from ctxsim.strategies import list_strategies
+from ctxsim.transcripts import context_from_messages
+
+POINTER = re.compile(r'read_artifact\("(art-[0-9a-f]+)"\)')
+
+
+def tokens(request: dict) -> int:
+    """ctxsim's count of an input (instructions and items)."""
+    return context_from_messages(to_chat(request["input"], request.get("instructions")).messages).total_tokens
+
+
+def texts(items: list[dict]) -> list[str]:
+    """Each item's text: its content or output, parts as their texts."""
+    values = [item.get("content", item.get("output", "")) for item in items]
+    return [v if isinstance(v, str) else "\n".join(part.get("text", "") for part in v) for v in values]
+
+
+@pytest.mark.parametrize("name", ["swe-marshmallow-1867-fc.jsonl", "swe-testrepo-missing-colon-fc.jsonl"])
+def test_a_session_in_either_form_is_one_context(repo_root, name):
+    chat = shipped(repo_root, name)
+    instructions, items = responses_input(chat, reasoning=True)
+    ours, theirs = context_from_messages(chat).units, context_from_messages(to_chat(items, instructions).messages).units
+    assert len(ours) == len(theirs) == len(chat)
+    for a, b in zip(ours, theirs):  # content, role, type, priority and the call each result answers
+        assert (a.content, a.role, a.type, a.priority, a.tool) == (b.content, b.role, b.type, b.priority, b.tool)
+
+
+def test_an_input_that_fits_comes_back_as_it_came(repo_root):
+    instructions, items = responses_input(shipped(repo_root), reasoning=True)
+    out = compact_response_items(StrategyPolicy("drop"), items, 10**6, instructions=instructions)
+    assert out == {"instructions": instructions, "input": items}
+    assert all(a is not b for a, b in zip(out["input"], items))
+    assert "instructions" not in compact_response_items(StrategyPolicy("drop"), items, 10**6)
+
+
+@pytest.mark.parametrize("strategy", [s for s in list_strategies() if s != "error"])
+def test_every_strategy_leaves_input_the_api_takes(repo_root, strategy):
+    instructions, items = responses_input(shipped(repo_root), reasoning=True)
+    before, limit, store = deepcopy(items), 3000, {}
+    chat = compact_messages(StrategyPolicy(strategy), to_chat(items, instructions).messages, limit, artifacts={})
+    out = compact_response_items(StrategyPolicy(strategy), items, limit, instructions=instructions, artifacts=store)
+    assert items == before  # the caller's input is never modified
+    check_responses_rules(out["input"])
+    for k, item in enumerate(out["input"]):  # a reasoning item stays only before the item it came with, unchanged
+        if item.get("type") == "reasoning":
+            assert items[items.index(item) + 1] == out["input"][k + 1]
+    assert tokens(out) <= context_from_messages(chat).total_tokens
+    if context_from_messages(chat).total_tokens <= limit:
+        assert tokens(out) <= limit
+    assert {a for text in texts(out["input"]) for a in POINTER.findall(text)} == set(store)
+    changed = [item for item in out["input"] if item not in items]
+    assert all("id" not in item and "status" not in item for item in changed)  # no longer the stored items
+
+
+def test_a_developer_message_and_an_empty_output(repo_root):
+    instructions, items = responses_input(shipped(repo_root, "swe-testrepo-missing-colon-fc.jsonl"))
+    items.insert(0, {"role": "developer", "content": [{"type": "input_text", "text": "Answer in English."}]})
+    output = next(item for item in items if item.get("type") == "function_call_output")
+    output["output"] = ""
+    form = to_chat(items, instructions)
+    assert form.messages[1]["role"] == "system" and form.messages[1]["content"] == "Answer in English."
+    assert EMPTY_OUTPUT in [m["content"] for m in form.messages if m["role"] == "tool"]
+    out = compact_response_items(StrategyPolicy("drop"), items, 10**6, instructions=instructions)
+    assert out["input"] == items
+
+
+@pytest.mark.parametrize("items, instructions, match", [
+    ([], None, "expected a non-empty list of input items"),
+    ([{"role": "tool", "content": "x"}], None, r"item 1: 'role' must be one of"),
+    ([{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}], None, r"item 1: content part 0 is type 'input_image'"),
+    ([{"type": "function_call", "call_id": "c1", "name": "ls"}], None, r"item 1: a function_call needs 'call_id', 'name' and 'arguments'"),
+    ([{"type": "function_call_output", "output": "ok"}], None, r"item 1: a function_call_output needs 'call_id'"),
+    ([{"type": "web_search_call", "id": "ws_1"}], None, r"item 1: an item of type 'web_search_call' is not read"),
+    ([{"role": "user", "content": " "}], None, r"item 1: its text is empty"),
+    ([{"role": "user", "content": "Hi"}], " ", r"instructions: expected a non-empty text"),
+])
+def test_bad_input_is_refused_naming_the_item_and_part(items, instructions, match):
+    with pytest.raises(TranscriptError, match=match) as caught:
+        compact_response_items(StrategyPolicy("drop"), items, 1000, instructions=instructions, name="input.json")
+    assert "input.json" in str(caught.value)
