@@ -221,14 +221,23 @@ def from_chat(compacted: list[dict[str, Any]], form: ChatForm) -> dict[str, Any]
 
 
 def _joined(turns: list[tuple[str, list, list]]) -> list[tuple[str, list, list]]:
-    """Neighbouring turns of one role joined into one, a user turn's tool results first."""
+    """Neighbouring turns of one role joined into one: a user turn's tool results first;
+    an assistant turn led by the thinking blocks of the latest of its parts that had any
+    (the API reads only the last assistant turn's, which must lead it, and strips the
+    others)."""
     out: list[tuple[str, list, list]] = []
     for role, blocks, kept in turns:
         if not blocks:
             continue
         if out and out[-1][0] == role:
             _, previous, previous_kept = out.pop()
-            blocks, kept = previous + blocks, previous_kept + kept
+            if role == "assistant":
+                thinking = [b for b in blocks if b["type"] in THINKING] or [b for b in previous if b["type"] in THINKING]
+                rest = [b for b in previous + blocks if b["type"] not in THINKING]
+                blocks = thinking + rest
+            else:
+                blocks = previous + blocks
+            kept = previous_kept + kept
         if role == "user":
             blocks = sorted(blocks, key=lambda b: b["type"] != "tool_result")  # stable: results first
         out.append((role, blocks, kept))

@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
+
 from ctxsim.model import ContextState
 from ctxsim.strategies import StrategyContext, get_strategy
 from ctxsim.transcripts import TOOL_CALL_LINE
@@ -129,3 +131,31 @@ class StrategyPolicy:
 def shipped(repo_root: Path, name: str = "swe-marshmallow-1867-fc.jsonl") -> list[dict[str, Any]]:
     """The messages of a shipped chat session (data/transcripts)."""
     return [json.loads(line) for line in (repo_root / "data" / "transcripts" / name).read_text().splitlines()]
+
+
+#: drawn turns of a session for :func:`random_chat`: (tool calls, words of each result,
+#: the assistant's text, a user message after the results)
+SESSION_TURNS = st.lists(st.tuples(st.integers(0, 3), st.integers(1, 400), st.booleans(), st.booleans()),
+                         min_size=1, max_size=12)
+#: strategies the drawn sessions are broken with: droppers, summarizers, pointers, recoveries
+BREAKS = ("drop", "hybrid", "externalize", "truncate", "clear_tool_results", "fresh_start", "summarize_old", "remove_oldest")
+#: the words of drawn sessions
+WORDS = "cache export value key module path error test config handler request".split() + [f"name_{i}" for i in range(40)]
+
+
+def random_chat(draw_turns: list[tuple[int, int, bool, bool]], words: list[str] = WORDS) -> list[dict[str, Any]]:
+    """A chat session (JSONL form) from drawn turns (:data:`SESSION_TURNS`), after a
+    system prompt and a task."""
+    def text(n: int, k: int) -> str:
+        return " ".join(words[(k * 7 + i) % len(words)] for i in range(n))
+
+    chat = [{"role": "system", "content": "You are a coding agent. " + text(30, 0)},
+            {"role": "user", "content": "Fix the failing export. " + text(40, 1)}]
+    for t, (calls, size, says, asks) in enumerate(draw_turns):
+        lines = [text(12, t)] if says or not calls else []
+        lines += [f'[tool_call] run {{"command": "step {t}.{c}"}}' for c in range(calls)]
+        chat.append({"role": "assistant", "content": "\n".join(lines)})
+        chat += [{"role": "tool", "content": f"output {t}.{c}\n" + text(size, t + c)} for c in range(calls)]
+        if asks or not calls:
+            chat.append({"role": "user", "content": "Go on. " + text(15, t + 3)})
+    return chat

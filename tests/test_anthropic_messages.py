@@ -9,7 +9,10 @@ import re
 from copy import deepcopy
 
 import pytest
-from api_forms import StrategyPolicy, anthropic_request, blocks_of, check_api_rules, shipped
+from api_forms import (BREAKS, SESSION_TURNS, StrategyPolicy, anthropic_request, blocks_of, check_api_rules,
+                       random_chat, shipped)
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxsim.anthropic_messages import EMPTY_RESULT, compact_anthropic_messages, to_chat
 from ctxsim.errors import TranscriptError
@@ -167,3 +170,29 @@ def test_a_break_that_kept_no_user_turn_first_starts_at_the_next_one(repo_root):
     check_api_rules(out["messages"])
     assert tokens(out) <= limit and "system" not in out
     assert all(b["type"] == "text" for b in blocks_of(out["messages"][0]))  # the results of a dropped call, as text
+
+
+
+
+@given(SESSION_TURNS, st.sampled_from(BREAKS), st.floats(0.1, 0.9), st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_any_session_broken_any_way_is_a_request_the_api_takes(turns, strategy, share, thinking):
+    """Drawn sessions (parallel calls, long and short results, turns with and without
+    text, thinking blocks), broken by a drawn strategy to a drawn share of their tokens:
+    the request keeps the API's rules, no more tokens than the chat form's break, and a
+    turn it returns unchanged is one of the given turns."""
+    system, request = anthropic_request(random_chat(turns))
+    if thinking:
+        for turn in request:
+            if turn["role"] == "assistant":
+                turn["content"].insert(0, {"type": "thinking", "thinking": "Let me see.", "signature": "c2ln"})
+    total = tokens({"system": system, "messages": request})
+    limit = max(50, int(total * share))
+    chat = compact_messages(StrategyPolicy(strategy), to_chat(request, system).messages, limit, artifacts={})
+    out = compact_anthropic_messages(StrategyPolicy(strategy), request, limit, system=system, artifacts={})
+    if out["messages"]:
+        check_api_rules(out["messages"])
+    assert tokens(out) <= context_from_messages(chat).total_tokens if out["messages"] else True
+    for turn in out["messages"]:  # a thinking block only in a turn that had it, first
+        kinds = [b["type"] for b in blocks_of(turn)]
+        assert "thinking" not in kinds[1:]

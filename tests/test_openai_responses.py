@@ -8,7 +8,9 @@ import re
 from copy import deepcopy
 
 import pytest
-from api_forms import StrategyPolicy, check_responses_rules, responses_input, shipped
+from api_forms import BREAKS, SESSION_TURNS, StrategyPolicy, check_responses_rules, random_chat, responses_input, shipped
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxsim.errors import TranscriptError
 from ctxsim.messages import compact_messages
@@ -93,3 +95,24 @@ def test_bad_input_is_refused_naming_the_item_and_part(items, instructions, matc
     with pytest.raises(TranscriptError, match=match) as caught:
         compact_response_items(StrategyPolicy("drop"), items, 1000, instructions=instructions, name="input.json")
     assert "input.json" in str(caught.value)
+
+
+
+
+@given(SESSION_TURNS, st.sampled_from(BREAKS), st.floats(0.1, 0.9), st.booleans())
+@settings(max_examples=100, deadline=None)
+def test_any_session_broken_any_way_is_input_the_api_takes(turns, strategy, share, reasoning):
+    """Drawn sessions (parallel calls, long and short outputs, assistant messages with
+    and without text, reasoning items), broken by a drawn strategy to a drawn share of
+    their tokens: the input keeps the API's rules and no more tokens than the chat form's
+    break, and each reasoning item stays before the item it came with."""
+    instructions, items = responses_input(random_chat(turns), reasoning=reasoning)
+    limit = max(50, int(tokens({"instructions": instructions, "input": items}) * share))
+    chat = compact_messages(StrategyPolicy(strategy), to_chat(items, instructions).messages, limit, artifacts={})
+    out = compact_response_items(StrategyPolicy(strategy), items, limit, instructions=instructions, artifacts={})
+    check_responses_rules(out["input"])
+    assert tokens(out) <= context_from_messages(chat).total_tokens if out["input"] else True
+    for k, item in enumerate(out["input"]):
+        if item.get("type") == "reasoning":
+            assert items[items.index(item) + 1] == out["input"][k + 1]
+
