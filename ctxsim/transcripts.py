@@ -193,6 +193,13 @@ def _cached_units(path: str, mtime_ns: int, size: int) -> tuple[ContextUnit, ...
 
 def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """(line number, message) pairs, validated; blank lines are skipped."""
+    return [(number, _checked(message, f"line {number}", path)) for number, message in read_json_lines(path)]
+
+
+def read_json_lines(path: Path) -> list[tuple[int, Any]]:
+    """(line number, value) of each line of a JSON Lines file (``.gz``: read
+    decompressed) as it is written, blank lines skipped; TranscriptError naming the
+    file and line for a file too large, unreadable, not UTF-8, bad JSON or empty."""
     check_input(path, "transcript", TranscriptError)
     try:
         raw = path.read_bytes()
@@ -219,7 +226,7 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
         except (ValueError, RecursionError) as exc:  # a key twice, an integer too long to convert, nesting too deep
             why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raise TranscriptError(f"line {number}: bad JSON ({why})", source=path) from None
-        messages.append((number, _checked(message, f"line {number}", path)))
+        messages.append((number, message))
     if not messages:
         raise TranscriptError("empty transcript (no messages)", source=path)
     return messages

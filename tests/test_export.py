@@ -441,6 +441,67 @@ def test_an_exported_policy_compacts_a_responses_api_input_in_one_call(exports, 
     assert records and records[-1]["outcome"]["success"]
 
 
+def test_the_compact_command_writes_each_form_back_in_its_form(exports, repo_root, tmp_path, capsys):
+    """``ctxsim compact``: a chat JSONL session, an Anthropic request and a Responses
+    request, each compacted by the exported policy and written in the form it came in
+    (a request's other keys kept), within the limit, what moved out in the artifacts file."""
+    from api_forms import anthropic_request, check_api_rules, check_responses_rules, responses_input
+
+    from ctxsim.anthropic_messages import to_chat as anthropic_chat
+    from ctxsim.openai_responses import to_chat as responses_chat
+    from ctxsim.transcripts import context_from_messages
+
+    export, limit = str(exports["MaskablePPO"].out), 4000
+    session = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    chat = [json.loads(line) for line in session.read_text().splitlines()]
+    system, turns = anthropic_request(chat)
+    instructions, items = responses_input(chat, reasoning=True)
+    requests = {"anthropic": {"model": "m", "max_tokens": 512, "system": system, "messages": turns},
+                "responses": {"model": "m", "instructions": instructions, "input": items}}
+    for form, request in requests.items():
+        (tmp_path / f"{form}.json").write_text(json.dumps(request))
+    outs = {}
+    for form, source in (("chat", session), ("anthropic", tmp_path / "anthropic.json"), ("responses", tmp_path / "responses.json")):
+        outs[form] = tmp_path / f"{form}.out"
+        assert main(["compact", export, str(source), "--limit", str(limit), "--form", form, "--out", str(outs[form])]) == 0
+        assert f"-> {outs[form]}" in capsys.readouterr().out
+    written = [json.loads(line) for line in outs["chat"].read_text().splitlines()]
+    assert context_from_messages(written).total_tokens <= limit < context_from_messages(chat).total_tokens
+    anthropic = json.loads(outs["anthropic"].read_text())
+    assert (anthropic["model"], anthropic["max_tokens"]) == ("m", 512)
+    check_api_rules(anthropic["messages"])
+    assert context_from_messages(anthropic_chat(anthropic["messages"], anthropic["system"]).messages).total_tokens <= limit
+    responses = json.loads(outs["responses"].read_text())
+    assert responses["model"] == "m"
+    check_responses_rules(responses["input"])
+    assert context_from_messages(responses_chat(responses["input"], responses["instructions"]).messages).total_tokens <= limit
+    for form, out in outs.items():  # every pointer resolves in the artifacts file beside the output
+        pointers = set(re.findall(r'read_artifact\(\\?"(art-[0-9a-f]+)\\?"\)', out.read_text()))
+        stored = tmp_path / f"{form}.out.artifacts.json"
+        assert pointers == (set(json.loads(stored.read_text())) if stored.exists() else set())
+
+
+def test_the_compact_command_refuses_bad_input_in_one_line(exports, repo_root, tmp_path, capsys):
+    export = str(exports["MaskablePPO"].out)
+    request = tmp_path / "request.json"
+    request.write_text(json.dumps({"model": "m", "messages": [{"role": "user", "content": "Fix it."}]}))
+    session = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    cases = [
+        ([str(request)], "line 1 is a request object, not a chat message: give --form anthropic"),
+        ([str(request), "--form", "responses"], "key 'input': expected a JSON object with 'input' a list"),
+        ([str(session), "--form", "anthropic"], "bad JSON"),
+        ([str(tmp_path / "missing.jsonl")], "missing.jsonl"),
+        ([str(session), "--limit", "0"], "--limit must be in 1..1000000000, got 0"),
+    ]
+    for argv, needle in cases:
+        out = tmp_path / "out.json"
+        limit = [] if "--limit" in argv else ["--limit", "4000"]
+        assert main(["compact", export, *argv, *limit, "--out", str(out)]) == 2, argv
+        err = capsys.readouterr().err
+        assert len(err.splitlines()) == 1 and needle in err, (argv, err)
+        assert not out.exists()
+
+
 def test_policies_sharing_a_log_never_share_or_interleave_an_episode(exports, held_out, tmp_path):
     import threading
 

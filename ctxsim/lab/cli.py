@@ -437,6 +437,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compact(args: argparse.Namespace) -> int:
+    from .compact import compact_file
+
+    _check_option("limit", args.limit, 1, 10**9)
+    done = compact_file(args.export, args.file, args.limit, args.out, form=args.form, log=args.log, artifacts=args.artifacts)
+    moved = f"; {done.artifacts} artifact(s) -> {done.artifacts_file}" if done.artifacts else ""
+    print(f"{args.file}: {done.messages_before} -> {done.messages_after} {'items' if args.form == 'responses' else 'messages'}, "
+          f"{done.tokens_before:,} -> {done.tokens_after:,} tokens (limit {args.limit:,}) -> {args.out}{moved}")
+    return 0
+
+
 # ---- sweep / report / tune ---------------------------------------------------------
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Exit 1 when a policy regressed against --baseline beyond tolerance, else 0."""
@@ -604,6 +615,19 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--seeds", type=int, help="context seeds per held-out scenario (default 8)")
     ex.set_defaults(func=cmd_export)
 
+    co = sub.add_parser("compact", help="compact an agent's session file with an exported policy, in the form it came in")
+    co.add_argument("export", help="an export folder (ctxsim export RUN --out DIR)")
+    co.add_argument("file", help="the session: chat JSON Lines (chat), or a request JSON object (anthropic, responses)")
+    co.add_argument("--limit", type=int, required=True, help="tokens the session may take (system prompt included)")
+    co.add_argument("--out", required=True, help="the compacted session, in the form it came in")
+    co.add_argument("--form", choices=["chat", "anthropic", "responses"], default="chat",
+                    help="chat: OpenAI-style messages, one a line (default); anthropic: a Messages API request "
+                         "(messages, system); responses: a Responses API request (input, instructions)")
+    co.add_argument("--log", help="JSONL log of the policy's decisions (appended to)")
+    co.add_argument("--artifacts", help="where content moved behind read_artifact pointers goes (JSON; default "
+                                        "OUT.artifacts.json, written only when the break moved any)")
+    co.set_defaults(func=cmd_compact)
+
     sw = sub.add_parser("sweep", help="regression sweep: policies x scenarios x seeds, checked against a baseline")
     sw.add_argument("sweep", help="experiments/<sweep>.yaml")
     sw.add_argument("--backend", choices=["local", "ray"], help="override the sweep file's backend")
@@ -639,14 +663,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 #: options that name an output file or folder
-OUTPUT_OPTIONS = ("out", "log", "markdown")
+OUTPUT_OPTIONS = ("out", "log", "markdown", "artifacts")
 #: top-level modules of the optional extras ``lab`` and ``train`` (pyproject.toml); the core install lacks them
 EXTRA_MODULES = {
     "lab": ("faker", "rich", "gymnasium", "pandas", "matplotlib", "threadpoolctl", "scipy"),
     "train": ("stable_baselines3", "sb3_contrib", "torch", "tqdm", "tensorboard"),
 }
 #: the output options that name a file (elsewhere ``--out`` is a folder), per command
-FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",), "realism": ("out",)}
+FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",), "realism": ("out",),
+                "compact": ("out", "log", "artifacts")}
 
 
 def check_file_outputs(args: argparse.Namespace) -> None:

@@ -1,0 +1,41 @@
+"""``ctxsim compact``'s file handling (ctxsim.lab.compact): what a break moves behind
+pointers is written beside the output, the request's other keys are kept, and a file
+that cannot be read leaves no output. The command itself, with an exported policy, is
+tested in test_export.py."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from api_forms import StrategyPolicy, anthropic_request, check_api_rules, shipped
+
+from ctxsim.lab.compact import compact_file
+
+POINTER = re.compile(r'read_artifact\(\\?"(art-[0-9a-f]+)\\?"\)')
+
+
+def test_what_the_break_moved_is_written_beside_the_output(repo_root, tmp_path):
+    session = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    out = tmp_path / "compacted.jsonl"
+    done = compact_file(StrategyPolicy("externalize"), session, 3000, out)
+    stored = json.loads((tmp_path / "compacted.jsonl.artifacts.json").read_text())
+    assert done.artifacts == len(stored) >= 2 and done.artifacts_file == tmp_path / "compacted.jsonl.artifacts.json"
+    assert set(POINTER.findall(out.read_text())) == set(stored)
+    assert done.tokens_after < done.tokens_before and done.messages_before == done.messages_after == 24  # moved, not dropped
+    originals = {m["content"] for m in shipped(repo_root)}
+    assert all(any(original in text for original in originals) for text in stored.values())  # moved messages, whole
+
+
+def test_a_request_keeps_its_other_keys_and_the_artifacts_go_where_asked(repo_root, tmp_path):
+    system, turns = anthropic_request(shipped(repo_root))
+    source = tmp_path / "request.json"
+    source.write_text(json.dumps({"model": "m", "max_tokens": 512, "tools": [{"name": "open"}], "system": system,
+                                  "messages": turns}))
+    out, store = tmp_path / "out.json", tmp_path / "store.json"
+    done = compact_file(StrategyPolicy("externalize"), source, 3000, out, form="anthropic", artifacts=store)
+    request = json.loads(out.read_text())
+    assert {k: request[k] for k in ("model", "max_tokens", "tools", "system")} == {
+        "model": "m", "max_tokens": 512, "tools": [{"name": "open"}], "system": system}
+    check_api_rules(request["messages"])
+    assert done.artifacts_file == store and set(POINTER.findall(out.read_text())) == set(json.loads(store.read_text()))
