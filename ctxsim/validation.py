@@ -56,7 +56,7 @@ _MB = 1024 * 1024
 #: size before it is read or parsed; the README's Security section lists them)
 INPUT_LIMITS = {
     "YAML file": 4 * _MB,  # context_config, models, scenarios, env specs, experiments, sweeps, tune files
-    "transcript": 64 * _MB,  # chat JSONL
+    "transcript": 64 * _MB,  # chat JSONL; the request JSON files of ctxsim compact
     "transition log": 512 * _MB,  # JSONL read back by evaluate --from-log and export
     "results CSV": 512 * _MB,  # a sweep's results.csv or a baseline (sweep --baseline, report)
     "exported policy": 64 * _MB,  # policy.json and weights.npz
