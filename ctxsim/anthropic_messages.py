@@ -59,11 +59,11 @@ EMPTY_RESULT = "(no output)"
 @dataclass
 class _Piece:
     """One chat message of the request: the turn (``turn``: index into ``messages``,
-    None for the system prompt), the blocks it came from and its chat text."""
+    None for the system prompt), the blocks it came from and, for an assistant turn, its
+    thinking blocks."""
 
     turn: int | None
     blocks: tuple[int, ...]
-    text: str
     thinking: tuple[dict[str, Any], ...] = ()
 
 
@@ -132,7 +132,7 @@ def to_chat(messages: Any, system: Any = None, *, name: str = "messages") -> Cha
         text = _text_of(system, "system", name)
         if not text.strip():
             raise TranscriptError("system: the system prompt is empty (leave system= out instead)", source=name)
-        add({"role": "system", "content": text}, _Piece(None, (), text))
+        add({"role": "system", "content": text}, _Piece(None, ()))
     for k, message in enumerate(messages):
         at = f"message {k + 1}"
         if not isinstance(message, dict):
@@ -149,11 +149,11 @@ def to_chat(messages: Any, system: Any = None, *, name: str = "messages") -> Cha
                 if block["type"] == "tool_result":
                     result = _text_of(block.get("content", ""), f"{at}: block {i}", name)
                     result = result if result.strip() else EMPTY_RESULT
-                    add({"role": "tool", "tool_call_id": block["tool_use_id"], "content": result}, _Piece(k, (i,), result))
+                    add({"role": "tool", "tool_call_id": block["tool_use_id"], "content": result}, _Piece(k, (i,)))
             if texts and not text.strip():
                 raise TranscriptError(f"{at}: its text is empty", source=name)
             if texts:
-                add({"role": "user", "content": text}, _Piece(k, tuple(texts), text))
+                add({"role": "user", "content": text}, _Piece(k, tuple(texts)))
             continue
         uses = [i for i, b in enumerate(blocks) if b["type"] == "tool_use"]
         if not texts and not uses:
@@ -163,7 +163,7 @@ def to_chat(messages: Any, system: Any = None, *, name: str = "messages") -> Cha
                  for i in uses]
         thinking = tuple(b for b in blocks if b["type"] in THINKING)
         add({"role": "assistant", "content": text or None, **({"tool_calls": calls} if calls else {})},
-            _Piece(k, tuple(texts + uses), text, thinking))
+            _Piece(k, tuple(texts + uses), thinking))
     by_turn: dict[int, list[int]] = {}
     for i, piece in enumerate(pieces):
         if piece.turn is not None:
