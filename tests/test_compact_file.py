@@ -39,3 +39,15 @@ def test_a_request_keeps_its_other_keys_and_the_artifacts_go_where_asked(repo_ro
         "model": "m", "max_tokens": 512, "tools": [{"name": "open"}], "system": system}
     check_api_rules(request["messages"])
     assert done.artifacts_file == store and set(POINTER.findall(out.read_text())) == set(json.loads(store.read_text()))
+
+
+def test_a_gzip_session_is_read_and_a_gz_output_written_compressed(repo_root, tmp_path):
+    import gzip
+
+    source = tmp_path / "session.jsonl.gz"
+    source.write_bytes(gzip.compress((repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl").read_bytes()))
+    plain, packed = tmp_path / "out.jsonl", tmp_path / "out.jsonl.gz"
+    compact_file(StrategyPolicy("drop"), source, 3000, plain)
+    compact_file(StrategyPolicy("drop"), source, 3000, packed)
+    assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
+    assert len([json.loads(line) for line in plain.read_text().splitlines()]) < 24

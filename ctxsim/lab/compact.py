@@ -5,6 +5,7 @@ Three forms, one per API an agent speaks:
 
 * ``chat``: chat messages as JSON Lines (a ``.jsonl`` or ``.jsonl.gz`` file, one message
   a line: the transcripts' form, :mod:`ctxsim.transcripts`), written back as JSON Lines
+  (gzip-compressed when the output's name ends in ``.gz``)
   (:func:`ctxsim.messages.compact_messages`);
 * ``anthropic``: a JSON object holding a Messages API request (``messages``, and
   ``system`` when it has one; every other key, such as ``model`` or ``tools``, is kept
@@ -19,6 +20,7 @@ so nothing the session held is lost.
 
 from __future__ import annotations
 
+import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from typing import Any
 
 from ..anthropic_messages import compact_anthropic_messages
 from ..anthropic_messages import to_chat as anthropic_chat
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_bytes, atomic_write_text
 from ..errors import TranscriptError, describe_value
 from ..messages import Breaker, compact_messages
 from ..openai_responses import compact_response_items
@@ -106,6 +108,9 @@ def compact_file(export: str | Path | Breaker, path: str | Path, limit: int, out
     if store:
         where = Path(artifacts) if artifacts is not None else out.with_name(out.name + ".artifacts.json")
         atomic_write_text(where, json.dumps(store, ensure_ascii=False, indent=1) + "\n")
-    atomic_write_text(out, text)
+    if out.suffix == ".gz":  # as the transcripts are read: gzip-compressed when the name says so
+        atomic_write_bytes(out, gzip.compress(text.encode("utf-8"), mtime=0))
+    else:
+        atomic_write_text(out, text)
     return Compacted(len(messages), len(compacted), _tokens(form, messages, system), _tokens(form, compacted, system_after),
                      len(store), where)
