@@ -159,3 +159,31 @@ def random_chat(draw_turns: list[tuple[int, int, bool, bool]], words: list[str] 
         if asks or not calls:
             chat.append({"role": "user", "content": "Go on. " + text(15, t + 3)})
     return chat
+
+
+def langchain_session(repo_root) -> list:
+    """The shipped function-calling session as LangChain messages (each with an id, tool
+    calls with ids and their results answering them); needs langchain-core."""
+    from langchain_core.messages import convert_to_messages
+
+    messages = convert_to_messages(native_chat(shipped(repo_root)))
+    for number, message in enumerate(messages):
+        message.id = f"m{number}"
+    return messages
+
+
+def native_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A chat session in the JSONL form (calls as ``[tool_call]`` lines) in OpenAI's native
+    form: an assistant's ``tool_calls`` with ids, each result's ``tool_call_id``."""
+    out, pending = [], []
+    for number, message in enumerate(messages):
+        if message["role"] == "assistant":
+            text, *calls = message["content"].split("\n[tool_call] ")
+            pending = [f"call_{number}_{i}" for i in range(len(calls))]
+            message = {"role": "assistant", "content": text, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": call.split(" ", 1)[0], "arguments": call.split(" ", 1)[1]}}
+                for cid, call in zip(pending, calls)]}
+        elif message["role"] == "tool":
+            message = {**message, "tool_call_id": pending.pop(0)}
+        out.append(message)
+    return out

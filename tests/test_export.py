@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from api_forms import native_chat
 
 from ctxsim.lab.cli import main
 from ctxsim.config import load_config
@@ -345,22 +346,6 @@ def test_break_context_runs_an_episode_and_logs_each_decision(exports, held_out,
     assert summary.overall.mean_reward == pytest.approx((result.reward + second.reward) / 2, abs=1e-6)
 
 
-def _native(messages: list[dict]) -> list[dict]:
-    """The shipped function-calling session in OpenAI's native form (tool_calls with ids, tool_call_id)."""
-    out, pending = [], []
-    for number, message in enumerate(messages):
-        if message["role"] == "assistant":
-            text, *calls = message["content"].split("\n[tool_call] ")
-            pending = [f"call_{number}_{i}" for i in range(len(calls))]
-            message = {"role": "assistant", "content": text, "tool_calls": [
-                {"id": cid, "type": "function", "function": {"name": call.split(" ", 1)[0], "arguments": call.split(" ", 1)[1]}}
-                for cid, call in zip(pending, calls)]}
-        elif message["role"] == "tool":
-            message = {**message, "tool_call_id": pending.pop(0)}
-        out.append(message)
-    return out
-
-
 @pytest.mark.parametrize("form", ["jsonl", "native"])
 def test_an_exported_policy_compacts_an_agents_chat_messages_in_one_call(exports, repo_root, tmp_path, form):
     from copy import deepcopy
@@ -370,7 +355,7 @@ def test_an_exported_policy_compacts_an_agents_chat_messages_in_one_call(exports
     policy = load(exports["MaskablePPO"].out)
     shipped = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
     messages = [json.loads(line) for line in shipped.read_text().splitlines()]
-    messages = _native(messages) if form == "native" else messages
+    messages = native_chat(messages) if form == "native" else messages
     before, log, limit, store = deepcopy(messages), tmp_path / "decisions.jsonl", 4000, {}
     out = policy.compact_messages(messages, limit, log=log, artifacts=store)
     assert messages == before  # the caller's list is never modified
@@ -500,6 +485,26 @@ def test_the_compact_command_refuses_bad_input_in_one_line(exports, repo_root, t
         err = capsys.readouterr().err
         assert len(err.splitlines()) == 1 and needle in err, (argv, err)
         assert not out.exists()
+
+
+def test_an_exported_policy_compacts_langchain_messages_in_one_call(exports, repo_root, tmp_path):
+    """The shipped session as LangChain messages: one call breaks them with the learned
+    chain, logs the decisions and returns messages a chat model takes, within the limit."""
+    pytest.importorskip("langchain_core")
+    from api_forms import langchain_session
+    from langchain_core.messages import AIMessage, ToolMessage, convert_to_openai_messages
+
+    from ctxsim.transcripts import context_from_messages
+
+    policy = load(exports["MaskablePPO"].out)
+    messages, log, limit = langchain_session(repo_root), tmp_path / "decisions.jsonl", 4000
+    out = policy.compact_langchain_messages(messages, limit, log=log, artifacts={})
+    assert out[:2] == messages[:2]  # the system prompt and the task, as they came
+    assert context_from_messages(convert_to_openai_messages(out)).total_tokens <= limit
+    called = [c["id"] for m in out if isinstance(m, AIMessage) for c in m.tool_calls]
+    assert sorted(called) == sorted(m.tool_call_id for m in out if isinstance(m, ToolMessage))
+    records = read_transitions(log)
+    assert records and records[-1]["outcome"]["success"]
 
 
 def test_policies_sharing_a_log_never_share_or_interleave_an_episode(exports, held_out, tmp_path):

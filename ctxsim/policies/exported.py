@@ -27,7 +27,8 @@ and returns an :class:`ExportedPolicy`:
   ``compact_anthropic_messages(messages, limit, system=...)`` on an Anthropic Messages
   API request, returned as one (:mod:`ctxsim.anthropic_messages`), and
   ``compact_response_items(items, limit, instructions=...)`` on an OpenAI Responses API
-  input (:mod:`ctxsim.openai_responses`);
+  input (:mod:`ctxsim.openai_responses`), ``compact_langchain_messages(messages, limit)``
+  on LangChain messages (:mod:`ctxsim.langchain_messages`, with langchain-core);
 * ``reset`` / ``act`` — the :class:`~ctxsim.policies.Policy` protocol, so
   ``ctxsim evaluate --policy DIR`` and sweeps run it like any other policy.
 
@@ -377,6 +378,18 @@ class ExportedPolicy(Policy):
         (:func:`ctxsim.openai_responses.compact_response_items`; ``log`` and ``artifacts``
         as :meth:`compact_messages` takes them)."""
         return compact_response_items(self, items, limit, instructions=instructions, log=log, artifacts=artifacts)
+
+    def compact_langchain_messages(
+        self, messages: list[Any], limit: int | TokenBudget, *, log: str | Path | None = None,
+        artifacts: MutableMapping[str, str] | None = None,
+    ) -> list[Any]:
+        """An agent's LangChain messages (langchain-core ``BaseMessage`` objects) broken to
+        fit ``limit`` tokens, as messages (:func:`ctxsim.langchain_messages.compact_langchain_messages`;
+        needs langchain-core, imported only here; ``log`` and ``artifacts`` as
+        :meth:`compact_messages` takes them)."""
+        from ..langchain_messages import compact_langchain_messages
+
+        return compact_langchain_messages(self, messages, limit, log=log, artifacts=artifacts)
 
     def _log(self, writer: TransitionWriter, episode: OverflowEpisode, steps: list[Step]) -> None:
         """Append the episode's decisions in the schema of :mod:`ctxsim.transitions`."""

@@ -1,0 +1,69 @@
+"""An agent's LangChain messages compacted in one call (ctxsim.langchain_messages): the
+messages LangChain's trim_messages takes, broken by a policy, returned as messages a chat
+model takes, kept ones as they came."""
+
+from __future__ import annotations
+
+import pytest
+from api_forms import BREAKS, StrategyPolicy, langchain_session
+
+pytest.importorskip("langchain_core")
+
+from langchain_core.messages import AIMessage, ToolMessage, convert_to_openai_messages  # noqa: E402
+
+from ctxsim.langchain_messages import compact_langchain_messages  # noqa: E402
+from ctxsim.messages import compact_messages  # noqa: E402
+from ctxsim.transcripts import context_from_messages  # noqa: E402
+
+
+def check_pairs(messages: list) -> None:
+    """Every tool message answers a call of an AI message before it, every call is answered."""
+    called, answered = [], []
+    for message in messages:
+        if isinstance(message, AIMessage):
+            called += [call["id"] for call in message.tool_calls]
+        elif isinstance(message, ToolMessage):
+            assert message.tool_call_id in called
+            answered.append(message.tool_call_id)
+    assert sorted(called) == sorted(answered)
+
+
+def tokens(messages: list) -> int:
+    return context_from_messages(convert_to_openai_messages(messages)).total_tokens
+
+
+def test_messages_that_fit_come_back_as_they_came(repo_root):
+    messages = langchain_session(repo_root)
+    out = compact_langchain_messages(StrategyPolicy("drop"), messages, 10**6)
+    assert out == messages and all(a is not b for a, b in zip(out, messages))
+
+
+@pytest.mark.parametrize("strategy", BREAKS)
+def test_every_break_leaves_messages_a_chat_model_takes(repo_root, strategy):
+    messages = langchain_session(repo_root)
+    limit = 3000
+    chat = compact_messages(StrategyPolicy(strategy), convert_to_openai_messages(messages), limit, artifacts={})
+    out = compact_langchain_messages(StrategyPolicy(strategy), messages, limit, artifacts={})
+    check_pairs(out)
+    assert tokens(out) == context_from_messages(chat).total_tokens  # the chat form's break, message for message
+    given = {m.id: m for m in messages}
+    for message in out:
+        if message.id in given and message.content == given[message.id].content:  # kept: the same message
+            original = given[message.id]
+            assert type(message) is type(original)
+            if not isinstance(message, AIMessage) or len(message.tool_calls) == len(original.tool_calls):
+                assert message == original
+        elif message.id in given:  # compressed in place: its id and type kept
+            assert type(message) is type(given[message.id])
+        else:  # written by the break
+            assert message.id is None and message.content
+
+
+def test_a_token_budget_gives_the_messages_the_room_it_leaves(repo_root):
+    from ctxsim.budget import TokenBudget
+
+    messages = langchain_session(repo_root)
+    budget = TokenBudget.for_request(6000, safety_buffer_tokens=300, rehydration_reserve_tokens=500)
+    out = compact_langchain_messages(StrategyPolicy("drop"), messages, budget)
+    assert out == compact_langchain_messages(StrategyPolicy("drop"), messages, budget.available_for_messages)
+    assert tokens(out) <= budget.available_for_messages < tokens(messages)
