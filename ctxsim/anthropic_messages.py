@@ -75,6 +75,7 @@ class ChatForm:
     pieces: list[_Piece]
     system: Any = None
     turns: list[dict[str, Any]] = field(default_factory=list)
+    blocks: list[list[dict[str, Any]]] = field(default_factory=list)  # each turn's blocks, checked (text as one block)
     by_turn: dict[int, list[int]] = field(default_factory=dict)  # turn -> the indices of its pieces
 
 
@@ -123,6 +124,7 @@ def to_chat(messages: Any, system: Any = None, *, name: str = "messages") -> Cha
         raise TranscriptError(f"expected a non-empty list of messages, got {describe_value(messages)}", source=name)
     chat: list[dict[str, Any]] = []
     pieces: list[_Piece] = []
+    turn_blocks: list[list[dict[str, Any]]] = []
 
     def add(message: dict[str, Any], piece: _Piece) -> None:
         chat.append({**message, ORIGIN: len(pieces)})
@@ -142,6 +144,7 @@ def to_chat(messages: Any, system: Any = None, *, name: str = "messages") -> Cha
             raise TranscriptError(f"{at}: 'role' must be 'user' or 'assistant' (the system prompt goes in system=), got "
                                   f"{describe_value(role)}", source=name)
         blocks = _blocks(message, at, name)
+        turn_blocks.append(blocks)
         texts = [i for i, b in enumerate(blocks) if b["type"] == "text"]
         text = "\n".join(blocks[i]["text"] for i in texts)
         if role == "user":
@@ -168,7 +171,7 @@ def to_chat(messages: Any, system: Any = None, *, name: str = "messages") -> Cha
     for i, piece in enumerate(pieces):
         if piece.turn is not None:
             by_turn.setdefault(piece.turn, []).append(i)
-    return ChatForm(chat, pieces, system, list(messages), by_turn)
+    return ChatForm(chat, pieces, system, list(messages), turn_blocks, by_turn)
 
 
 def from_chat(compacted: list[dict[str, Any]], form: ChatForm) -> dict[str, Any]:
@@ -190,7 +193,7 @@ def from_chat(compacted: list[dict[str, Any]], form: ChatForm) -> dict[str, Any]
         if piece is None:  # written by the break, or a result whose call is gone
             blocks.append({"type": "text", "text": m["content"]})
         else:
-            source = _blocks(form.turns[piece.turn], "", "")
+            source = form.blocks[piece.turn]
             if m["role"] == "tool":
                 block = source[piece.blocks[0]]
                 blocks.append(dict(block) if unchanged else {**block, "content": m["content"]})
