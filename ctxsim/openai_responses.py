@@ -38,6 +38,7 @@ from typing import Any
 from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
 from .messages import Breaker, compact_messages
+from .transcripts import text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: the index of its :class:`_Piece`
 ORIGIN = "_responses"
@@ -74,15 +75,7 @@ def _text(content: Any, at: str, name: str, key: str) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        texts = []
-        for i, part in enumerate(content):
-            kind = part.get("type") if isinstance(part, dict) else None
-            if kind not in TEXT_PARTS or not isinstance(part.get("text"), str):
-                what = f"type {kind!r}" if kind is not None else describe_value(part)
-                raise TranscriptError(f"{at}: {key} part {i} is {what}; only text parts ({', '.join(TEXT_PARTS)}) are read",
-                                      source=name)
-            texts.append(part["text"])
-        return "\n".join(texts)
+        return text_of_parts(content, at, name, noun=f"{key} part", kinds=TEXT_PARTS)
     raise TranscriptError(f"{at}: '{key}' must be text or a list of text parts, got {describe_value(content)}", source=name)
 
 

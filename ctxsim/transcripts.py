@@ -196,10 +196,10 @@ def _read_messages(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return [(number, _checked(message, f"line {number}", path)) for number, message in read_json_lines(path)]
 
 
-def read_json_lines(path: Path) -> list[tuple[int, Any]]:
-    """(line number, value) of each line of a JSON Lines file (``.gz``: read
-    decompressed) as it is written, blank lines skipped; TranscriptError naming the
-    file and line for a file too large, unreadable, not UTF-8, bad JSON or empty."""
+def read_session_text(path: Path) -> str:
+    """The text of a session file (``.gz``: read decompressed); TranscriptError naming the
+    file (and the line of a byte that is not UTF-8) for a file too large, unreadable or
+    not UTF-8."""
     check_input(path, "transcript", TranscriptError)
     try:
         raw = path.read_bytes()
@@ -211,10 +211,17 @@ def read_json_lines(path: Path) -> list[tuple[int, Any]]:
         except (OSError, EOFError, zlib.error) as exc:
             raise TranscriptError(f"not a readable gzip file ({exc})", source=path) from None
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise TranscriptError(f"line {line}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at offset {exc.start})", source=path) from None
+
+
+def read_json_lines(path: Path) -> list[tuple[int, Any]]:
+    """(line number, value) of each line of a JSON Lines file (:func:`read_session_text`)
+    as it is written, blank lines skipped; TranscriptError naming the file and line for
+    a file too large, unreadable, not UTF-8, bad JSON or empty."""
+    text = read_session_text(path)
     messages = []
     for number, line in enumerate(text.split("\n"), start=1):  # JSON Lines end lines with \n only
         if not line.strip():
@@ -305,16 +312,18 @@ def _chat_completions(message: dict[str, Any], at: str, source: Path | str) -> d
     return out
 
 
-def text_of_parts(parts: list[Any], at: str, source: Path | str, noun: str = "content part") -> str:
-    """The texts of a list of text parts (``{"type": "text", "text": ...}``) joined by
-    newlines; any other part is refused, naming ``at`` and the part (its ``noun`` and
-    number, from 0)."""
+def text_of_parts(parts: list[Any], at: str, source: Path | str, noun: str = "content part",
+                  kinds: tuple[str, ...] = ("text",)) -> str:
+    """The texts of a list of text parts (``{"type": "text", "text": ...}``, or another of
+    ``kinds``) joined by newlines; any other part is refused, naming ``at`` and the part
+    (its ``noun`` and number, from 0)."""
     texts = []
     for i, part in enumerate(parts):
         kind = part.get("type") if isinstance(part, dict) else None
-        if kind != "text" or not isinstance(part.get("text"), str):
+        if kind not in kinds or not isinstance(part.get("text"), str):
             what = f"type {kind!r}" if kind is not None else describe_value(part)
-            raise TranscriptError(f"{at}: {noun} {i} is {what}; only text {noun.split()[-1]}s are read", source=source)
+            named = "" if kinds == ("text",) else f" ({', '.join(kinds)})"
+            raise TranscriptError(f"{at}: {noun} {i} is {what}; only text {noun.split()[-1]}s{named} are read", source=source)
         texts.append(part["text"])
     return "\n".join(texts)
 

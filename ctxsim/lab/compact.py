@@ -34,8 +34,8 @@ from ..messages import Breaker, compact_messages
 from ..openai_responses import compact_response_items
 from ..openai_responses import to_chat as responses_chat
 from ..policies import load
-from ..transcripts import context_from_messages, read_json_lines
-from ..validation import check_input, loads_json
+from ..transcripts import context_from_messages, read_json_lines, read_session_text
+from ..validation import loads_json
 
 #: the forms ``ctxsim compact`` reads: the key of the request's messages, of its system prompt
 FORMS = {"chat": (None, None), "anthropic": ("messages", "system"), "responses": ("input", "instructions")}
@@ -55,11 +55,9 @@ class Compacted:
 
 def _request(path: Path, form: str) -> dict[str, Any]:
     """The JSON object of an ``anthropic`` or ``responses`` request file, its messages checked to be a list."""
-    check_input(path, "transcript", TranscriptError)
+    text = read_session_text(path)
     try:
-        request = loads_json(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise TranscriptError(f"not UTF-8 (byte at offset {exc.start})", source=path) from None
+        request = loads_json(text)
     except (ValueError, RecursionError) as exc:
         raise TranscriptError(f"bad JSON ({exc})", source=path) from None
     key = FORMS[form][0]
