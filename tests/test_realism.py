@@ -178,7 +178,7 @@ def test_the_report_leaves_out_sessions_that_end_at_their_task_and_says_so(tmp_p
 
 
 def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, repo_root):
-    from ctxsim.lab.realism import CUT_OVERFLOW, rank_agreement, spearman, cut_scenarios
+    from ctxsim.lab.realism import CUT_OVERFLOW, rank_table, cut_scenarios, rank_agreement, spearman
 
     cuts = cut_scenarios(corpus_files(split="held_out")[:2])
     assert len(cuts) == 2
@@ -188,5 +188,14 @@ def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, r
     family = find_scenario(repo_root / "data/families/agent_sessions.yaml")
     ranks = rank_agreement([family], cuts[:1], 1, ["remove_oldest", "fresh_start"])
     assert list(ranks.index) == ["only:remove_oldest", "only:fresh_start"]
-    assert ranks.notna().all().all() and ((ranks >= -2) & (ranks <= 2)).all().all()
+    rewards = ranks[["generated", "corpus_cuts"]]
+    shares = ranks.filter(regex="_(probe_score|p1_preserved|rules_retained)$")
+    assert ranks.notna().all().all() and ((rewards >= -2) & (rewards <= 2)).all().all()
+    assert shares.shape[1] == 6 and ((shares >= 0) & (shares <= 1)).all().all()
+    # a fresh start keeps its seed alone: more tokens cut than dropping the oldest units
+    assert ranks.loc["only:fresh_start", "generated_reduction_pct"] > ranks.loc["only:remove_oldest", "generated_reduction_pct"]
+    table = rank_table(ranks)
+    best = ranks["generated"].idxmax()
+    assert table[0].startswith("| policy | generated: reward | generated: probes |") and len(table) == 4
+    assert [line.split(" | ")[1].startswith("**") for line in table[2:]] == [p == best for p in ranks.index]
     assert spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)

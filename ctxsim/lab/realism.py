@@ -96,22 +96,50 @@ def rank_cuts(files: Sequence[Path], count: int) -> list[Scenario]:
     return cut_scenarios(files[:: max(1, len(files) // count)][:count])
 
 
+#: what each policy kept, beside its mean reward in the rank table: column -> its heading
+KEPT_COLUMNS = {"probe_score": "probes", "p1_preserved": "P1", "rules_retained": "rules", "reduction_pct": "tokens cut %"}
+
+
 def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seeds: int, strategies: Sequence[str],
                    policies: Sequence[str] | None = None) -> pd.DataFrame:
     """Mean reward of each ``only:<id>`` policy of ``strategies`` (or of ``policies``, a
     part of them) on ``generated`` (``seeds`` contexts each) and on ``cuts`` (one context
-    each), with every strategy of ``strategies`` in the action set."""
+    each), with every strategy of ``strategies`` in the action set: columns
+    ``generated`` and ``corpus_cuts``, and beside each reward what the policy kept there
+    (the means of :data:`KEPT_COLUMNS`, as ``generated_<column>`` and ``corpus_cuts_<column>``)."""
     settings = EpisodeSettings(actions=tuple(strategies))
     policies = list(policies) if policies is not None else [f"only:{s}" for s in strategies]
     quiet = lambda message: None  # noqa: E731 - notes about seeds of one-context transcripts
-    gen = evaluate(policies, list(generated), seeds, settings, note=quiet, oracle=False).groupby("policy")["reward"].mean()
-    real = evaluate(policies, list(cuts), 1, settings, note=quiet, oracle=False).groupby("policy")["reward"].mean()
-    return pd.DataFrame({"generated": gen, "corpus_cuts": real}).loc[policies]
+    columns = ["reward", *KEPT_COLUMNS]
+    sides = {"generated": evaluate(policies, list(generated), seeds, settings, note=quiet, oracle=False),
+             "corpus_cuts": evaluate(policies, list(cuts), 1, settings, note=quiet, oracle=False)}
+    means = {side: frame.groupby("policy")[columns].mean() for side, frame in sides.items()}
+    return pd.DataFrame({(side if column == "reward" else f"{side}_{column}"): means[side][column]
+                         for side in sides for column in columns}).loc[policies]
 
 
 def spearman(a: Sequence[float], b: Sequence[float]) -> float:
     """Spearman's rank correlation (average ranks for ties)."""
     return float(pd.Series(list(a)).rank().corr(pd.Series(list(b)).rank()))
+
+
+def rank_table(ranks: pd.DataFrame) -> list[str]:
+    """The rank table's lines: each policy's mean reward on either side and, beside it,
+    what it kept there (probes answered, P1 preserved, rules retained: shares; tokens
+    cut: percent); the best reward of each side in bold."""
+    kept = list(KEPT_COLUMNS.values())
+    head = " | ".join(f"{side}: {name}" for side in ("generated", "corpus cuts") for name in ["reward", *kept])
+    lines = [f"| policy | {head} |", "| --- |" + " ---: |" * (2 * (1 + len(kept)))]
+    best = {side: ranks[side].max() for side in ("generated", "corpus_cuts")}
+    for policy, row in ranks.iterrows():
+        cells = []
+        for side in ("generated", "corpus_cuts"):
+            reward = f"{row[side]:+.3f}"
+            cells.append(f"**{reward}**" if f"{row[side]:+.3f}" == f"{best[side]:+.3f}" else reward)
+            cells += [f"{row[f'{side}_{column}']:.0f}" if column == "reduction_pct" else f"{row[f'{side}_{column}']:.2f}"
+                      for column in KEPT_COLUMNS]
+        lines.append(f"| {policy} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, corpus: str, sessions: int,
@@ -140,9 +168,7 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
         rho = spearman(ranks["generated"], ranks["corpus_cuts"])
         lines += ["## Strategy-rank agreement", "", rank_note, "",
                   f"Spearman rank correlation of the mean rewards: **{rho:.2f}**.", "",
-                  "| policy | generated | corpus cuts |", "| --- | ---: | ---: |"]
-        lines += [f"| {p} | {r.generated:+.3f} | {r.corpus_cuts:+.3f} |" for p, r in ranks.iterrows()]
-        lines.append("")
+                  *rank_table(ranks), ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines))
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(table) + 1))
@@ -186,7 +212,9 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"{max(1, len(files) // rank_contexts)}th file): a cut keeps the first {CUT_SHARE[0]:g}-{CUT_SHARE[1]:g} "
                 f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
                 f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
-                "`ctxsim/lab/realism.py` `cut_scenarios`).")
+                "`ctxsim/lab/realism.py` `cut_scenarios`). Beside each mean reward, what the strategy kept there: the "
+                "share of probes answered, of P1 units preserved and of rules retained, and the percent of tokens cut; "
+                "the best mean reward of each side is in bold.")
     options = [("--family", _shown(family), _shown(DEFAULT_FAMILY)), ("--contexts", contexts, 20),
                ("--corpus", _shown(corpus), _shown(DEFAULT_CORPUS)), ("--split", split, None)]
     command = " ".join(["ctxsim realism", *(f"{flag} {value}" for flag, value, default in options if value != default),
