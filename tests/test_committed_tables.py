@@ -100,12 +100,12 @@ def test_the_stream_table_reproduces_on_one_conversation(repo_root: Path, tmp_pa
     assert_same_rows(rows_of(out, policies, "tool-dupes", 0), committed)
 
 
-def test_the_realismrank_table_reproduces_for_two_strategies(repo_root: Path):
+def test_the_realism_rank_table_reproduces_for_two_strategies(repo_root: Path):
     """Two rows of reports/realism.md's strategy-rank table (``ctxsim realism --rank``),
     computed again as that command computes them: the family's 12 contexts and the 12
     corpus cuts, every strategy in the action set; each reward and what was kept beside it."""
     from ctxsim.lab.corpus import DEFAULT_CORPUS, corpus_files, has_agent_turn
-    from ctxsim.lab.realism import DEFAULT_FAMILY, rank_table, rank_agreement, rank_cuts
+    from ctxsim.lab.realism import DEFAULT_FAMILY, rank_agreement, rank_cuts, rank_table
     from ctxsim.lab.scenarios import find_scenario
     from ctxsim.strategies import list_strategies
 

@@ -178,7 +178,7 @@ def test_the_report_leaves_out_sessions_that_end_at_their_task_and_says_so(tmp_p
 
 
 def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, repo_root):
-    from ctxsim.lab.realism import CUT_OVERFLOW, rank_table, cut_scenarios, rank_agreement, spearman
+    from ctxsim.lab.realism import CUT_OVERFLOW, cut_scenarios, rank_agreement, rank_table, spearman
 
     cuts = cut_scenarios(corpus_files(split="held_out")[:2])
     assert len(cuts) == 2
