@@ -11,8 +11,11 @@ from hypothesis import settings
 
 # Property tests draw their examples from a fixed seed, so a run reproduces the last one
 # (CI never fails on a draw a rerun would not make); a test's own @settings keep this.
+# CTXSIM_HYPOTHESIS=explore draws new examples on every run (a search for new failures;
+# a failure prints the example and the @reproduce_failure line that replays it).
 settings.register_profile("reproducible", derandomize=True)
-settings.load_profile("reproducible")
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("CTXSIM_HYPOTHESIS", "reproducible"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

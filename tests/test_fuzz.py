@@ -8,7 +8,7 @@ Python objects. None may raise a raw KeyError/TypeError/RecursionError, hang, or
 run anything (loading is ``yaml.safe_load``). The CLI turns each of them into one
 line on stderr and exit code 2, with nothing written to the output folder.
 
-Hypothesis runs derandomized, so the suite reproduces run to run.
+Hypothesis runs derandomized (tests/conftest.py), so the suite reproduces run to run.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from ctxsim.transcripts import load_transcript
 from ctxsim.transitions import REQUIRED_KEYS, SCHEMA_VERSION, encode_record, read_transitions
 
 REPO = Path(__file__).resolve().parent.parent
-FUZZ = settings(max_examples=30, deadline=None, derandomize=True,
+FUZZ = settings(max_examples=30, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 SWEEP = """name: fuzz
 policies: [seed-chain, oracle]
@@ -320,7 +320,7 @@ COMMANDS = {
 
 
 @pytest.mark.parametrize("loader", list(COMMANDS))
-@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_cli_bad_file_is_one_line_exit_2_and_no_output(tmp_path, capsys, loader, data):
     function, text = LOADERS[loader]
