@@ -178,7 +178,8 @@ def test_the_report_leaves_out_sessions_that_end_at_their_task_and_says_so(tmp_p
 
 
 def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, repo_root):
-    from ctxsim.lab.realism import CUT_OVERFLOW, cut_scenarios, rank_agreement, rank_table, spearman
+    from ctxsim.lab.realism import CUT_OVERFLOW, cut_scenarios, rank_agreement, rank_table
+    from ctxsim.lab.stats import spearman
 
     cuts = cut_scenarios(corpus_files(split="held_out")[:2])
     assert len(cuts) == 2
@@ -186,16 +187,24 @@ def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, r
         state = build_context(cut, 0)
         assert CUT_OVERFLOW[0] - 0.01 <= state.total_tokens / state.limit <= CUT_OVERFLOW[1] + 0.01
     family = find_scenario(repo_root / "data/families/agent_sessions.yaml")
-    ranks = rank_agreement([family], cuts[:1], 1, ["remove_oldest", "fresh_start"])
-    assert list(ranks.index) == ["only:remove_oldest", "only:fresh_start"]
-    rewards = ranks[["generated", "corpus_cuts"]]
-    shares = ranks.filter(regex="_(probe_score|p1_preserved|rules_retained)$")
-    assert ranks.notna().all().all() and ((rewards >= -2) & (rewards <= 2)).all().all()
+    strategies = ["remove_oldest", "fresh_start", "remove_low_priority"]
+    ranks = rank_agreement([family], cuts, 2, strategies)
+    means = ranks.means
+    assert list(means.index) == [f"only:{s}" for s in strategies]
+    rewards = means[["generated", "corpus_cuts"]]
+    shares = means.filter(regex="_(probe_score|p1_preserved|rules_retained)$")
+    assert means.notna().all().all() and ((rewards >= -2) & (rewards <= 2)).all().all()
     assert shares.shape[1] == 6 and ((shares >= 0) & (shares <= 1)).all().all()
     # a fresh start keeps its seed alone: more tokens cut than dropping the oldest units
-    assert ranks.loc["only:fresh_start", "generated_reduction_pct"] > ranks.loc["only:remove_oldest", "generated_reduction_pct"]
-    table = rank_table(ranks)
-    best = ranks["generated"].idxmax()
-    assert table[0].startswith("| policy | generated: reward | generated: probes |") and len(table) == 4
-    assert [line.split(" | ")[1].startswith("**") for line in table[2:]] == [p == best for p in ranks.index]
-    assert spearman([1, 2, 3], [10, 30, 20]) == pytest.approx(0.5)
+    assert means.loc["only:fresh_start", "generated_reduction_pct"] > means.loc["only:remove_oldest", "generated_reduction_pct"]
+    # the rewards per context are the ones the means are taken of: two contexts a side
+    for side in ("generated", "corpus_cuts"):
+        per_context = ranks.rewards[side]
+        assert per_context.shape == (2, 3) and list(per_context.columns) == list(means.index)
+        assert per_context.mean().to_numpy() == pytest.approx(means[side].to_numpy())
+    rho, lo, hi = ranks.correlation()
+    assert rho == pytest.approx(spearman(means["generated"], means["corpus_cuts"])) and -1 <= lo <= rho <= hi <= 1
+    table = rank_table(means)
+    best = means["generated"].idxmax()
+    assert table[0].startswith("| policy | generated: reward | generated: probes |") and len(table) == 5
+    assert [line.split(" | ")[1].startswith("**") for line in table[2:]] == [p == best for p in means.index]

@@ -24,7 +24,6 @@ from ctxsim.lab.validity import (
     main,
     render,
     settings_for,
-    spearman,
 )
 
 
@@ -68,15 +67,6 @@ def test_new_coherence_falls_strictly_with_the_share_dropped_and_the_old_one_har
     means = curve_means(curves)
     random = means[means.order == "random"].sort_values("share").coherence_recall.to_numpy()
     assert random[0] == 1.0 and random[-1] < 0.5 and np.all(np.diff(random) <= 0)
-
-
-def test_spearman_is_the_rank_correlation_and_nan_for_a_constant():
-    import pandas as pd
-
-    x = pd.Series([1.0, 2.0, 3.0, 4.0])
-    assert spearman(x, x ** 3) == pytest.approx(1.0)
-    assert spearman(x, -x) == pytest.approx(-1.0)
-    assert np.isnan(spearman(x, pd.Series([0.5] * 4)))
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ generated contexts beside the corpus's 10th, 50th and 90th percentiles (for a ye
 statistic: the share of contexts on each side), and whether the generated value falls
 inside the corpus range; with ``--rank``, the mean reward of every strategy alone
 (``only:<id>``, one settings object for all) on the family and on cuts of the corpus,
-and the Spearman rank correlation between the two.
+beside what each kept, and the Spearman rank correlation between the two with its
+bootstrap interval.
 
 A *cut* of a session is its first messages up to a drawn share, ended after a tool
 result so that every call keeps its result (:func:`ctxsim.cuts.cut_index`, what every
@@ -17,6 +18,7 @@ families. The corpus and its split are :mod:`ctxsim.lab.corpus`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -36,6 +38,7 @@ from .families import draw_rng
 from .realism_stats import STATISTICS, context_stats
 from .report import _png
 from .scenarios import Scenario, find_scenario
+from .stats import rank_correlation_ci
 
 DEFAULT_FAMILY = DATA_DIR / "families" / "agent_sessions.yaml"
 #: a cut keeps this share of a session's messages (drawn uniformly per cut)
@@ -98,15 +101,34 @@ def rank_cuts(files: Sequence[Path], count: int) -> list[Scenario]:
 
 #: what each policy kept, beside its mean reward in the rank table: column -> its heading
 KEPT_COLUMNS = {"probe_score": "probes", "p1_preserved": "P1", "rules_retained": "rules", "reduction_pct": "tokens cut %"}
+#: the two sides of the rank table: key -> how the report names it
+SIDES = {"generated": "generated", "corpus_cuts": "corpus cuts"}
+
+
+@dataclass(frozen=True)
+class RankAgreement:
+    """The strategies' rewards on generated contexts and on corpus cuts.
+
+    ``means``: a row per policy; columns ``generated`` and ``corpus_cuts`` (mean reward)
+    and beside each what the policy kept there (the means of :data:`KEPT_COLUMNS`, as
+    ``generated_<column>`` and ``corpus_cuts_<column>``). ``rewards``: side -> reward
+    per context (rows) and policy (columns, in the order of ``means``)."""
+
+    means: pd.DataFrame
+    rewards: dict[str, pd.DataFrame]
+
+    def correlation(self, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+        """Spearman's correlation of the two sides' mean rewards, with its 95 % bootstrap
+        interval (each side's contexts resampled on their own: :func:`rank_correlation_ci`)."""
+        return rank_correlation_ci(self.rewards["generated"].to_numpy(), self.rewards["corpus_cuts"].to_numpy(),
+                                   reps=reps, seed=seed)
 
 
 def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seeds: int, strategies: Sequence[str],
-                   policies: Sequence[str] | None = None) -> pd.DataFrame:
-    """Mean reward of each ``only:<id>`` policy of ``strategies`` (or of ``policies``, a
-    part of them) on ``generated`` (``seeds`` contexts each) and on ``cuts`` (one context
-    each), with every strategy of ``strategies`` in the action set: columns
-    ``generated`` and ``corpus_cuts``, and beside each reward what the policy kept there
-    (the means of :data:`KEPT_COLUMNS`, as ``generated_<column>`` and ``corpus_cuts_<column>``)."""
+                   policies: Sequence[str] | None = None) -> RankAgreement:
+    """Each ``only:<id>`` policy of ``strategies`` (or of ``policies``, a part of them)
+    on ``generated`` (``seeds`` contexts each) and on ``cuts`` (one context each), with
+    every strategy of ``strategies`` in the action set (see :class:`RankAgreement`)."""
     settings = EpisodeSettings(actions=tuple(strategies))
     policies = list(policies) if policies is not None else [f"only:{s}" for s in strategies]
     quiet = lambda message: None  # noqa: E731 - notes about seeds of one-context transcripts
@@ -114,28 +136,27 @@ def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seed
     sides = {"generated": evaluate(policies, list(generated), seeds, settings, note=quiet, oracle=False),
              "corpus_cuts": evaluate(policies, list(cuts), 1, settings, note=quiet, oracle=False)}
     means = {side: frame.groupby("policy")[columns].mean() for side, frame in sides.items()}
-    return pd.DataFrame({(side if column == "reward" else f"{side}_{column}"): means[side][column]
-                         for side in sides for column in columns}).loc[policies]
+    table = pd.DataFrame({(side if column == "reward" else f"{side}_{column}"): means[side][column]
+                          for side in sides for column in columns}).loc[policies]
+    rewards = {side: frame.pivot_table(index=["scenario", "seed"], columns="policy", values="reward")[policies]
+               for side, frame in sides.items()}
+    return RankAgreement(table, rewards)
 
 
-def spearman(a: Sequence[float], b: Sequence[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties)."""
-    return float(pd.Series(list(a)).rank().corr(pd.Series(list(b)).rank()))
-
-
-def rank_table(ranks: pd.DataFrame) -> list[str]:
-    """The rank table's lines: each policy's mean reward on either side and, beside it,
-    what it kept there (probes answered, P1 preserved, rules retained: shares; tokens
-    cut: percent); the best reward of each side in bold."""
+def rank_table(means: pd.DataFrame) -> list[str]:
+    """The rank table's lines (``means`` as :class:`RankAgreement` has it): each policy's
+    mean reward on either side and, beside it, what it kept there (probes answered, P1
+    preserved, rules retained: shares; tokens cut: percent); the best reward of each
+    side in bold."""
     kept = list(KEPT_COLUMNS.values())
-    head = " | ".join(f"{side}: {name}" for side in ("generated", "corpus cuts") for name in ["reward", *kept])
-    lines = [f"| policy | {head} |", "| --- |" + " ---: |" * (2 * (1 + len(kept)))]
-    best = {side: ranks[side].max() for side in ("generated", "corpus_cuts")}
-    for policy, row in ranks.iterrows():
+    head = " | ".join(f"{name}: {column}" for name in SIDES.values() for column in ["reward", *kept])
+    lines = [f"| policy | {head} |", "| --- |" + " ---: |" * (len(SIDES) * (1 + len(kept)))]
+    best = {side: f"{means[side].max():+.3f}" for side in SIDES}
+    for policy, row in means.iterrows():
         cells = []
-        for side in ("generated", "corpus_cuts"):
+        for side in SIDES:
             reward = f"{row[side]:+.3f}"
-            cells.append(f"**{reward}**" if f"{row[side]:+.3f}" == f"{best[side]:+.3f}" else reward)
+            cells.append(f"**{reward}**" if reward == best[side] else reward)
             cells += [f"{row[f'{side}_{column}']:.0f}" if column == "reduction_pct" else f"{row[f'{side}_{column}']:.2f}"
                       for column in KEPT_COLUMNS]
         lines.append(f"| {policy} | " + " | ".join(cells) + " |")
@@ -143,7 +164,7 @@ def rank_table(ranks: pd.DataFrame) -> list[str]:
 
 
 def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, corpus: str, sessions: int,
-                 left_out: int = 0, ranks: pd.DataFrame | None = None, rank_note: str = "",
+                 left_out: int = 0, ranks: RankAgreement | None = None, rank_note: str = "",
                  command: str = "ctxsim realism") -> None:
     """``out`` (markdown) and a figure beside it (``.png``): the statistics table, and the
     rank agreement when given; ``command`` is the command line that made it."""
@@ -165,10 +186,11 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
                      f"{row.corpus_p90:.3g} | {'yes' if row.inside else 'no'} |")
     lines += ["", f"![statistics]({out.with_suffix('.png').name})", ""]
     if ranks is not None:
-        rho = spearman(ranks["generated"], ranks["corpus_cuts"])
+        rho, lo, hi = ranks.correlation()
         lines += ["## Strategy-rank agreement", "", rank_note, "",
-                  f"Spearman rank correlation of the mean rewards: **{rho:.2f}**.", "",
-                  *rank_table(ranks), ""]
+                  f"Spearman rank correlation of the mean rewards: **{rho:.2f}** (95 % bootstrap interval {lo:.2f} to "
+                  f"{hi:.2f}: each side's contexts resampled on their own, the policies paired within a side).", "",
+                  *rank_table(ranks.means), ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines))
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(table) + 1))

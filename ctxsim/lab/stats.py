@@ -71,6 +71,38 @@ def paired_difference_ci(
     return float(a.mean() - b.mean()), lo, hi
 
 
+def spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Spearman's rank correlation of ``a`` and ``b`` along their last axis (average
+    ranks for ties): a float for two vectors, one per row for two matrices; nan
+    where one side's values are all tied."""
+    from scipy.stats import rankdata
+
+    ra, rb = (rankdata(np.asarray(x, dtype=float), axis=-1) for x in (a, b))
+    ra, rb = ra - ra.mean(axis=-1, keepdims=True), rb - rb.mean(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = (ra * rb).sum(axis=-1) / np.sqrt((ra**2).sum(axis=-1) * (rb**2).sum(axis=-1))
+    return rho if rho.ndim else float(rho)
+
+
+def rank_correlation_ci(
+    a: np.ndarray, b: np.ndarray, *, reps: int = 2000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float, float]:
+    """Spearman's correlation of the column means of ``a`` and of ``b`` — two (contexts ×
+    policies) matrices of the same policies on two sets of contexts — with its bootstrap
+    CI: each resample draws each side's contexts on their own (the sets are unrelated),
+    one draw for all policies of a side (the policies stay paired), percentile method;
+    resamples whose means are all tied on a side are left out."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
+        raise ValueError(f"rank correlation needs two (contexts × policies) matrices of the same policies, got shapes {a.shape} and {b.shape}")
+    rng = np.random.default_rng(seed)
+    means_a = a[rng.integers(0, a.shape[0], size=(reps, a.shape[0]))].mean(axis=1)
+    means_b = b[rng.integers(0, b.shape[0], size=(reps, b.shape[0]))].mean(axis=1)
+    rho = spearman(means_a, means_b)
+    lo, hi = _percentiles(rho[~np.isnan(rho)], confidence)
+    return spearman(a.mean(axis=0), b.mean(axis=0)), lo, hi
+
+
 def _three_d(scores: np.ndarray) -> np.ndarray:
     """Scores as a (contexts × runs × tasks) array (a vector is one task, a matrix one run)."""
     scores = np.asarray(scores, dtype=float)

@@ -56,6 +56,7 @@ from .machine import machine
 from .parallel import default_workers, process_map
 from .report import _figure, _png, _style, markdown_table
 from .scenarios import DEFAULT_SUITE, Scenario, load_scenarios
+from .stats import spearman
 from .train import env_configs, load_experiment
 
 #: the coherence measures compared: old first
@@ -187,14 +188,6 @@ def correlations(results: pd.DataFrame) -> pd.DataFrame:
                          "facts": spearman(episodes.coherence, episodes.facts_retained),
                          "probes": spearman(episodes.coherence, episodes.probe_score)})
     return pd.DataFrame(rows)
-
-
-def spearman(x: pd.Series, y: pd.Series) -> float:
-    """Spearman's rank correlation (average ranks for ties); NaN when either is constant."""
-    rx, ry = x.rank().to_numpy(float), y.rank().to_numpy(float)
-    if len(rx) < 2 or rx.std() == 0 or ry.std() == 0:
-        return float("nan")
-    return float(np.corrcoef(rx, ry)[0, 1])
 
 
 RANKING_COLUMNS = ["policy", "mean reward [95% CI]", "probes", "P1 preserved", "rules", "facts", "tokens reduced %",
