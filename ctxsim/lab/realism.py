@@ -235,8 +235,9 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
                 f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
                 "`ctxsim/lab/realism.py` `cut_scenarios`). Beside each mean reward, what the strategy kept there: the "
-                "share of probes answered, of P1 units preserved and of rules retained, and the percent of tokens cut; "
-                "the best mean reward of each side is in bold.")
+                "share of probes answered, of P1 units preserved and of rules retained (1.00 where there is nothing to "
+                "keep: these cuts are made without a list of the user's instructions, so they hold no rules), and the "
+                "percent of tokens cut; the best mean reward of each side is in bold.")
     options = [("--family", _shown(family), _shown(DEFAULT_FAMILY)), ("--contexts", contexts, 20),
                ("--corpus", _shown(corpus), _shown(DEFAULT_CORPUS)), ("--split", split, None)]
     command = " ".join(["ctxsim realism", *(f"{flag} {value}" for flag, value, default in options if value != default),
