@@ -186,6 +186,9 @@ def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, r
     for cut in cuts:
         state = build_context(cut, 0)
         assert CUT_OVERFLOW[0] - 0.01 <= state.total_tokens / state.limit <= CUT_OVERFLOW[1] + 0.01
+        # its rules are the agent template's instructions its task message states, as the corpus families' cuts have them
+        rules = [f for f in state.fact_table if f.kind == "rule"]
+        assert rules and all(f.unit_id == state.units[1].id and f.value in state.units[1].content for f in rules)
     family = find_scenario(repo_root / "data/families/agent_sessions.yaml")
     strategies = ["remove_oldest", "fresh_start", "remove_low_priority"]
     ranks = rank_agreement([family], cuts, 2, strategies)

@@ -47,6 +47,9 @@ CUT_SHARE = (0.3, 1.0)
 MAX_CUT = 0.999
 #: a cut's tokens over its limit (drawn uniformly per cut), the shipped transcript families' range
 CUT_OVERFLOW = (1.1, 2.5)
+#: the user's instructions of the shipped agent templates: a cut's decision probes, as the
+#: corpus families' cuts have them (``data/families/swe_corpus.yaml``)
+INSTRUCTIONS = DATA_DIR / "transcripts" / "instructions.yaml"
 
 
 def cut_scenarios(files: Sequence[Path], seed: int = 0) -> list[Scenario]:
@@ -54,7 +57,9 @@ def cut_scenarios(files: Sequence[Path], seed: int = 0) -> list[Scenario]:
     ended after a tool result): a share of its messages from :data:`CUT_SHARE` and an
     overflow from :data:`CUT_OVERFLOW`, both drawn from ``seed`` and the file's position
     (the limit is the cut's tokens over the overflow; its floor is lowered to a smaller
-    limit). Sessions whose cut is only the system prompt and task are skipped."""
+    limit); its probes are those of the corpus families' cuts, the user's instructions of
+    :data:`INSTRUCTIONS` among them. Sessions whose cut is only the system prompt and
+    task are skipped."""
     scenarios = []
     for i, path in enumerate(files):
         rng = draw_rng(seed * 100_003 + i)
@@ -66,7 +71,8 @@ def cut_scenarios(files: Sequence[Path], seed: int = 0) -> list[Scenario]:
         limit = max(1, round(state.total_tokens / overflow))
         stem = path.name.split(".jsonl")[0]
         scenarios.append(Scenario.model_validate({"name": f"cut-{stem}", "transcript": str(path), "cut": share,
-                                                  "limit": limit, "min_limit": min(limit, DEFAULT_MIN_LIMIT)}))
+                                                  "limit": limit, "min_limit": min(limit, DEFAULT_MIN_LIMIT),
+                                                  "instructions": str(INSTRUCTIONS)}))
     return scenarios
 
 
@@ -235,9 +241,9 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
                 f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
                 "`ctxsim/lab/realism.py` `cut_scenarios`). Beside each mean reward, what the strategy kept there: the "
-                "share of probes answered, of P1 units preserved and of rules retained (1.00 where there is nothing to "
-                "keep: these cuts are made without a list of the user's instructions, so they hold no rules), and the "
-                "percent of tokens cut; the best mean reward of each side is in bold.")
+                "share of probes answered, of P1 units preserved and of rules retained (a cut's rules are the user's "
+                "instructions its task message states, `data/transcripts/instructions.yaml`), and the percent of tokens "
+                "cut; the best mean reward of each side is in bold.")
     options = [("--family", _shown(family), _shown(DEFAULT_FAMILY)), ("--contexts", contexts, 20),
                ("--corpus", _shown(corpus), _shown(DEFAULT_CORPUS)), ("--split", split, None)]
     command = " ".join(["ctxsim realism", *(f"{flag} {value}" for flag, value, default in options if value != default),
