@@ -7,6 +7,10 @@ stratified bootstrap: the contexts are resampled *within* each task (so every
 scenario keeps its weight), and the training runs once per resample, the same runs
 for every task (a run is one policy on all scenarios; two levels, so five runs that
 act alike do not pass for five times as many contexts); percentile method.
+
+Beside them, Spearman's rank correlation and its bootstrap interval for two sets of
+contexts that rank the same policies (:func:`rank_correlation_ci`: do generated
+contexts and real sessions order the strategies alike?).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+import pandas as pd
 
 
 def iqm(scores: np.ndarray) -> float:
@@ -75,13 +80,17 @@ def spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Spearman's rank correlation of ``a`` and ``b`` along their last axis (average
     ranks for ties): a float for two vectors, one per row for two matrices; nan
     where one side's values are all tied."""
-    from scipy.stats import rankdata
-
-    ra, rb = (rankdata(np.asarray(x, dtype=float), axis=-1) for x in (a, b))
+    ra, rb = (_average_ranks(np.asarray(x, dtype=float)) for x in (a, b))
     ra, rb = ra - ra.mean(axis=-1, keepdims=True), rb - rb.mean(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
         rho = (ra * rb).sum(axis=-1) / np.sqrt((ra**2).sum(axis=-1) * (rb**2).sum(axis=-1))
     return rho if rho.ndim else float(rho)
+
+
+def _average_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks (1 = smallest) along the last axis, tied values sharing their average rank."""
+    rows = values.reshape(-1, values.shape[-1]) if values.ndim else values.reshape(1, 1)
+    return pd.DataFrame(rows).rank(axis=1).to_numpy().reshape(values.shape)
 
 
 def rank_correlation_ci(
