@@ -116,8 +116,9 @@ def test_the_realism_rank_table_reproduces_for_two_strategies(repo_root: Path):
     files = [p for p in corpus_files(DEFAULT_CORPUS) if has_agent_turn(p)]
     ranks = rank_agreement([find_scenario(DEFAULT_FAMILY)], rank_cuts(files, 12), 12,
                            [s for s in list_strategies() if s != "error"], policies).means
-    assert ranks.columns[:6].tolist() == ["generated", "generated_probe_score", "generated_p1_preserved",
-                                          "generated_rules_retained", "generated_reduction_pct", "corpus_cuts"]
+    assert ranks.columns[:7].tolist() == ["generated_seed001", "generated_grounded", "generated_probe_score",
+                                          "generated_p1_preserved", "generated_rules_retained", "generated_reduction_pct",
+                                          "corpus_cuts_seed001"]
     # as the report prints them (three decimals, shares two, percent none), bold aside:
     # the best of the whole table is not among these two
     rows = [line for line in rank_table(ranks) if line.startswith("| only:")]

@@ -194,20 +194,29 @@ def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, r
     ranks = rank_agreement([family], cuts, 2, strategies)
     means = ranks.means
     assert list(means.index) == [f"only:{s}" for s in strategies]
-    rewards = means[["generated", "corpus_cuts"]]
+    rewards = means.filter(regex="_(seed001|grounded)$")
     shares = means.filter(regex="_(probe_score|p1_preserved|rules_retained)$")
-    assert means.notna().all().all() and ((rewards >= -2) & (rewards <= 2)).all().all()
-    assert shares.shape[1] == 6 and ((shares >= 0) & (shares <= 1)).all().all()
+    assert rewards.shape[1] == 4 and shares.shape[1] == 6 and means.notna().all().all()
+    assert ((rewards >= -2) & (rewards <= 2)).all().all() and ((shares >= 0) & (shares <= 1)).all().all()
     # a fresh start keeps its seed alone: more tokens cut than dropping the oldest units
     assert means.loc["only:fresh_start", "generated_reduction_pct"] > means.loc["only:remove_oldest", "generated_reduction_pct"]
-    # the rewards per context are the ones the means are taken of: two contexts a side
+    # grounded adds the probe term to design 001's reward: it is lower wherever a probe went unanswered
     for side in ("generated", "corpus_cuts"):
-        per_context = ranks.rewards[side]
-        assert per_context.shape == (2, 3) and list(per_context.columns) == list(means.index)
-        assert per_context.mean().to_numpy() == pytest.approx(means[side].to_numpy())
-    rho, lo, hi = ranks.correlation()
-    assert rho == pytest.approx(spearman(means["generated"], means["corpus_cuts"])) and -1 <= lo <= rho <= hi <= 1
+        lost = means[f"{side}_probe_score"] < 1
+        assert (means.loc[lost, f"{side}_grounded"] < means.loc[lost, f"{side}_seed001"]).all() and lost.any()
+    # the rewards per context are the ones the means are taken of: two contexts a side
+    for profile in ("seed001", "grounded"):
+        for side in ("generated", "corpus_cuts"):
+            per_context = ranks.rewards[profile][side]
+            assert per_context.shape == (2, 3) and list(per_context.columns) == list(means.index)
+            assert per_context.mean().to_numpy() == pytest.approx(means[f"{side}_{profile}"].to_numpy())
+        rho, lo, hi = ranks.correlation(profile)
+        assert rho == pytest.approx(spearman(means[f"generated_{profile}"], means[f"corpus_cuts_{profile}"]))
+        assert -1 <= lo <= rho <= hi <= 1
     table = rank_table(means)
-    best = means["generated"].idxmax()
-    assert table[0].startswith("| policy | generated: reward | generated: probes |") and len(table) == 5
-    assert [line.split(" | ")[1].startswith("**") for line in table[2:]] == [p == best for p in means.index]
+    assert table[0].startswith("| policy | generated: reward (`seed001`) | generated: reward (`grounded`) | generated: probes |")
+    assert len(table) == 5 and all(line.count("|") == 14 for line in table)
+    for column, cell in (("generated_seed001", 1), ("generated_grounded", 2), ("corpus_cuts_grounded", 8)):
+        best = f"{means[column].max():+.3f}"
+        assert [line.split(" | ")[cell].startswith("**") for line in table[2:]] == \
+            [f"{value:+.3f}" == best for value in means[column]]

@@ -29,6 +29,7 @@ from ..atomic import atomic_write_bytes, atomic_write_text
 from ..episode import EpisodeSettings
 from ..model import DEFAULT_MIN_LIMIT, ContextState
 from ..paths import DATA_DIR
+from ..reward import RewardWeights
 from ..strategies.registry import list_strategies
 from ..transcripts import load_transcript
 from .contexts import build_context
@@ -105,7 +106,10 @@ def rank_cuts(files: Sequence[Path], count: int) -> list[Scenario]:
     return cut_scenarios(files[:: max(1, len(files) // count)][:count])
 
 
-#: what each policy kept, beside its mean reward in the rank table: column -> its heading
+#: the reward profiles the rank table scores every episode by: design 001's (the default)
+#: and ``grounded`` (its probe term added: what the default experiment trains on)
+PROFILES = ("seed001", "grounded")
+#: what each policy kept, beside its mean rewards in the rank table: column -> its heading
 KEPT_COLUMNS = {"probe_score": "probes", "p1_preserved": "P1", "rules_retained": "rules", "reduction_pct": "tokens cut %"}
 #: the two sides of the rank table: key -> how the report names it
 SIDES = {"generated": "generated", "corpus_cuts": "corpus cuts"}
@@ -115,56 +119,63 @@ SIDES = {"generated": "generated", "corpus_cuts": "corpus cuts"}
 class RankAgreement:
     """The strategies' rewards on generated contexts and on corpus cuts.
 
-    ``means``: a row per policy; columns ``generated`` and ``corpus_cuts`` (mean reward)
-    and beside each what the policy kept there (the means of :data:`KEPT_COLUMNS`, as
-    ``generated_<column>`` and ``corpus_cuts_<column>``). ``rewards``: side -> reward
-    per context (rows) and policy (columns, in the order of ``means``)."""
+    ``means``: a row per policy; for each side, its mean reward under each profile of
+    :data:`PROFILES` (column ``<side>_<profile>``) and what the policy kept there (the
+    means of :data:`KEPT_COLUMNS`, ``<side>_<column>``: the same episodes under every
+    profile). ``rewards``: profile -> side -> reward per context (rows) and policy
+    (columns, in the order of ``means``)."""
 
     means: pd.DataFrame
-    rewards: dict[str, pd.DataFrame]
+    rewards: dict[str, dict[str, pd.DataFrame]]
 
-    def correlation(self, reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-        """Spearman's correlation of the two sides' mean rewards, with its 95 % bootstrap
-        interval (each side's contexts resampled on their own: :func:`rank_correlation_ci`)."""
-        return rank_correlation_ci(self.rewards["generated"].to_numpy(), self.rewards["corpus_cuts"].to_numpy(),
-                                   reps=reps, seed=seed)
+    def correlation(self, profile: str = PROFILES[0], reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+        """Spearman's correlation of the two sides' mean rewards under ``profile``, with its
+        95 % bootstrap interval (each side's contexts resampled on their own:
+        :func:`rank_correlation_ci`)."""
+        sides = self.rewards[profile]
+        return rank_correlation_ci(sides["generated"].to_numpy(), sides["corpus_cuts"].to_numpy(), reps=reps, seed=seed)
 
 
 def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seeds: int, strategies: Sequence[str],
                    policies: Sequence[str] | None = None) -> RankAgreement:
     """Each ``only:<id>`` policy of ``strategies`` (or of ``policies``, a part of them)
     on ``generated`` (``seeds`` contexts each) and on ``cuts`` (one context each), with
-    every strategy of ``strategies`` in the action set (see :class:`RankAgreement`)."""
-    settings = EpisodeSettings(actions=tuple(strategies))
+    every strategy of ``strategies`` in the action set, scored under each profile of
+    :data:`PROFILES` (see :class:`RankAgreement`)."""
     policies = list(policies) if policies is not None else [f"only:{s}" for s in strategies]
     quiet = lambda message: None  # noqa: E731 - notes about seeds of one-context transcripts
-    columns = ["reward", *KEPT_COLUMNS]
-    sides = {"generated": evaluate(policies, list(generated), seeds, settings, note=quiet, oracle=False),
-             "corpus_cuts": evaluate(policies, list(cuts), 1, settings, note=quiet, oracle=False)}
-    means = {side: frame.groupby("policy")[columns].mean() for side, frame in sides.items()}
-    table = pd.DataFrame({(side if column == "reward" else f"{side}_{column}"): means[side][column]
-                          for side in sides for column in columns}).loc[policies]
-    rewards = {side: frame.pivot_table(index=["scenario", "seed"], columns="policy", values="reward")[policies]
-               for side, frame in sides.items()}
-    return RankAgreement(table, rewards)
+    columns: dict[str, pd.Series] = {}
+    rewards: dict[str, dict[str, pd.DataFrame]] = {profile: {} for profile in PROFILES}
+    for side, (scenarios, count) in {"generated": (generated, seeds), "corpus_cuts": (cuts, 1)}.items():
+        for profile in PROFILES:
+            settings = EpisodeSettings(actions=tuple(strategies), reward=RewardWeights(profile=profile))
+            frame = evaluate(policies, list(scenarios), count, settings, note=quiet, oracle=False)
+            columns[f"{side}_{profile}"] = frame.groupby("policy")["reward"].mean()
+            rewards[profile][side] = frame.pivot_table(index=["scenario", "seed"], columns="policy", values="reward")[policies]
+        kept = frame.groupby("policy")[list(KEPT_COLUMNS)].mean()  # a profile scores the episodes; it does not change them
+        columns |= {f"{side}_{column}": kept[column] for column in KEPT_COLUMNS}
+    return RankAgreement(pd.DataFrame(columns).loc[policies], rewards)
 
 
 def rank_table(means: pd.DataFrame) -> list[str]:
     """The rank table's lines (``means`` as :class:`RankAgreement` has it): each policy's
-    mean reward on either side and, beside it, what it kept there (probes answered, P1
-    preserved, rules retained: shares; tokens cut: percent); the best reward of each
-    side in bold."""
-    kept = list(KEPT_COLUMNS.values())
-    head = " | ".join(f"{name}: {column}" for name in SIDES.values() for column in ["reward", *kept])
-    lines = [f"| policy | {head} |", "| --- |" + " ---: |" * (len(SIDES) * (1 + len(kept)))]
-    best = {side: f"{means[side].max():+.3f}" for side in SIDES}
+    mean reward on either side under each profile and, beside them, what it kept there
+    (probes answered, P1 preserved, rules retained: shares; tokens cut: percent); the
+    best reward of each column in bold."""
+    head, columns = [], []
+    for side, name in SIDES.items():
+        head += [f"{name}: reward (`{profile}`)" for profile in PROFILES] + [f"{name}: {kept}" for kept in KEPT_COLUMNS.values()]
+        columns += [f"{side}_{profile}" for profile in PROFILES] + [f"{side}_{column}" for column in KEPT_COLUMNS]
+    best = {f"{side}_{profile}": f"{means[f'{side}_{profile}'].max():+.3f}" for side in SIDES for profile in PROFILES}
+    lines = [f"| policy | {' | '.join(head)} |", "| --- |" + " ---: |" * len(head)]
     for policy, row in means.iterrows():
         cells = []
-        for side in SIDES:
-            reward = f"{row[side]:+.3f}"
-            cells.append(f"**{reward}**" if reward == best[side] else reward)
-            cells += [f"{row[f'{side}_{column}']:.0f}" if column == "reduction_pct" else f"{row[f'{side}_{column}']:.2f}"
-                      for column in KEPT_COLUMNS]
+        for column in columns:
+            if column in best:
+                value = f"{row[column]:+.3f}"
+                cells.append(f"**{value}**" if value == best[column] else value)
+            else:
+                cells.append(f"{row[column]:.0f}" if column.endswith("reduction_pct") else f"{row[column]:.2f}")
         lines.append(f"| {policy} | " + " | ".join(cells) + " |")
     return lines
 
@@ -192,11 +203,12 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
                      f"{row.corpus_p90:.3g} | {'yes' if row.inside else 'no'} |")
     lines += ["", f"![statistics]({out.with_suffix('.png').name})", ""]
     if ranks is not None:
-        rho, lo, hi = ranks.correlation()
+        found = {profile: ranks.correlation(profile) for profile in PROFILES}
+        said = "; ".join(f"**{rho:.2f}** under `{profile}` (95 % bootstrap interval {lo:.2f} to {hi:.2f})"
+                         for profile, (rho, lo, hi) in found.items())
         lines += ["## Strategy-rank agreement", "", rank_note, "",
-                  f"Spearman rank correlation of the mean rewards: **{rho:.2f}** (95 % bootstrap interval {lo:.2f} to "
-                  f"{hi:.2f}: each side's contexts resampled on their own, the policies paired within a side).", "",
-                  *rank_table(ranks.means), ""]
+                  f"Spearman rank correlation of the mean rewards: {said}; each side's contexts resampled on their own, "
+                  "the policies paired within a side.", "", *rank_table(ranks.means), ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines))
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(table) + 1))
@@ -240,10 +252,12 @@ def run(family: Path = DEFAULT_FAMILY, contexts: int = 20, corpus: Path = DEFAUL
                 f"{max(1, len(files) // rank_contexts)}th file): a cut keeps the first {CUT_SHARE[0]:g}-{CUT_SHARE[1]:g} "
                 f"of the session's messages (drawn per session), ended after a tool result, at a limit of its tokens over "
                 f"an overflow of {CUT_OVERFLOW[0]:g}-{CUT_OVERFLOW[1]:g} (drawn per session; a transcript scenario, "
-                "`ctxsim/lab/realism.py` `cut_scenarios`). Beside each mean reward, what the strategy kept there: the "
+                "`ctxsim/lab/realism.py` `cut_scenarios`). Each episode is scored by design 001's reward (`seed001`, "
+                "the default) and by `grounded` (its probe term added, the reward the default experiment trains on). "
+                "Beside the mean rewards, what the strategy kept there: the "
                 "share of probes answered, of P1 units preserved and of rules retained (a cut's rules are the user's "
                 "instructions its task message states, `data/transcripts/instructions.yaml`), and the percent of tokens "
-                "cut; the best mean reward of each side is in bold.")
+                "cut; the best mean reward of each column is in bold.")
     options = [("--family", _shown(family), _shown(DEFAULT_FAMILY)), ("--contexts", contexts, 20),
                ("--corpus", _shown(corpus), _shown(DEFAULT_CORPUS)), ("--split", split, None)]
     command = " ".join(["ctxsim realism", *(f"{flag} {value}" for flag, value, default in options if value != default),
