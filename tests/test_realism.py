@@ -213,6 +213,13 @@ def test_cuts_overflow_and_rank_agreement_compares_the_same_policies(tmp_path, r
         rho, lo, hi = ranks.correlation(profile)
         assert rho == pytest.approx(spearman(means[f"generated_{profile}"], means[f"corpus_cuts_{profile}"]))
         assert -1 <= lo <= rho <= hi <= 1
+        positive = ranks.positive(profile)
+        assert positive == [p for p in means.index
+                            if means.loc[p, f"generated_{profile}"] > 0 and means.loc[p, f"corpus_cuts_{profile}"] > 0]
+        two = list(means.index[:2])
+        assert ranks.correlation(profile, two)[0] == pytest.approx(
+            spearman(means.loc[two, f"generated_{profile}"], means.loc[two, f"corpus_cuts_{profile}"]), nan_ok=True)
+    assert "only:fresh_start" not in ranks.positive("grounded")  # a fresh start alone costs its recovery
     table = rank_table(means)
     assert table[0].startswith("| policy | generated: reward (`seed001`) | generated: reward (`grounded`) | generated: probes |")
     assert len(table) == 5 and all(line.count("|") == 14 for line in table)

@@ -43,6 +43,11 @@ def test_rank_correlation_ci_holds_its_estimate_and_narrows_with_more_contexts()
     assert rank_correlation_ci(a, b)[0] == pytest.approx(spearman(a.mean(axis=0), b.mean(axis=0)))
 
 
+def test_rank_correlation_ci_of_sides_that_never_rank_is_nan():
+    rho, lo, hi = rank_correlation_ci(np.ones((4, 3)), np.arange(12.0).reshape(4, 3))
+    assert np.isnan(rho) and np.isnan(lo) and np.isnan(hi)
+
+
 def test_rank_correlation_ci_refuses_sides_of_other_policies():
     with pytest.raises(ValueError, match="same policies"):
         rank_correlation_ci(np.zeros((3, 4)), np.zeros((3, 5)))

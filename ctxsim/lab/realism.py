@@ -128,12 +128,21 @@ class RankAgreement:
     means: pd.DataFrame
     rewards: dict[str, dict[str, pd.DataFrame]]
 
-    def correlation(self, profile: str = PROFILES[0], reps: int = 2000, seed: int = 0) -> tuple[float, float, float]:
-        """Spearman's correlation of the two sides' mean rewards under ``profile``, with its
-        95 % bootstrap interval (each side's contexts resampled on their own:
-        :func:`rank_correlation_ci`)."""
+    def correlation(self, profile: str = PROFILES[0], policies: Sequence[str] | None = None, reps: int = 2000,
+                    seed: int = 0) -> tuple[float, float, float]:
+        """Spearman's correlation of the two sides' mean rewards under ``profile`` (over
+        ``policies``, default all), with its 95 % bootstrap interval (each side's contexts
+        resampled on their own: :func:`rank_correlation_ci`)."""
+        chosen = list(self.means.index if policies is None else policies)
         sides = self.rewards[profile]
-        return rank_correlation_ci(sides["generated"].to_numpy(), sides["corpus_cuts"].to_numpy(), reps=reps, seed=seed)
+        return rank_correlation_ci(sides["generated"][chosen].to_numpy(), sides["corpus_cuts"][chosen].to_numpy(),
+                                   reps=reps, seed=seed)
+
+    def positive(self, profile: str) -> list[str]:
+        """The policies whose mean reward under ``profile`` is above zero on both sides, in
+        the order of ``means``."""
+        means = self.means
+        return [p for p in means.index if means.loc[p, f"generated_{profile}"] > 0 and means.loc[p, f"corpus_cuts_{profile}"] > 0]
 
 
 def rank_agreement(generated: Sequence[Scenario], cuts: Sequence[Scenario], seeds: int, strategies: Sequence[str],
@@ -203,12 +212,21 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
                      f"{row.corpus_p90:.3g} | {'yes' if row.inside else 'no'} |")
     lines += ["", f"![statistics]({out.with_suffix('.png').name})", ""]
     if ranks is not None:
-        found = {profile: ranks.correlation(profile) for profile in PROFILES}
-        said = "; ".join(f"**{rho:.2f}** under `{profile}` (95 % bootstrap interval {lo:.2f} to {hi:.2f})"
-                         for profile, (rho, lo, hi) in found.items())
+        said, among = [], []
+        for profile in PROFILES:
+            rho, lo, hi = ranks.correlation(profile)
+            said.append(f"**{rho:.2f}** under `{profile}` (95 % bootstrap interval {lo:.2f} to {hi:.2f})")
+            positive = ranks.positive(profile)
+            if len(positive) > 2:
+                rho, lo, hi = ranks.correlation(profile, positive)
+                among.append(f"**{rho:.2f}** [{lo:.2f}, {hi:.2f}] under `{profile}` ({len(positive)} strategies)")
         lines += ["## Strategy-rank agreement", "", rank_note, "",
-                  f"Spearman rank correlation of the mean rewards: {said}; each side's contexts resampled on their own, "
-                  "the policies paired within a side.", "", *rank_table(ranks.means), ""]
+                  f"Spearman rank correlation of the mean rewards: {'; '.join(said)}; each side's contexts resampled on "
+                  "their own, the policies paired within a side."
+                  + (f" Among the strategies whose mean reward is above zero on both sides (the others score at or "
+                     "below zero on both: most cannot fit a context alone and end in a forced recovery, and they carry "
+                     f"much of the correlation): {'; '.join(among)}." if among else ""),
+                  "", *rank_table(ranks.means), ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines))
     fig, ax = plt.subplots(figsize=(8, 0.38 * len(table) + 1))

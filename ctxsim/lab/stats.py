@@ -100,7 +100,8 @@ def rank_correlation_ci(
     policies) matrices of the same policies on two sets of contexts — with its bootstrap
     CI: each resample draws each side's contexts on their own (the sets are unrelated),
     one draw for all policies of a side (the policies stay paired), percentile method;
-    resamples whose means are all tied on a side are left out."""
+    resamples whose means are all tied on a side are left out (no interval, nan, when
+    every one is)."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1]:
         raise ValueError(f"rank correlation needs two (contexts × policies) matrices of the same policies, got shapes {a.shape} and {b.shape}")
@@ -108,7 +109,8 @@ def rank_correlation_ci(
     means_a = a[rng.integers(0, a.shape[0], size=(reps, a.shape[0]))].mean(axis=1)
     means_b = b[rng.integers(0, b.shape[0], size=(reps, b.shape[0]))].mean(axis=1)
     rho = spearman(means_a, means_b)
-    lo, hi = _percentiles(rho[~np.isnan(rho)], confidence)
+    rho = rho[~np.isnan(rho)]
+    lo, hi = _percentiles(rho, confidence) if rho.size else (float("nan"), float("nan"))
     return spearman(a.mean(axis=0), b.mean(axis=0)), lo, hi
 
 
