@@ -224,8 +224,8 @@ def write_report(table: pd.DataFrame, out: Path, *, family: str, contexts: int, 
                   f"Spearman rank correlation of the mean rewards: {'; '.join(said)}; each side's contexts resampled on "
                   "their own, the policies paired within a side."
                   + (f" Among the strategies whose mean reward is above zero on both sides (the others score at or "
-                     "below zero on both: most cannot fit a context alone and end in a forced recovery, and they carry "
-                     f"much of the correlation): {'; '.join(among)}." if among else ""),
+                     "below zero on one side or both: most cannot fit a context alone and end in a forced recovery, and "
+                     f"they carry much of the correlation): {'; '.join(among)}." if among else ""),
                   "", *rank_table(ranks.means), ""]
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, "\n".join(lines))
