@@ -89,8 +89,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _average_ranks(values: np.ndarray) -> np.ndarray:
     """Ranks (1 = smallest) along the last axis, tied values sharing their average rank."""
-    rows = values.reshape(-1, values.shape[-1]) if values.ndim else values.reshape(1, 1)
-    return pd.DataFrame(rows).rank(axis=1).to_numpy().reshape(values.shape)
+    return pd.DataFrame(values.reshape(-1, values.shape[-1])).rank(axis=1).to_numpy().reshape(values.shape)
 
 
 def rank_correlation_ci(
