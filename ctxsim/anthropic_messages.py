@@ -15,7 +15,8 @@ writes a call's arguments), breaks them with
 * a turn the break kept whole comes back as it came (a shallow copy: its blocks,
   ``cache_control`` marks included); a kept ``system`` prompt is the one given;
 * a block compressed in place keeps its keys with the new text (a tool result keeps
-  its ``tool_use_id`` and ``is_error``); a turn's ``thinking`` blocks stay with it
+  its ``tool_use_id`` and ``is_error``; a ``tool_use`` whose arguments the break
+  rewrote, its ``input`` the new arguments); a turn's ``thinking`` blocks stay with it
   while any of it stays (they are carried, not counted: the API does not count earlier
   turns' thinking against the window);
 * what the break wrote (a summary, a placeholder, a pointer, a handover) is a new
@@ -205,9 +206,13 @@ def from_chat(compacted: list[dict[str, Any]], form: ChatForm) -> dict[str, Any]
                 elif m.get("content"):
                     blocks.append({"type": "text", "text": m["content"]})
                 uses = {source[i]["id"]: source[i] for i in piece.blocks if source[i]["type"] == "tool_use"}
-                calls = [call["id"] for call in m.get("tool_calls") or () if call["id"] in uses]
-                blocks += (dict(uses[i]) for i in calls)
-                whole = unchanged and len(calls) == len(uses)
+                given = {call["id"]: call["function"]["arguments"] for call in form.messages[index].get("tool_calls") or ()}
+                calls = [call for call in m.get("tool_calls") or () if call["id"] in uses]
+                rewritten = [call["function"]["arguments"] != given[call["id"]] for call in calls]
+                for call, new in zip(calls, rewritten):  # a rewritten call's arguments are a JSON object
+                    block = uses[call["id"]]
+                    blocks.append({**block, "input": json.loads(call["function"]["arguments"])} if new else dict(block))
+                whole = unchanged and len(calls) == len(uses) and not any(rewritten)
             else:
                 blocks += map(dict, (source[i] for i in piece.blocks)) if unchanged else [{"type": "text", "text": m["content"]}]
         if piece is None and not any(kept != [None] or r == "user" for r, _, kept in turns):
@@ -286,13 +291,16 @@ def _turn(role: str, blocks: list[dict[str, Any]], kept: list[int | None], form:
 def compact_anthropic_messages(
     policy: Breaker, messages: list[dict[str, Any]], limit: int | TokenBudget, *, system: Any = None,
     log: str | Path | None = None, name: str = "messages", artifacts: MutableMapping[str, str] | None = None,
+    keep_system: bool = True,
 ) -> dict[str, Any]:
     """A Messages API request (``system``, ``messages``) broken by ``policy`` to fit
     ``limit`` tokens, system prompt included (module docstring): ``{"system": ...,
     "messages": [...]}`` (no ``system`` key when none was given), to pass on with
-    ``client.messages.create(..., **result)``. ``log``, ``artifacts`` and a
-    :class:`~ctxsim.budget.TokenBudget` ``limit`` are :func:`ctxsim.messages.compact_messages`'
-    (build the budget with the tool schemas and without ``system_prompt``, which is
-    counted here: ``TokenBudget.for_request(200_000, tools=tools, message_format="anthropic")``)."""
+    ``client.messages.create(..., **result)``. ``log``, ``artifacts``, ``keep_system`` (the
+    system prompt kept as it came) and a :class:`~ctxsim.budget.TokenBudget` ``limit`` are
+    :func:`ctxsim.messages.compact_messages`' (build the budget with the tool schemas and
+    without ``system_prompt``, which is counted here:
+    ``TokenBudget.for_request(200_000, tools=tools, message_format="anthropic")``)."""
     form = to_chat(messages, system, name=name)
-    return from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts), form)
+    return from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts,
+                                      keep_system=keep_system), form)

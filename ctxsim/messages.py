@@ -8,14 +8,21 @@ result's ``tool_call_id``, or tool calls written as ``[tool_call]`` lines — th
 go to its JSONL log), and writes the result back as messages:
 
 * a message the break kept unchanged is returned as it came (a shallow copy);
-* a message compressed in place keeps its keys with the new text as ``content``
-  (an assistant's ``[tool_call]`` lines, which ctxsim counts, are not repeated in the
-  text: its ``tool_calls`` stay);
+* a message compressed in place keeps its keys with the new text as ``content``; an
+  assistant's tool calls, which ctxsim reads as ``[tool_call]`` lines after its text,
+  are its ``tool_calls`` as the break left those lines: a call whose line stayed as it
+  came, a call whose line the break rewrote with the new arguments (while they are a
+  JSON object), and a call whose line is gone (or no longer holds JSON arguments) no
+  longer a call, what is left of its line staying in the text — so the messages hold no
+  more tokens than the break counted;
 * what the break wrote (a summary, a placeholder, a pointer, a handover) is a new
   ``{"role", "content"}`` message, a tool role becoming ``user``;
 * the result stays valid for a chat API: an assistant's ``tool_calls`` whose results
   are gone are removed (an assistant message left with neither calls nor text goes),
   and a tool result whose call is gone becomes a ``user`` message with its text;
+* the system prompt stays: each ``system`` message is pinned (design 000's pinned
+  units, which every strategy keeps unchanged), as agent frameworks keep theirs when
+  they compact; ``keep_system=False`` lets the break treat it as any other P1 message;
 * content the break moved out of the prompt (``externalize``, ``clear_tool_results``:
   design 002's artifacts, each behind a pointer message that names it,
   ``read_artifact("art-…")``) goes into the caller's ``artifacts`` mapping, artifact id
@@ -29,18 +36,18 @@ succeeded.
 
 from __future__ import annotations
 
-import re
+import json
 import warnings
 from collections.abc import MutableMapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from .budget import TokenBudget
+from .errors import TranscriptError
 from .model import DEFAULT_MIN_LIMIT, ContextState
+from .tokens import REPLY_PRIMING
 from .transcripts import TOOL_CALL_LINE, context_from_messages
-
-#: a ``[tool_call]`` line with the line break before it (removed from a compressed assistant message)
-_CALL_LINE = re.compile(r"\n?" + TOOL_CALL_LINE.pattern, re.MULTILINE)
 
 
 class Breaker(Protocol):
@@ -51,7 +58,7 @@ class Breaker(Protocol):
 
 def compact_messages(
     policy: Breaker, messages: list[dict[str, Any]], limit: int | TokenBudget, *, log: str | Path | None = None,
-    name: str = "messages", artifacts: MutableMapping[str, str] | None = None,
+    name: str = "messages", artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True,
 ) -> list[dict[str, Any]]:
     """``messages`` broken by ``policy`` to fit ``limit`` tokens (module docstring).
 
@@ -64,12 +71,16 @@ def compact_messages(
     the content the break moves out of the messages goes (artifact id -> the original
     text; the same mapping across calls keeps every artifact of the session). Bad
     messages raise TranscriptError naming ``name`` and the message number (from 1).
+    ``keep_system``: the system messages are pinned (module docstring); when they alone
+    take more than ``limit``, TranscriptError says so.
     """
     if isinstance(limit, TokenBudget):
         limit = limit.available_for_messages
     state = context_from_messages(messages, limit=limit, min_limit=min(limit, DEFAULT_MIN_LIMIT), name=name)
     if state.fits():
         return [dict(m) for m in messages]
+    if keep_system:
+        state = _with_system_pinned(state, name)
     final = policy.break_context(state, target_tokens=limit, log=log).state
     moved = final.artifacts_since(state)
     if moved and artifacts is None:
@@ -79,6 +90,18 @@ def compact_messages(
     elif moved:
         artifacts.update((a.id, a.content) for a in moved)
     return messages_of(final, state, messages)
+
+
+def _with_system_pinned(state: ContextState, name: str = "messages") -> ContextState:
+    """``state`` with its system messages pinned; TranscriptError (key ``limit``) when
+    they alone, with the reply priming, take more than its limit."""
+    system = [u for u in state.units if u.role == "system"]
+    need = state.tokens_of(system) + REPLY_PRIMING[state.message_format]
+    if need > state.limit:
+        raise TranscriptError(
+            f"the system message(s) take {need:,} tokens, over the limit of {state.limit:,}: the system prompt "
+            "is kept, and nothing else could stay", source=name, key="limit")
+    return state.with_units(replace(u, pinned=True) if u.role == "system" else u for u in state.units)
 
 
 def messages_of(final: ContextState, original: ContextState, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -91,10 +114,61 @@ def messages_of(final: ContextState, original: ContextState, messages: list[dict
             out.append({"role": "user" if unit.role == "tool" else unit.role, "content": unit.content})
         elif unit.content == original.unit(unit.id).content:
             out.append(dict(message))
+        elif message.get("tool_calls"):
+            text, calls = _compressed_calls(message["tool_calls"], unit.content)
+            rest = {k: v for k, v in message.items() if k != "tool_calls"}
+            out.append({**rest, "content": text or None} | ({"tool_calls": calls} if calls else {}))
         else:
-            text = _CALL_LINE.sub("", unit.content).strip() if message.get("tool_calls") else unit.content
-            out.append({**message, "content": text or None})
+            out.append({**message, "content": unit.content})
     return _paired(out)
+
+
+def _compressed_calls(calls: list[dict[str, Any]], content: str) -> tuple[str, list[dict[str, Any]]]:
+    """An assistant message's text and ``tool_calls`` after the break compressed its
+    content to ``content`` (ctxsim reads the message as its text, then one ``[tool_call]``
+    line per call): a call whose line is still there comes back as it came; a call whose
+    line the break rewrote (a superseded write's placeholder, a minified argument) takes
+    the line's arguments while they are still a JSON object; any other call is gone as a
+    call, and what the break left of its line stays in the text."""
+    rest, kept = content, []
+    for call in calls:
+        function = call["function"]
+        span = _line_span(rest, f"[tool_call] {function['name']} {function['arguments']}".rstrip())
+        if span is None:
+            match = next((m for m in TOOL_CALL_LINE.finditer(rest) if m[1] == function["name"] and _json_object(m[2])), None)
+            if match is None:
+                continue
+            span, call = match.span(), {**call, "function": {**function, "arguments": match[2]}}
+        rest = _without(rest, *span)
+        kept.append(call)
+    return rest.strip(), kept
+
+
+def _line_span(text: str, line: str) -> tuple[int, int] | None:
+    """Where ``line`` is one whole line of ``text``, or None."""
+    start = text.find(line)
+    while start >= 0:
+        end = start + len(line)
+        if (start == 0 or text[start - 1] == "\n") and (end == len(text) or text[end] == "\n"):
+            return start, end
+        start = text.find(line, start + 1)
+    return None
+
+
+def _without(text: str, start: int, end: int) -> str:
+    """``text`` without the line at ``start:end`` and the line break before it (or after it, for the first line)."""
+    if start > 0:
+        start -= 1
+    elif end < len(text):
+        end += 1
+    return text[:start] + text[end:]
+
+
+def _json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -13,8 +13,9 @@ as items (:func:`from_chat`):
 
 * an item the break kept unchanged comes back as it came (a shallow copy);
 * a message or an output compressed in place keeps its keys with the new text as
-  ``content`` or ``output`` (less its ``id`` and ``status``: it is no longer the item
-  the API stored under that id);
+  ``content`` or ``output``, and a function call whose arguments the break rewrote
+  the new ``arguments`` (each less its ``id`` and ``status``: it is no longer the item
+  the API stored under that id; a reasoning item before it stays behind);
 * what the break wrote (a summary, a placeholder, a pointer, a handover) is a new
   message item ``{"role", "content"}`` (a tool role becoming ``user``);
 * the result stays valid input: a function call whose output is gone is removed, an
@@ -181,34 +182,44 @@ def from_chat(compacted: list[dict[str, Any]], form: ResponsesChatForm) -> dict[
         if not piece.items:  # the instructions
             instructions = form.instructions if unchanged else m["content"]
             continue
-        kept = {call["id"] for call in m.get("tool_calls") or ()}
+        kept = {call["id"]: call["function"]["arguments"] for call in m.get("tool_calls") or ()}
         for position, (k, before) in enumerate(zip(piece.items, piece.reasoning)):
             item = form.items[k]
             if item.get("type", "message") == "function_call":
                 if position == 0 and m.get("content"):  # text the break wrote where the calls were
                     out.append({"role": "assistant", "content": m["content"]})
-                if item["call_id"] in kept:
+                if kept.get(item["call_id"]) == item["arguments"]:
                     out += (dict(form.items[r]) for r in before)
                     out.append(dict(item))
+                elif item["call_id"] in kept:  # its arguments rewritten, as a message compressed in place
+                    out.append(_restated(item) | {"arguments": kept[item["call_id"]]})
             elif unchanged:
                 out += (dict(form.items[r]) for r in before)
                 out.append(dict(item))
             elif m.get("content"):  # compressed in place: no longer the item stored under its id
                 new_text = {"output": m["content"]} if m["role"] == "tool" else {"content": m["content"]}
-                out.append({key: value for key, value in item.items() if key not in ("id", "status")} | new_text)
+                out.append(_restated(item) | new_text)
     return ({"instructions": instructions} if instructions is not None else {}) | {"input": out}
+
+
+def _restated(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` less its ``id`` and ``status``: changed, it is no longer the item the API stored under that id."""
+    return {key: value for key, value in item.items() if key not in ("id", "status")}
 
 
 def compact_response_items(
     policy: Breaker, items: list[dict[str, Any]], limit: int | TokenBudget, *, instructions: str | None = None,
     log: str | Path | None = None, name: str = "input", artifacts: MutableMapping[str, str] | None = None,
+    keep_system: bool = True,
 ) -> dict[str, Any]:
     """A Responses API input (``instructions``, ``input`` items) broken by ``policy`` to
     fit ``limit`` tokens, instructions included (module docstring): ``{"instructions":
     ..., "input": [...]}`` (no ``instructions`` key when none was given), to pass on with
-    ``client.responses.create(..., **result)``. ``log``, ``artifacts`` and a
+    ``client.responses.create(..., **result)``. ``log``, ``artifacts``, ``keep_system`` (the
+    instructions and the system and developer messages kept as they came) and a
     :class:`~ctxsim.budget.TokenBudget` ``limit`` are :func:`ctxsim.messages.compact_messages`'
     (build the budget with the tool schemas and without ``system_prompt``: the
     instructions are counted here)."""
     form = to_chat(items, instructions, name=name)
-    return from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts), form)
+    return from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts,
+                                      keep_system=keep_system), form)

@@ -4,6 +4,7 @@ checked, and a policy that breaks with one strategy."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,36 @@ class StrategyPolicy:
 
     def break_context(self, state: ContextState, target_tokens: int | None = None, log=None):
         return get_strategy(self.strategy_id).apply(state, StrategyContext(target_tokens=target_tokens))
+
+
+class Recording(StrategyPolicy):
+    """Breaks with one strategy and keeps the broken context (``final``), to compare the messages with."""
+
+    def break_context(self, state: ContextState, target_tokens: int | None = None, log=None):
+        result = super().break_context(state, target_tokens, log)
+        self.final = result.state
+        return result
+
+
+#: a corpus session with tool calls in OpenAI's form (62 calls; writes of one file that
+#: later writes supersede)
+CORPUS_SESSION = "data/transcripts/mini-swe-agent/django__django-11179__bench1.jsonl.gz"
+
+
+def corpus_session(repo_root: Path, count: int = 75) -> list[dict[str, Any]]:
+    """The first ``count`` messages of :data:`CORPUS_SESSION`."""
+    with gzip.open(repo_root / CORPUS_SESSION, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()][:count]
+
+
+def as_lines(chat: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Chat messages in the JSONL form the request builders read: an assistant's
+    ``tool_calls`` as ``[tool_call]`` lines after its text, results without call ids."""
+    out = []
+    for m in chat:
+        lines = [f"[tool_call] {c['function']['name']} {c['function']['arguments']}" for c in m.get("tool_calls") or ()]
+        out.append({"role": m["role"], "content": "\n".join(([m["content"]] if m.get("content") else []) + lines)})
+    return out
 
 
 def shipped(repo_root: Path, name: str = "swe-marshmallow-1867-fc.jsonl") -> list[dict[str, Any]]:

@@ -9,8 +9,8 @@ import re
 from copy import deepcopy
 
 import pytest
-from api_forms import (BREAKS, SESSION_TURNS, StrategyPolicy, anthropic_request, blocks_of, check_api_rules,
-                       random_chat, shipped)
+from api_forms import (BREAKS, SESSION_TURNS, Recording, StrategyPolicy, anthropic_request, as_lines, blocks_of, check_api_rules,
+                       corpus_session, random_chat, shipped)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,6 +92,23 @@ def test_a_compressed_tool_result_keeps_its_id_and_error_flag(repo_root):
     assert cleared and all(b["is_error"] is False and b["content"] != given[b["tool_use_id"]]["content"] for b in cleared)
 
 
+def test_a_tool_use_whose_input_the_break_rewrote_carries_the_new_input(repo_root):
+    """``supersede_writes`` puts a placeholder into the command of a write that a later
+    write supersedes: the tool_use keeps its id and name, its ``input`` the shorter command,
+    and the request holds no more tokens than the break kept."""
+    system, turns = anthropic_request(as_lines(corpus_session(repo_root)))
+    given = {b["id"]: b for t in turns for b in blocks_of(t) if b["type"] == "tool_use"}
+    policy = Recording("supersede_writes")
+    out = compact_anthropic_messages(policy, turns, tokens({"system": system, "messages": turns}) // 2, system=system)
+    check_api_rules(out["messages"])
+    rewritten = [b for t in out["messages"] for b in blocks_of(t) if b["type"] == "tool_use" and b != given[b["id"]]]
+    assert rewritten
+    for block in rewritten:
+        assert block["name"] == given[block["id"]]["name"] and "[superseded: " in block["input"]["command"]
+        assert len(block["input"]["command"]) < len(given[block["id"]]["input"]["command"])
+    assert tokens(out) <= policy.final.total_tokens
+
+
 def test_thinking_blocks_ride_with_their_turn_and_are_not_counted(repo_root):
     system, turns = anthropic_request(shipped(repo_root))
     thought = {"type": "thinking", "thinking": "Let me think this through. " * 2000, "signature": "c2lnbmF0dXJl"}
@@ -160,13 +177,13 @@ def test_a_token_budget_gives_the_request_the_room_it_leaves(repo_root):
 
 
 def test_a_break_that_kept_no_user_turn_first_starts_at_the_next_one(repo_root):
-    """``truncate`` at a fifth of the tokens drops the system prompt, the task and the
-    oldest turns: what it kept opens with the assistant's turn, which the API refuses."""
+    """``truncate`` at a fifth of the tokens, the system prompt let go, drops it, the task
+    and the oldest turns: what it kept opens with the assistant's turn, which the API refuses."""
     system, turns = anthropic_request(shipped(repo_root, "swe-testrepo-missing-colon-fc.jsonl"))
     limit = tokens({"system": system, "messages": turns}) // 5
-    chat = compact_messages(StrategyPolicy("truncate"), to_chat(turns, system).messages, limit)
+    chat = compact_messages(StrategyPolicy("truncate"), to_chat(turns, system).messages, limit, keep_system=False)
     assert chat[0]["role"] == "assistant"
-    out = compact_anthropic_messages(StrategyPolicy("truncate"), turns, limit, system=system)
+    out = compact_anthropic_messages(StrategyPolicy("truncate"), turns, limit, system=system, keep_system=False)
     check_api_rules(out["messages"])
     assert tokens(out) <= limit and "system" not in out
     assert all(b["type"] == "text" for b in blocks_of(out["messages"][0]))  # the results of a dropped call, as text
@@ -188,8 +205,13 @@ def test_any_session_broken_any_way_is_a_request_the_api_takes(turns, strategy, 
                 turn["content"].insert(0, {"type": "thinking", "thinking": "Let me see.", "signature": "c2ln"})
     total = tokens({"system": system, "messages": request})
     limit = max(50, int(total * share))
+    if context_from_messages([{"role": "system", "content": system}]).total_tokens > limit:  # the system prompt alone
+        with pytest.raises(TranscriptError, match="the system message"):
+            compact_anthropic_messages(StrategyPolicy(strategy), request, limit, system=system)
+        return
     chat = compact_messages(StrategyPolicy(strategy), to_chat(request, system).messages, limit, artifacts={})
     out = compact_anthropic_messages(StrategyPolicy(strategy), request, limit, system=system, artifacts={})
+    assert out["system"] == system
     if out["messages"]:
         check_api_rules(out["messages"])
     assert tokens(out) <= context_from_messages(chat).total_tokens if out["messages"] else True

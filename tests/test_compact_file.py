@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from api_forms import StrategyPolicy, anthropic_request, check_api_rules, shipped
 
+from ctxsim.errors import TranscriptError
 from ctxsim.lab.compact import compact_file
 
 POINTER = re.compile(r'read_artifact\(\\?"(art-[0-9a-f]+)\\?"\)')
@@ -51,3 +53,10 @@ def test_a_gzip_session_is_read_and_a_gz_output_written_compressed(repo_root, tm
     compact_file(StrategyPolicy("drop"), source, 3000, packed)
     assert gzip.decompress(packed.read_bytes()) == plain.read_bytes()
     assert len([json.loads(line) for line in plain.read_text().splitlines()]) < 24
+
+
+def test_a_limit_below_the_system_prompt_is_refused_and_writes_nothing(repo_root, tmp_path):
+    session = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    with pytest.raises(TranscriptError, match=r"swe-marshmallow-1867-fc\.jsonl: key 'limit': the system message\(s\) take"):
+        compact_file(StrategyPolicy("truncate"), session, 30, tmp_path / "out.jsonl")
+    assert list(tmp_path.iterdir()) == []

@@ -5,11 +5,11 @@ model takes, kept ones as they came."""
 from __future__ import annotations
 
 import pytest
-from api_forms import BREAKS, StrategyPolicy, langchain_session
+from api_forms import BREAKS, Recording, StrategyPolicy, corpus_session, langchain_session
 
 pytest.importorskip("langchain_core")
 
-from langchain_core.messages import AIMessage, ToolMessage, convert_to_openai_messages  # noqa: E402
+from langchain_core.messages import AIMessage, ToolMessage, convert_to_messages, convert_to_openai_messages  # noqa: E402
 
 from ctxsim.langchain_messages import compact_langchain_messages  # noqa: E402
 from ctxsim.messages import compact_messages  # noqa: E402
@@ -67,3 +67,21 @@ def test_a_token_budget_gives_the_messages_the_room_it_leaves(repo_root):
     out = compact_langchain_messages(StrategyPolicy("drop"), messages, budget)
     assert out == compact_langchain_messages(StrategyPolicy("drop"), messages, budget.available_for_messages)
     assert tokens(out) <= budget.available_for_messages < tokens(messages)
+
+
+def test_a_tool_call_whose_arguments_the_break_rewrote_carries_the_new_args(repo_root):
+    """``supersede_writes`` puts a placeholder into the command of a write that a later
+    write supersedes: the AI message keeps its id and the call its id, with the shorter
+    ``args``; the messages hold no more tokens than the break kept."""
+    messages = convert_to_messages(corpus_session(repo_root))
+    for number, message in enumerate(messages):
+        message.id = f"m{number}"
+    given = {call["id"]: call for m in messages if isinstance(m, AIMessage) for call in m.tool_calls}
+    policy = Recording("supersede_writes")
+    out = compact_langchain_messages(policy, messages, tokens(messages) // 2)
+    check_pairs(out)
+    rewritten = [call for m in out if isinstance(m, AIMessage) for call in m.tool_calls if call != given[call["id"]]]
+    assert rewritten
+    for call in rewritten:
+        assert "[superseded: " in call["args"]["command"] and call["name"] == given[call["id"]]["name"]
+    assert tokens(out) <= policy.final.total_tokens

@@ -8,7 +8,8 @@ import re
 from copy import deepcopy
 
 import pytest
-from api_forms import BREAKS, SESSION_TURNS, StrategyPolicy, check_responses_rules, random_chat, responses_input, shipped
+from api_forms import (BREAKS, SESSION_TURNS, Recording, StrategyPolicy, as_lines, check_responses_rules, corpus_session,
+                       random_chat, responses_input, shipped)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -99,6 +100,27 @@ def test_bad_input_is_refused_naming_the_item_and_part(items, instructions, matc
 
 
 
+def test_a_function_call_whose_arguments_the_break_rewrote_carries_them_without_its_id(repo_root):
+    """``supersede_writes`` puts a placeholder into the command of a write that a later
+    write supersedes: the function_call keeps its call_id and name, takes the shorter
+    arguments and leaves its stored ``id`` and ``status`` behind (the API would read the
+    stored item by its id); the input holds no more tokens than the break kept."""
+    instructions, items = responses_input(as_lines(corpus_session(repo_root)))
+    given = {i["call_id"]: i for i in items if i.get("type") == "function_call"}
+    policy = Recording("supersede_writes")
+    limit = tokens({"instructions": instructions, "input": items}) // 2
+    out = compact_response_items(policy, items, limit, instructions=instructions)
+    check_responses_rules(out["input"])
+    calls = [i for i in out["input"] if i.get("type") == "function_call"]
+    rewritten = [i for i in calls if i != given[i["call_id"]]]
+    assert rewritten
+    for item in rewritten:
+        assert "[superseded: " in item["arguments"] and "id" not in item and "status" not in item
+        assert item == {k: v for k, v in given[item["call_id"]].items() if k not in ("id", "status", "arguments")} | {
+            "arguments": item["arguments"]}
+    assert tokens(out) <= policy.final.total_tokens
+
+
 @given(SESSION_TURNS, st.sampled_from(BREAKS), st.floats(0.1, 0.9), st.booleans())
 @settings(max_examples=100, deadline=None)
 def test_any_session_broken_any_way_is_input_the_api_takes(turns, strategy, share, reasoning):
@@ -108,8 +130,13 @@ def test_any_session_broken_any_way_is_input_the_api_takes(turns, strategy, shar
     break, and each reasoning item stays before the item it came with."""
     instructions, items = responses_input(random_chat(turns), reasoning=reasoning)
     limit = max(50, int(tokens({"instructions": instructions, "input": items}) * share))
+    if context_from_messages([{"role": "system", "content": instructions}]).total_tokens > limit:  # they alone take more
+        with pytest.raises(TranscriptError, match="the system message"):
+            compact_response_items(StrategyPolicy(strategy), items, limit, instructions=instructions)
+        return
     chat = compact_messages(StrategyPolicy(strategy), to_chat(items, instructions).messages, limit, artifacts={})
     out = compact_response_items(StrategyPolicy(strategy), items, limit, instructions=instructions, artifacts={})
+    assert out["instructions"] == instructions
     check_responses_rules(out["input"])
     assert tokens(out) <= context_from_messages(chat).total_tokens if out["input"] else True
     for k, item in enumerate(out["input"]):

@@ -1,0 +1,83 @@
+"""compact_messages (ctxsim.messages) returns what the break kept: no more tokens than the
+break counted, an assistant's tool calls as the break left their ``[tool_call]`` lines,
+and the system prompt as it came unless the caller lets it go."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from api_forms import Recording, StrategyPolicy, corpus_session
+
+from ctxsim.errors import TranscriptError
+from ctxsim.messages import compact_messages
+from ctxsim.strategies import list_strategies
+from ctxsim.transcripts import context_from_messages
+
+def tokens(messages: list[dict]) -> int:
+    return context_from_messages(messages).total_tokens if messages else 0
+
+
+@pytest.mark.parametrize("strategy", [s for s in list_strategies() if s != "error"])
+def test_the_messages_hold_no_more_tokens_than_the_break_kept(repo_root, strategy):
+    """Every strategy, to half of the session's tokens: the messages returned count no
+    more than the broken context (a call whose arguments the break shortened comes back
+    shortened), and every call they hold has JSON-object arguments, as the session's do."""
+    sent = corpus_session(repo_root)
+    policy = Recording(strategy)
+    out = compact_messages(policy, sent, tokens(sent) // 2, artifacts={})
+    assert tokens(out) <= policy.final.total_tokens
+    for message in out:
+        for call in message.get("tool_calls") or ():
+            assert isinstance(json.loads(call["function"]["arguments"]), dict)
+
+
+def test_a_call_whose_arguments_the_break_rewrote_keeps_its_id_with_the_new_arguments(repo_root):
+    sent = corpus_session(repo_root)
+    given = {c["id"]: c for m in sent for c in m.get("tool_calls") or ()}
+    out = compact_messages(StrategyPolicy("supersede_writes"), sent, tokens(sent) // 2)
+    rewritten = [c for m in out for c in m.get("tool_calls") or () if c != given[c["id"]]]
+    assert rewritten
+    for call in rewritten:
+        assert "[superseded: " in call["function"]["arguments"]
+        assert call["function"]["name"] == given[call["id"]]["function"]["name"]
+        assert len(call["function"]["arguments"]) < len(given[call["id"]]["function"]["arguments"])
+    for message in out:  # the calls' lines are not repeated in the text
+        assert "[tool_call]" not in (message.get("content") or "")
+
+
+def test_a_call_whose_line_the_break_cut_is_text_and_its_result_the_users():
+    """``truncate`` cuts the newest message that does not fit whole: here the call that
+    writes a long module, cut within its arguments, which are no JSON any more. It stays
+    in its message's text, and its result becomes the user's message."""
+    module = "\n".join(f"line {i} of the new module" for i in range(300))
+    call = {"id": "c1", "type": "function",
+            "function": {"name": "bash", "arguments": json.dumps({"command": f"cat > mod.py << EOF\n{module}\nEOF"})}}
+    sent = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "Write the module."},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "written"},
+            {"role": "assistant", "content": "Done: the module is written."}]
+    out = compact_messages(StrategyPolicy("truncate"), sent, tokens(sent) // 2)
+    assert [m["role"] for m in out] == ["system", "assistant", "user", "assistant"]
+    assert "tool_calls" not in out[1] and out[1]["content"].startswith('[tool_call] bash {"command": "cat > mod.py << EOF\\nline 0')
+    assert out[2] == {"role": "user", "content": "written"} and out[3] == sent[4]
+    assert tokens(out) <= tokens(sent) // 2
+
+
+@pytest.mark.parametrize("strategy", ["truncate", "remove_oldest", "selective", "compact_keep_recent", "fresh_start"])
+def test_the_system_prompt_stays_unless_the_caller_lets_it_go(repo_root, strategy):
+    sent = corpus_session(repo_root)
+    limit = tokens(sent) // 10
+    out = compact_messages(StrategyPolicy(strategy), sent, limit, artifacts={})
+    assert out[0] == sent[0] and out[0]["role"] == "system"
+    assert tokens(out) <= limit
+    # unpinned, it is a P1 message like the task, and these strategies let it go
+    assert sent[0] not in compact_messages(StrategyPolicy(strategy), sent, limit, artifacts={}, keep_system=False)
+
+
+def test_a_limit_below_the_system_prompt_is_refused_naming_it(repo_root):
+    sent = corpus_session(repo_root)
+    system = tokens(sent[:1])
+    with pytest.raises(TranscriptError, match=rf"session\.jsonl: key 'limit': the system message\(s\) take {system} tokens"):
+        compact_messages(StrategyPolicy("drop"), sent, system - 1, name="session.jsonl")
+    assert tokens(compact_messages(StrategyPolicy("truncate"), sent, system + 200)) <= system + 200
