@@ -7,7 +7,8 @@ OpenAI's Chat Completions form is read too: ``content`` as a list of text parts
 (``{"type": "text", "text": ...}``; other part types are refused), an assistant's
 ``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments"}}]``,
 ``content`` then may be null), which become those ``[tool_call]`` lines (what the
-context holds and counts), and a tool message's ``tool_call_id``, which picks its call.
+context holds and counts), a tool message's ``tool_call_id``, which picks its call, and
+the ``developer`` role (the system role of OpenAI's reasoning models), read as ``system``.
 
 Unit types are inferred:
 
@@ -256,13 +257,16 @@ def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise TranscriptError(f"{at}: expected a JSON object, got {describe_value(message)}", source=source)
     message = _chat_completions(message, at, source)
+    if message.get("role") == "developer":
+        message = {**message, "role": "system"}
     role, content, name = message.get("role"), message.get("content"), message.get("name")
     if role is None or content is None:
         missing = "role" if role is None else "content"
         how = "is null" if missing in message else "is missing"
         raise TranscriptError(f"{at}: '{missing}' {how}", source=source)
     if not isinstance(role, str) or role not in ROLES:
-        raise TranscriptError(f"{at}: 'role' must be one of {list(ROLES)}, got {describe_value(role)}", source=source)
+        raise TranscriptError(f"{at}: 'role' must be one of {[*ROLES, 'developer']}, got {describe_value(role)}",
+                              source=source)
     if not isinstance(content, str):
         raise TranscriptError(f"{at}: 'content' must be a string, got {describe_value(content)}", source=source)
     if not content.strip():

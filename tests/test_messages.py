@@ -81,3 +81,13 @@ def test_a_limit_below_the_system_prompt_is_refused_naming_it(repo_root):
     with pytest.raises(TranscriptError, match=rf"session\.jsonl: key 'limit': the system message\(s\) take {system} tokens"):
         compact_messages(StrategyPolicy("drop"), sent, system - 1, name="session.jsonl")
     assert tokens(compact_messages(StrategyPolicy("truncate"), sent, system + 200)) <= system + 200
+
+
+def test_a_developer_message_is_the_system_prompt(repo_root):
+    """OpenAI's reasoning models take their system prompt as a ``developer`` message in
+    Chat Completions: it is read as the system prompt, pinned, and comes back as it came."""
+    sent = corpus_session(repo_root)
+    sent[0] = {**sent[0], "role": "developer"}
+    assert context_from_messages(sent).units[0].role == "system"
+    out = compact_messages(StrategyPolicy("truncate"), sent, tokens(sent) // 10)
+    assert out[0] == sent[0] and tokens(out) <= tokens(sent) // 10
