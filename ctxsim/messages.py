@@ -20,9 +20,11 @@ go to its JSONL log), and writes the result back as messages:
 * the result stays valid for a chat API: an assistant's ``tool_calls`` whose results
   are gone are removed (an assistant message left with neither calls nor text goes),
   and a tool result whose call is gone becomes a ``user`` message with its text;
-* the system prompt stays: each ``system`` message is pinned (design 000's pinned
-  units, which every strategy keeps unchanged), as agent frameworks keep theirs when
-  they compact; ``keep_system=False`` lets the break treat it as any other P1 message;
+* the system prompt stays: the ``system`` messages the list opens with are pinned
+  (design 000's pinned units, which every strategy keeps unchanged), as agent
+  frameworks keep theirs when they compact (a system message later on is a P1 message
+  like the task); ``keep_system=False`` lets the break treat the system prompt as any
+  other P1 message;
 * content the break moved out of the prompt (``externalize``, ``clear_tool_results``:
   design 002's artifacts, each behind a pointer message that names it,
   ``read_artifact("art-…")``) goes into the caller's ``artifacts`` mapping, artifact id
@@ -40,6 +42,7 @@ import json
 import warnings
 from collections.abc import MutableMapping
 from dataclasses import replace
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -71,8 +74,9 @@ def compact_messages(
     the content the break moves out of the messages goes (artifact id -> the original
     text; the same mapping across calls keeps every artifact of the session). Bad
     messages raise TranscriptError naming ``name`` and the message number (from 1).
-    ``keep_system``: the system messages are pinned (module docstring); when they alone
-    take more than ``limit``, TranscriptError says so.
+    ``keep_system``: the system prompt (the system messages the list opens with) is
+    pinned (module docstring); when it alone takes more than ``limit``, TranscriptError
+    says so.
     """
     if isinstance(limit, TokenBudget):
         limit = limit.available_for_messages
@@ -93,15 +97,17 @@ def compact_messages(
 
 
 def _with_system_pinned(state: ContextState, name: str = "messages") -> ContextState:
-    """``state`` with its system messages pinned; TranscriptError (key ``limit``) when
-    they alone, with the reply priming, take more than its limit."""
-    system = [u for u in state.units if u.role == "system"]
+    """``state`` with its system prompt pinned: the system messages it opens with (a
+    system message later in the conversation, such as a reminder an agent adds on each
+    turn, is a P1 message like the task). TranscriptError (key ``limit``) when they
+    alone, with the reply priming, take more than its limit."""
+    system = list(takewhile(lambda u: u.role == "system", state.units))
     need = state.tokens_of(system) + REPLY_PRIMING[state.message_format]
     if need > state.limit:
         raise TranscriptError(
             f"the system message(s) take {need:,} tokens, over the limit of {state.limit:,}: the system prompt "
             "is kept, and nothing else could stay", source=name, key="limit")
-    return state.with_units(replace(u, pinned=True) if u.role == "system" else u for u in state.units)
+    return state.with_units([replace(u, pinned=True) for u in system] + list(state.units[len(system):]))
 
 
 def messages_of(final: ContextState, original: ContextState, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

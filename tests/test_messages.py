@@ -91,3 +91,12 @@ def test_a_developer_message_is_the_system_prompt(repo_root):
     assert context_from_messages(sent).units[0].role == "system"
     out = compact_messages(StrategyPolicy("truncate"), sent, tokens(sent) // 10)
     assert out[0] == sent[0] and tokens(out) <= tokens(sent) // 10
+
+
+def test_only_the_system_messages_the_list_opens_with_are_pinned(repo_root):
+    """A system message later in the conversation (a reminder an agent adds) is a P1
+    message like the task: a strategy that drops P1 messages may drop it, not the prompt."""
+    sent = corpus_session(repo_root)
+    sent.insert(40, {"role": "system", "content": "Reminder: 20 steps left."})
+    out = compact_messages(StrategyPolicy("truncate"), sent, tokens(sent) // 10)
+    assert out[0] == sent[0] and sent[40] not in out
