@@ -618,7 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
     co = sub.add_parser("compact", help="compact an agent's session file with an exported policy, in the form it came in")
     co.add_argument("export", help="an export folder (ctxsim export RUN --out DIR)")
     co.add_argument("file", help="the session: chat JSON Lines (chat), or a request JSON object (anthropic, responses)")
-    co.add_argument("--limit", type=int, required=True, help="tokens the session may take (system prompt included)")
+    co.add_argument("--limit", type=int, required=True, help="tokens the session may take (its system prompt included, and kept)")
     co.add_argument("--out", required=True, help="the compacted session, in the form it came in")
     co.add_argument("--form", choices=["chat", "anthropic", "responses"], default="chat",
                     help="chat: OpenAI-style messages, one a line (default); anthropic: a Messages API request "
