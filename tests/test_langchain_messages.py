@@ -85,3 +85,11 @@ def test_a_tool_call_whose_arguments_the_break_rewrote_carries_the_new_args(repo
     for call in rewritten:
         assert "[superseded: " in call["args"]["command"] and call["name"] == given[call["id"]]["name"]
     assert tokens(out) <= policy.final.total_tokens
+
+
+def test_the_system_message_comes_back_as_it_came_unless_let_go(repo_root):
+    messages = langchain_session(repo_root)
+    limit = tokens(messages) // 10
+    out = compact_langchain_messages(StrategyPolicy("truncate"), messages, limit)
+    assert out[0] == messages[0] and out[0].type == "system" and tokens(out) <= limit
+    assert messages[0] not in compact_langchain_messages(StrategyPolicy("truncate"), messages, limit, keep_system=False)
