@@ -52,8 +52,8 @@ validity: $(STAMP)
 # validity reports, the demo report. A change of what a break keeps (a strategy, the
 # summarizer, the contexts) changes them all; on unchanged code `git status` stays clean.
 # runs/default and runs/maskable_ppo_stream_warm are trained again (removed first: the
-# tables name their runs by these folders); about an hour on 2 cores. The reports' prose
-# quotes the numbers and is updated by hand.
+# tables name their runs by these folders); 63 min on 2 cores on a slow day. The reports'
+# prose quotes the numbers and is updated by hand.
 DEFAULT_EVAL := $(BIN)/ctxsim evaluate --experiment experiments/maskable_ppo_default.yaml
 HELDOUT_POLICIES := --policy runs/default --policy oracle --policy best-fixed:maskable_ppo_default --policy greedy \
 	--policy seed-chain --policy peer:langchain-trim --policy peer:claude-code --policy peer:anthropic-compact \
