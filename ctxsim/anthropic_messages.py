@@ -46,7 +46,7 @@ from typing import Any
 
 from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
-from .messages import Breaker, compact_messages
+from .messages import Breaker, call_arguments, compact_messages
 from .transcripts import text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: where it came from (a :class:`_Piece` index)
@@ -206,7 +206,7 @@ def from_chat(compacted: list[dict[str, Any]], form: ChatForm) -> dict[str, Any]
                 elif m.get("content"):
                     blocks.append({"type": "text", "text": m["content"]})
                 uses = {source[i]["id"]: source[i] for i in piece.blocks if source[i]["type"] == "tool_use"}
-                given = {call["id"]: call["function"]["arguments"] for call in form.messages[index].get("tool_calls") or ()}
+                given = call_arguments(form.messages[index])
                 calls = [call for call in m.get("tool_calls") or () if call["id"] in uses]
                 rewritten = [call["function"]["arguments"] != given[call["id"]] for call in calls]
                 for call, new in zip(calls, rewritten):  # a rewritten call's arguments are a JSON object

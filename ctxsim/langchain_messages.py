@@ -28,7 +28,7 @@ from typing import Any
 
 from .budget import TokenBudget
 from .errors import TranscriptError
-from .messages import Breaker, compact_messages
+from .messages import Breaker, call_arguments, compact_messages
 
 #: the key a chat message made from message ``i`` carries: ``i``
 ORIGIN = "_langchain"
@@ -61,7 +61,7 @@ def compact_langchain_messages(
             update["content"] = m.get("content") or ""
         calls = getattr(original, "tool_calls", None)
         if calls:
-            given, kept = _arguments(converted[index]), _arguments(m)
+            given, kept = call_arguments(converted[index]), call_arguments(m)
             if kept != given:  # calls removed (their results gone) or rewritten (new arguments, a JSON object)
                 update["tool_calls"] = [call if kept[call["id"]] == given[call["id"]]
                                         else {**call, "args": json.loads(kept[call["id"]])}
@@ -74,8 +74,3 @@ def compact_langchain_messages(
                         for c in raw if c.get("id") in kept]}
         out.append(original.model_copy(update=update))
     return out
-
-
-def _arguments(message: dict[str, Any]) -> dict[str, str]:
-    """Call id -> arguments of a chat message's ``tool_calls``."""
-    return {call["id"]: call["function"]["arguments"] for call in message.get("tool_calls") or ()}

@@ -129,6 +129,11 @@ def messages_of(final: ContextState, original: ContextState, messages: list[dict
     return _paired(out)
 
 
+def call_arguments(message: dict[str, Any]) -> dict[str, str]:
+    """Call id -> arguments of a chat message's ``tool_calls`` (empty without calls)."""
+    return {call["id"]: call["function"]["arguments"] for call in message.get("tool_calls") or ()}
+
+
 def _compressed_calls(calls: list[dict[str, Any]], content: str) -> tuple[str, list[dict[str, Any]]]:
     """An assistant message's text and ``tool_calls`` after the break compressed its
     content to ``content`` (ctxsim reads the message as its text, then one ``[tool_call]``

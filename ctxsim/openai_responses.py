@@ -38,7 +38,7 @@ from typing import Any
 
 from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
-from .messages import Breaker, compact_messages
+from .messages import Breaker, call_arguments, compact_messages
 from .transcripts import text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: the index of its :class:`_Piece`
@@ -182,7 +182,7 @@ def from_chat(compacted: list[dict[str, Any]], form: ResponsesChatForm) -> dict[
         if not piece.items:  # the instructions
             instructions = form.instructions if unchanged else m["content"]
             continue
-        kept = {call["id"]: call["function"]["arguments"] for call in m.get("tool_calls") or ()}
+        kept = call_arguments(m)
         for position, (k, before) in enumerate(zip(piece.items, piece.reasoning)):
             item = form.items[k]
             if item.get("type", "message") == "function_call":
@@ -216,7 +216,7 @@ def compact_response_items(
     fit ``limit`` tokens, instructions included (module docstring): ``{"instructions":
     ..., "input": [...]}`` (no ``instructions`` key when none was given), to pass on with
     ``client.responses.create(..., **result)``. ``log``, ``artifacts``, ``keep_system`` (the
-    instructions and the system and developer messages kept as they came) and a
+    instructions, and the system or developer messages the input opens with, kept as they came) and a
     :class:`~ctxsim.budget.TokenBudget` ``limit`` are :func:`ctxsim.messages.compact_messages`'
     (build the budget with the tool schemas and without ``system_prompt``: the
     instructions are counted here)."""
