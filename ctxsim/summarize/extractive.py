@@ -112,6 +112,8 @@ CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes"
 
 DECISION_WORDS = ("decided", "decide to", "chose", "chosen", "choose to", "will use", "agreed", "going with", "opted",
                   "settled on")
+#: a heading (markdown ``#``, or a line wholly in bold): it names what follows and states no rule itself
+HEADING = re.compile(r"\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*$|__[^_]+__\s*$)")
 DECISION = re.compile(rf"\b(?:{'|'.join(DECISION_WORDS)})\b", re.I)
 OPEN_ITEM = re.compile(r"\bTODO\b|\bFIXME\b|\[ \]|\b(?:next|pending|blocked)\b", re.IGNORECASE)
 #: every match of ``OPEN_ITEM`` holds one of these (in some case)
@@ -545,8 +547,9 @@ def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[st
     one of its words (:func:`~ctxsim.summarize.rules.may_hold`)."""
     if code:
         section = "open_items" if plan or _open_item(sentence) else "notes"
-    elif rule_role and mentions_rule(sentence):
-        return "rules", sentence, 0.0 if is_user_rule(sentence) else 0.5
+    elif rule_role and not HEADING.match(sentence) and (
+            (user := is_user_rule(sentence)) or (mentions_rule(sentence) and not sentence.rstrip().endswith(":"))):
+        return "rules", sentence, 0.0 if user else 0.5
     elif may_hold(DECISION_WORDS, sentence) and DECISION.search(sentence):
         section = "decisions"
     elif plan or _open_item(sentence):
