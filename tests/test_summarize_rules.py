@@ -167,9 +167,16 @@ def test_an_instruction_without_a_rule_word_is_filed_under_rules(sentence):
 
 
 @pytest.mark.parametrize("sentence", ["## Command Execution Rules", "**CRITICAL REQUIREMENTS:**",
-                                      "Each response should include:"])
+                                      "Each response should include:", "The rules are:"])
 def test_a_heading_or_a_lead_in_is_no_rule(sentence):
     """A heading names what follows and a lead-in ending in a colon introduces it: neither
     states a rule, and filed under rules they took the handover's room from the rules."""
     unit = ContextUnit("u1", "message", sentence, role="user")
     assert all(section != "rules" for section, _, _ in unit_items(unit))
+
+
+@pytest.mark.parametrize("sentence", ["## Never push to main", "Do not change any of the following files:",
+                                      "You MUST use this EXACT command to submit:"])
+def test_a_heading_or_a_lead_in_that_instructs_is_a_rule(sentence):
+    unit = ContextUnit("u1", "message", sentence, role="user")
+    assert [(section, tier) for section, _, tier in unit_items(unit)] == [("rules", 0.0)]
