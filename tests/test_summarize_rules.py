@@ -156,3 +156,27 @@ def test_summarize_text_keeps_the_listed_sentences_and_grows_the_budget_only_for
     wide = summarizer.summarize_text(text, 120, task="garden", keep=(rule,))
     assert rule in wide.text and 100 <= wide.token_count <= 120
     assert rule not in summarizer.summarize_text(text, 30, task="garden").text, "without keep the rule may go"
+
+
+@pytest.mark.parametrize("sentence", ["Avoid interactive tools like vi, nano, or any that require user input",
+                                      "Make sure the tests pass before you submit.",
+                                      "You CANNOT continue working on this task after submitting."])
+def test_an_instruction_without_a_rule_word_is_filed_under_rules(sentence):
+    unit = ContextUnit("u1", "message", sentence, role="user")
+    assert [(section, tier) for section, _, tier in unit_items(unit)] == [("rules", 0.0)]
+
+
+@pytest.mark.parametrize("sentence", ["## Command Execution Rules", "**CRITICAL REQUIREMENTS:**",
+                                      "Each response should include:", "The rules are:"])
+def test_a_heading_or_a_lead_in_is_no_rule(sentence):
+    """A heading names what follows and a lead-in ending in a colon introduces it: neither
+    states a rule, and filed under rules they took the handover's room from the rules."""
+    unit = ContextUnit("u1", "message", sentence, role="user")
+    assert all(section != "rules" for section, _, _ in unit_items(unit))
+
+
+@pytest.mark.parametrize("sentence", ["## Never push to main", "Do not change any of the following files:",
+                                      "You MUST use this EXACT command to submit:"])
+def test_a_heading_or_a_lead_in_that_instructs_is_a_rule(sentence):
+    unit = ContextUnit("u1", "message", sentence, role="user")
+    assert [(section, tier) for section, _, tier in unit_items(unit)] == [("rules", 0.0)]

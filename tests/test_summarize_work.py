@@ -102,9 +102,10 @@ def test_may_hold_is_true_wherever_its_pattern_matches(sentences):
         (extractive.DECISION_WORDS, extractive.DECISION),
         (extractive.OPEN_ITEM_WORDS, extractive.OPEN_ITEM),
         (rules._RULE_STEMS, rules._RULE_WORDS),
+        (rules._INSTRUCTION_WORDS, rules._INSTRUCTION),
     ]
     odd = ["We choſe Postgres.", "Never use the \u212aelvin scale.", "DECİDED to ship", "Don’t push.", "TODO: fix",
-           "- [ ] write docs", "We SETTLED ON tabs."]
+           "- [ ] write docs", "We SETTLED ON tabs.", "Do\tnot push.", "You  need\nto ask.", "Make  sure it runs."]
     for words, pattern in cases:
         matched = [s for s in sentences + odd if pattern.search(s)]
         assert len(matched) > 2

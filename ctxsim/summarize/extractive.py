@@ -112,6 +112,10 @@ CARRIED_SECTIONS = ("rules", "facts", "decisions", "open_items", "tool_outcomes"
 
 DECISION_WORDS = ("decided", "decide to", "chose", "chosen", "choose to", "will use", "agreed", "going with", "opted",
                   "settled on")
+#: a heading: markdown ``#``, or a line wholly in bold
+HEADING = re.compile(r"\s*(?:#{1,6}\s|\*\*[^*]+\*\*\s*$|__[^_]+__\s*$)")
+#: the colon that ends a lead-in (and the emphasis after it)
+LEAD_IN = re.compile(r":[*_\s]*$")
 DECISION = re.compile(rf"\b(?:{'|'.join(DECISION_WORDS)})\b", re.I)
 OPEN_ITEM = re.compile(r"\bTODO\b|\bFIXME\b|\[ \]|\b(?:next|pending|blocked)\b", re.IGNORECASE)
 #: every match of ``OPEN_ITEM`` holds one of these (in some case)
@@ -545,8 +549,8 @@ def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[st
     one of its words (:func:`~ctxsim.summarize.rules.may_hold`)."""
     if code:
         section = "open_items" if plan or _open_item(sentence) else "notes"
-    elif rule_role and mentions_rule(sentence):
-        return "rules", sentence, 0.0 if is_user_rule(sentence) else 0.5
+    elif rule_role and (tier := _rule_tier(sentence)) is not None:
+        return "rules", sentence, tier
     elif may_hold(DECISION_WORDS, sentence) and DECISION.search(sentence):
         section = "decisions"
     elif plan or _open_item(sentence):
@@ -558,6 +562,19 @@ def classify(sentence: str, code: bool, rule_role: bool, plan: bool) -> tuple[st
     if has_value(sentence):
         return section, sentence, 1.0
     return "notes" if section == "facts" else section, sentence, 2.0
+
+
+def _rule_tier(sentence: str) -> float | None:
+    """A sentence of a user or system message as a rule: tier 0 for an instruction
+    (:func:`~ctxsim.summarize.rules.is_user_rule`), 0.5 for a sentence that speaks of a
+    rule, None for neither. A heading or a lead-in ending in a colon names or introduces
+    what follows ("## Command Execution Rules", "Each response should include:"): it is a
+    rule only when, its colon taken off, it still instructs ("Do not change these files:")."""
+    if HEADING.match(sentence) or LEAD_IN.search(sentence):
+        return 0.0 if is_user_rule(LEAD_IN.sub("", sentence)) else None
+    if is_user_rule(sentence):
+        return 0.0
+    return 0.5 if mentions_rule(sentence) else None
 
 
 def _open_item(sentence: str) -> bool:

@@ -60,6 +60,10 @@ _INSTRUCTION = re.compile(
     r"|\b(?:constraints?|rules?|polic(?:y|ies)|requirements?)\b[^.?!]*:",
     re.IGNORECASE,
 )
+#: every match of ``_INSTRUCTION`` holds one of these (in some case; whitespace-proof: one word of each phrase)
+_INSTRUCTION_WORDS = ("never", "always", "not", "don", "must", "avoid", "sure", "refrain", "shall", "should", "need",
+                      "have", "allowed", "can", "circumstances", "times", "forbidden", "prohibited", "mandatory",
+                      "constraint", "rule", "polic", "requirement")
 #: a sentence carrying a value: number, amount, URL, email, code span, quote, path, file name, or a name mid-sentence
 VALUE = re.compile(
     r"\d|[$€£¥]|https?://|\w@\w|`[^`]+`|\"[^\"]{2,}\""
@@ -108,7 +112,7 @@ def is_user_rule(sentence: str) -> bool:
     text = sentence.strip()
     if not text or text.endswith("?"):
         return False
-    return bool(_INSTRUCTION.search(text))
+    return may_hold(_INSTRUCTION_WORDS, text) and _INSTRUCTION.search(text) is not None
 
 
 def quoted(content: str) -> tuple[tuple[int, int], ...]:
