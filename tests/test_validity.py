@@ -14,12 +14,15 @@ from ctxsim.lab.evaluate import evaluate
 from ctxsim.lab.scenarios import find_scenario
 from ctxsim.lab.validity import (
     DROP_SHARES,
+    Gap,
     Results,
     adaptivity_gap,
     correlations,
     curve_means,
     dropped,
     drop_curves,
+    fitted_chain,
+    gap_table,
     generated_scenarios,
     main,
     render,
@@ -94,7 +97,16 @@ def test_the_gap_is_the_oracle_minus_the_fixed_policy(small_results):
         means = df.groupby("policy").reward.mean()
         assert gap.gap == pytest.approx(means["oracle"] - means["only:summarize_old"])
         assert gap.gap >= 0 and gap.ci_low <= gap.gap <= gap.ci_high
-        assert gap.chain.startswith("summarize_old")
+        assert gap.chain.startswith("summarize_old") and gap.fitted == ""  # only best-fixed is fitted
+
+
+def test_the_gap_table_names_the_fitted_chain_beside_the_one_played_most():
+    # best-fixed's fit and the prefix its episodes stop at are two columns: a chain
+    # whose first step fits most contexts plays that step alone
+    text = gap_table([Gap("recall", "seed001", 1.2, 1.1, 0.1, 0.05, 0.15, "hybrid", "hybrid>summarize"),
+                      Gap("recall", "grounded", 1.2, 1.1, 0.1, 0.05, 0.15, "summarize_old", "")])
+    assert "| `hybrid>summarize` | `hybrid` |" in text and "| – | `summarize_old` |" in text
+    assert fitted_chain("only:summarize_old", settings_for("recall", "seed001")) == ""
 
 
 def test_correlations_cover_each_measure_over_all_and_successful_episodes(small_results):

@@ -46,7 +46,7 @@ from ..errors import ConfigError, CtxsimError
 from ..metrics import outcome
 from ..model import ContextState
 from ..paths import EXPERIMENTS_DIR
-from ..policies import list_policies
+from ..policies import get_policy, list_policies
 from ..policies.baselines import NOT_ACTIONS
 from ..reward import compute_reward
 from .contexts import build_context
@@ -211,8 +211,9 @@ def ranking_table(results: pd.DataFrame) -> str:
 @dataclass(frozen=True)
 class Gap:
     """The adaptivity gap under one measure and profile: ``oracle`` minus
-    ``best-fixed`` mean reward on the held-out contexts, its 95 % CI, and the chain
-    best-fixed chose."""
+    ``best-fixed`` mean reward on the held-out contexts, its 95 % CI, the chain
+    best-fixed was fitted to (``fitted``) and the one its episodes play most often
+    (``chain``: a prefix of it where the context fits early)."""
 
     measure: str
     profile: str
@@ -222,6 +223,7 @@ class Gap:
     ci_low: float
     ci_high: float
     chain: str
+    fitted: str
 
 
 def adaptivity_gap(results: pd.DataFrame, measure: str, profile: str, fixed: str = f"best-fixed:{GAP_EXPERIMENT}") -> Gap:
@@ -230,15 +232,25 @@ def adaptivity_gap(results: pd.DataFrame, measure: str, profile: str, fixed: str
     means = results.groupby("policy").reward.mean()
     chains = results[results.policy == fixed].chain.value_counts()
     return Gap(measure, profile, float(means["oracle"]), float(means[fixed]), float(diff.mean_difference),
-               float(diff.ci_low), float(diff.ci_high), str(chains.index[0]) if len(chains) else "")
+               float(diff.ci_low), float(diff.ci_high), str(chains.index[0]) if len(chains) else "",
+               fitted_chain(fixed, settings_for(measure, profile)))
 
 
-GAP_COLUMNS = ["measure", "profile", "oracle", "best-fixed", "gap (oracle − best-fixed)", "95% CI", "best-fixed plays"]
+def fitted_chain(policy: str, settings: EpisodeSettings) -> str:
+    """The chain a ``best-fixed:`` policy was fitted to under ``settings`` (the stored fit
+    its evaluation made), its steps joined by ``>``; "" for any other policy."""
+    if not policy.startswith("best-fixed:"):
+        return ""
+    return ">".join(get_policy(policy).fit_for(settings)[0].chain)
+
+
+GAP_COLUMNS = ["measure", "profile", "oracle", "best-fixed", "gap (oracle − best-fixed)", "95% CI", "best-fixed's chain",
+               "played most often"]
 
 
 def gap_table(gaps: Sequence[Gap]) -> str:
     rows = [[f"`{g.measure}`", f"`{g.profile}`", f"{g.oracle:+.4f}", f"{g.best_fixed:+.4f}", f"{g.gap:+.4f}",
-             f"[{g.ci_low:+.4f}, {g.ci_high:+.4f}]", f"`{g.chain}`"] for g in gaps]
+             f"[{g.ci_low:+.4f}, {g.ci_high:+.4f}]", f"`{g.fitted}`" if g.fitted else "–", f"`{g.chain}`"] for g in gaps]
     return markdown_table(GAP_COLUMNS, rows)
 
 
@@ -337,7 +349,8 @@ def reading(results: Results) -> list[str]:
         near = "its interval holds 0" if g.ci_low <= 0 <= g.ci_high else "its interval excludes 0"
         share = f"{g.gap / abs(g.oracle):.1%} of the oracle's mean reward" if g.oracle else "the oracle's mean reward is 0"
         lines.append(f"- **Adaptivity gap** under `{g.measure}` / `{g.profile}`: {g.gap:+.4f} "
-                     f"[{g.ci_low:+.4f}, {g.ci_high:+.4f}] ({share}; {near}; best-fixed plays `{g.chain}`).")
+                     f"[{g.ci_low:+.4f}, {g.ci_high:+.4f}] ({share}; {near}; "
+                     + (f"best-fixed's chain `{g.fitted}`, " if g.fitted else "") + f"played most often `{g.chain}`).")
     return lines
 
 
