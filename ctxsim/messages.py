@@ -7,7 +7,11 @@ result's ``tool_call_id``, or tool calls written as ``[tool_call]`` lines — th
 ``break_context`` (an exported policy, :mod:`ctxsim.policies.exported`; its decisions
 go to its JSONL log), and writes the result back as messages:
 
-* a message the break kept unchanged is returned as it came (a shallow copy);
+* a message the break kept unchanged is returned as it came (a shallow copy), with its
+  images; a user message's images (``image_url`` parts) are read as ``[image]`` lines of
+  its text and counted at the API's price of each (:mod:`ctxsim.images`), so a break
+  that rewrites or removes the message drops them, and a rewritten text says
+  ``[image]`` where one was;
 * a message compressed in place keeps its keys with the new text as ``content``; an
   assistant's tool calls, which ctxsim reads as ``[tool_call]`` lines after its text,
   are its ``tool_calls`` as the break left those lines: a call whose line stayed as it
@@ -48,7 +52,7 @@ from typing import Any, Protocol
 
 from .budget import TokenBudget
 from .errors import TranscriptError
-from .model import DEFAULT_MIN_LIMIT, ContextState
+from .model import DEFAULT_MIN_LIMIT, ContextState, ContextUnit
 from .tokens import REPLY_PRIMING
 from .transcripts import TOOL_CALL_LINE, context_from_messages
 
@@ -118,7 +122,7 @@ def messages_of(final: ContextState, original: ContextState, messages: list[dict
         message = sent.get(unit.id)
         if message is None:
             out.append({"role": "user" if unit.role == "tool" else unit.role, "content": unit.content})
-        elif unit.content == original.unit(unit.id).content:
+        elif _unchanged(unit, original.unit(unit.id)):
             out.append(dict(message))
         elif message.get("tool_calls"):
             text, calls = _compressed_calls(message["tool_calls"], unit.content)
@@ -127,6 +131,11 @@ def messages_of(final: ContextState, original: ContextState, messages: list[dict
         else:
             out.append({**message, "content": unit.content})
     return _paired(out)
+
+
+def _unchanged(unit: ContextUnit, before: ContextUnit) -> bool:
+    """Whether the break kept a message's unit as it was: its text and its images."""
+    return unit.content == before.content and unit.attachment_tokens == before.attachment_tokens
 
 
 def call_arguments(message: dict[str, Any]) -> dict[str, str]:

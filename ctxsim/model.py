@@ -177,9 +177,11 @@ class ContextUnit(Immutable):
 
     ``priority`` is design 001's tag (1 = must keep). ``pinned`` units (design 000)
     survive every compaction. ``token_count`` is computed from ``content`` when not
-    given. ``source_ids`` lists the original units a synthetic unit (summary,
-    placeholder, pointer) stands for; ``summary_depth`` counts how many summaries
-    deep its content is (a summary of a summary has depth 2).
+    given, plus ``attachment_tokens``: what the unit carries beside its text (a chat
+    message's images, :mod:`ctxsim.images`), which a unit with new content no longer
+    carries (:meth:`with_content`). ``source_ids`` lists the original units a synthetic
+    unit (summary, placeholder, pointer) stands for; ``summary_depth`` counts how many
+    summaries deep its content is (a summary of a summary has depth 2).
     """
 
     id: str
@@ -196,6 +198,7 @@ class ContextUnit(Immutable):
     source_ids: tuple[str, ...] = ()
     summary_depth: int = 0
     meta: tuple[tuple[str, str], ...] = ()
+    attachment_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -209,12 +212,16 @@ class ContextUnit(Immutable):
                 f"ContextUnit {self.id!r}: priority must be 1, 2 or 3, got {describe_value(self.priority)}",
                 key="priority",
             )
+        if type(self.attachment_tokens) is not int or self.attachment_tokens < 0:
+            raise ContextError(f"ContextUnit {self.id!r}: attachment_tokens must be an integer >= 0, got "
+                               f"{describe_value(self.attachment_tokens)}", key="attachment_tokens")
         if self.token_count < 0:
-            object.__setattr__(self, "token_count", count_tokens(self.content))
+            object.__setattr__(self, "token_count", count_tokens(self.content) + self.attachment_tokens)
 
     def with_content(self, content: str, **changes: Any) -> "ContextUnit":
-        """A copy with new content (token count recomputed) and other changes."""
-        return replace(self, content=content, token_count=-1, **changes)
+        """A copy with new content (token count recomputed) and other changes; its
+        attachments are gone unless ``changes`` gives ``attachment_tokens``."""
+        return replace(self, content=content, token_count=-1, **{"attachment_tokens": 0, **changes})
 
     @property
     def meta_dict(self) -> dict[str, str]:
@@ -227,7 +234,7 @@ class ContextUnit(Immutable):
         return content_hash(
             f"{self.id}\x00{self.type}\x00{self.role}\x00{self.turn}\x00{self.timestamp}\x00{self.priority}\x00"
             f"{self.pinned}\x00{self.tool}\x00{self.fact_ids}\x00{self.source_ids}\x00{self.summary_depth}\x00"
-            f"{self.meta}\x00{self.content}"
+            f"{self.meta}\x00{self.content}" + (f"\x00{self.attachment_tokens}" if self.attachment_tokens else "")
         )
 
 

@@ -24,6 +24,8 @@ def unit_to_dict(unit: ContextUnit) -> dict[str, Any]:
     data["meta"] = dict(unit.meta)
     data["fact_ids"] = list(unit.fact_ids)
     data["source_ids"] = list(unit.source_ids)
+    if not unit.attachment_tokens:  # written only when a unit carries attachments (the form before them)
+        del data["attachment_tokens"]
     return data
 
 

@@ -4,7 +4,10 @@ One message per line (a ``.jsonl.gz`` file is read decompressed): ``{"role": "sy
 "name": str?}``; other keys are ignored. An assistant's tool calls are appended to its
 content as ``[tool_call] NAME ARGS_JSON`` lines (see data/transcripts/SOURCES.md).
 OpenAI's Chat Completions form is read too: ``content`` as a list of text parts
-(``{"type": "text", "text": ...}``; other part types are refused), an assistant's
+(``{"type": "text", "text": ...}``), and a user message's image parts
+(``{"type": "image_url", "image_url": {"url", "detail"?}}``: an ``[image]`` line in its
+text, counted at the API's price of the image, :mod:`ctxsim.images`; other part types
+are refused), an assistant's
 ``tool_calls`` (``[{"id", "type": "function", "function": {"name", "arguments"}}]``,
 ``content`` then may be null), which become those ``[tool_call]`` lines (what the
 context holds and counts), a tool message's ``tool_call_id``, which picks its call, and
@@ -52,6 +55,7 @@ from typing import Any, Sequence
 from .config import model_limit
 from .cuts import DEMONSTRATION_MARK, TOOL_CALL_LINE, cut_index, future_probes, search_error, stated_probes, task_probe
 from .errors import TranscriptError, describe_value
+from .images import IMAGE_LINE, image_url_tokens
 from .model import DEFAULT_MIN_LIMIT, DEFAULT_WARNING_THRESHOLD, ROLES, ContextState, ContextUnit, ToolEnvelope, content_hash
 from .validation import check_input, loads_json
 
@@ -285,13 +289,17 @@ def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:
 
 def _chat_completions(message: dict[str, Any], at: str, source: Path | str) -> dict[str, Any]:
     """``message`` with OpenAI's Chat Completions forms folded into the JSONL form:
-    text parts joined into ``content``; ``tool_calls`` appended as ``[tool_call]``
+    text parts joined into ``content`` (a user message's images as ``[image]`` lines, their
+    tokens under ``_attachment_tokens``); ``tool_calls`` appended as ``[tool_call]``
     lines and kept, with their ids, under ``_calls``."""
     content, calls = message.get("content"), message.get("tool_calls")
     if content is None and calls is None:
         return message
     out = dict(message)
-    if isinstance(content, list):
+    if isinstance(content, list) and message.get("role") == "user" and any(_is_image(p) for p in content):
+        content, out["_attachment_tokens"] = _user_parts(content, at, source)
+        out["content"] = content
+    elif isinstance(content, list):
         out["content"] = content = text_of_parts(content, at, source)
     if calls is None:
         return out
@@ -332,6 +340,29 @@ def text_of_parts(parts: list[Any], at: str, source: Path | str, noun: str = "co
     return "\n".join(texts)
 
 
+def _is_image(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "image_url"
+
+
+def _user_parts(parts: list[Any], at: str, source: Path | str) -> tuple[str, int]:
+    """(text, image tokens) of a user message's text and image parts: each image an
+    :data:`~ctxsim.images.IMAGE_LINE` line where it was, priced by
+    :func:`~ctxsim.images.image_url_tokens`; any other part is refused, naming it."""
+    texts, tokens = [], 0
+    for i, part in enumerate(parts):
+        if _is_image(part):
+            tokens += image_url_tokens(part, f"{at}: content part {i}", source)
+            texts.append(IMAGE_LINE)
+        elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        else:
+            kind = part.get("type") if isinstance(part, dict) else None
+            what = f"type {kind!r}" if kind is not None else describe_value(part)
+            raise TranscriptError(f"{at}: content part {i} is {what}; a user message's text and image_url parts are read",
+                                  source=source)
+    return "\n".join(texts), tokens
+
+
 def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
     units: list[ContextUnit] = []
     calls: list[tuple[str | None, str, str]] = []  # pending (call id, tool name, arguments) of the last assistant message
@@ -370,6 +401,7 @@ def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
                 timestamp=float(number),
                 priority=priority,
                 tool=tool,
+                attachment_tokens=message.get("_attachment_tokens", 0),
             )
         )
     return units

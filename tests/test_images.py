@@ -1,0 +1,167 @@
+"""Images in chat messages (ctxsim.images): a user message's ``image_url`` parts are read as
+``[image]`` lines of its text and counted at OpenAI's documented price; a break keeps them
+only on a message it kept unchanged, and the messages it returns hold no more tokens
+than the break counted."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pytest
+from api_forms import Recording, StrategyPolicy, corpus_session
+from PIL import Image
+
+from ctxsim.errors import ContextError, TranscriptError
+from ctxsim.images import IMAGE_LINE, UNKNOWN_SIZE, image_size, tile_tokens
+from ctxsim.messages import compact_messages
+from ctxsim.model import ContextUnit
+from ctxsim.serialize import unit_from_dict, unit_to_dict
+from ctxsim.strategies import list_strategies
+from ctxsim.tokens import count_tokens
+from ctxsim.transcripts import context_from_messages
+
+
+def data_url(size: tuple[int, int], fmt: str = "PNG", **save) -> str:
+    buffer = io.BytesIO()
+    Image.new("RGBA" if save.pop("alpha", False) else "RGB", size, (30, 120, 200)).save(buffer, format=fmt, **save)
+    return f"data:image/{fmt.lower()};base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def image_part(url: str, detail: str | None = None) -> dict:
+    return {"type": "image_url", "image_url": {"url": url} | ({"detail": detail} if detail else {})}
+
+
+def tokens(messages: list[dict]) -> int:
+    return context_from_messages(messages).total_tokens if messages else 0
+
+
+def test_the_price_is_openais_documented_rule():
+    """The vision guide's examples: 1,024 × 1,024 at high is 4 tiles (765), 2,048 × 4,096
+    is scaled to 1,024 × 2,048, then 768 × 1,536: 6 tiles (1,105); low is 85 whatever the size."""
+    assert tile_tokens(1024, 1024, "high") == 765
+    assert tile_tokens(2048, 4096, "high") == 1105
+    assert tile_tokens(4096, 8192, "low") == 85
+    assert tile_tokens(768, 768) == 85 + 170 * 4 and tile_tokens(512, 1536) == 85 + 170 * 2 * 5
+    assert tile_tokens(100, 100) == tile_tokens(768, 768)  # the shorter side is 768 either way
+
+
+@pytest.mark.parametrize(("fmt", "save"), [("PNG", {}), ("GIF", {}), ("JPEG", {}), ("WEBP", {}),
+                                           ("WEBP", {"lossless": True}), ("WEBP", {"alpha": True, "exif": b"Exif\x00\x00"})])
+@pytest.mark.parametrize("size", [(1, 1), (300, 200), (1366, 768), (5000, 120)])
+def test_the_size_is_read_from_a_data_urls_header(fmt, save, size):
+    assert image_size(data_url(size, fmt, **save)) == size
+
+
+def test_an_image_whose_size_is_not_in_its_url_is_priced_at_the_unknown_size():
+    for url in ("https://example.com/screenshot.png", "data:image/png,rawbytes", "data:image/png;base64,!!!!",
+                "data:image/png;base64," + base64.b64encode(b"not an image at all").decode()):
+        assert image_size(url) is None
+    message = {"role": "user", "content": [image_part("https://example.com/a.png")]}
+    unit = context_from_messages([message]).units[0]
+    assert unit.attachment_tokens == tile_tokens(*UNKNOWN_SIZE) == 765
+
+
+def test_a_user_messages_images_are_lines_of_its_text_and_count_on_top_of_it():
+    big, small = data_url((2048, 4096)), data_url((640, 480), "JPEG")
+    sent = [{"role": "system", "content": "You are a browsing agent."},
+            {"role": "user", "content": [{"type": "text", "text": "What is on this page?"}, image_part(big),
+                                         {"type": "text", "text": "And this one?"}, image_part(small, "low")]}]
+    state = context_from_messages(sent)
+    unit = state.units[1]
+    assert unit.content == f"What is on this page?\n{IMAGE_LINE}\nAnd this one?\n{IMAGE_LINE}"
+    assert unit.attachment_tokens == 1105 + 85
+    assert unit.token_count == count_tokens(unit.content) + 1105 + 85
+    assert state.total_tokens - tokens([sent[0], {"role": "user", "content": unit.content}]) == 1105 + 85
+    assert unit.priority == 1  # the task message, as a text one would be
+
+
+@pytest.mark.parametrize(("message", "needle"), [
+    ({"role": "assistant", "content": [image_part("https://example.com/a.png")]},
+     "message 1: content part 0 is type 'image_url'; only text parts are read"),
+    ({"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": "https://x/a.png"}]},
+     "message 1: content part 1: 'image_url' must be an object with a 'url' string, got 'https://x/a.png'"),
+    ({"role": "user", "content": [image_part("https://x/a.png", "medium")]},
+     "message 1: content part 0: 'image_url.detail' must be one of ['auto', 'low', 'high'], got 'medium'"),
+    ({"role": "user", "content": [image_part("https://x/a.png"), {"type": "input_audio", "input_audio": {}}]},
+     "message 1: content part 1 is type 'input_audio'; a user message's text and image_url parts are read"),
+])
+def test_a_bad_image_part_is_refused_naming_the_message_and_part(message, needle):
+    with pytest.raises(TranscriptError) as info:
+        context_from_messages([message], name="chat.json")
+    assert needle in str(info.value) and "chat.json" in str(info.value)
+
+
+def screenshots(repo_root) -> list[dict]:
+    """The shipped session with a screenshot in the task message and one in a user
+    message added late (after a tool result, before the assistant's next turn)."""
+    sent = corpus_session(repo_root)
+    task = next(i for i, m in enumerate(sent) if m["role"] == "user")
+    sent[task] = {**sent[task], "content": [{"type": "text", "text": sent[task]["content"]}, image_part(data_url((1920, 1080)))]}
+    late = max(i for i in range(1, len(sent)) if sent[i - 1]["role"] == "tool" and sent[i]["role"] == "assistant")
+    sent.insert(late, {"role": "user", "content": [{"type": "text", "text": "The page now looks like this:"},
+                                                   image_part(data_url((1280, 800), "JPEG"), "high")]})
+    return sent
+
+
+@pytest.mark.parametrize("strategy", [s for s in list_strategies() if s != "error"])
+def test_images_come_back_only_on_messages_kept_unchanged_and_the_count_holds(repo_root, strategy):
+    """Every strategy, to half of the session's tokens: the messages returned count no
+    more than the broken context, images included, and a message that holds an image is
+    one of those sent, unchanged."""
+    sent = screenshots(repo_root)
+    policy = Recording(strategy)
+    out = compact_messages(policy, sent, tokens(sent) // 2, artifacts={})
+    assert tokens(out) <= policy.final.total_tokens
+    for message in out:
+        if isinstance(message.get("content"), list):
+            assert message in sent
+
+
+def test_a_message_the_break_rewrites_loses_its_image_and_says_where_it_was(repo_root):
+    """``truncate`` to a limit the task and its screenshot do not fit in: the task is cut,
+    as text, and its image is gone from the messages and from their count."""
+    sent = [{"role": "system", "content": "You are a browsing agent."},
+            {"role": "user", "content": [image_part(data_url((2048, 2048))),
+                                         {"type": "text", "text": "Find the price. " + "Details follow. " * 400}]}]
+    limit = tokens(sent) - 1000
+    out = compact_messages(StrategyPolicy("truncate"), sent, limit)
+    assert out[0] == sent[0] and isinstance(out[1]["content"], str) and out[1]["content"].startswith(IMAGE_LINE)
+    assert tokens(out) <= limit
+    assert context_from_messages(out).units[1].attachment_tokens == 0
+
+
+def test_a_units_attachments_go_with_new_content_and_count_in_its_fingerprint():
+    unit = ContextUnit("u1", "message", "look [image]", attachment_tokens=765)
+    assert unit.token_count == count_tokens("look [image]") + 765
+    rewritten = unit.with_content("look")
+    assert rewritten.attachment_tokens == 0 and rewritten.token_count == count_tokens("look")
+    assert unit.with_content("look", attachment_tokens=85).token_count == count_tokens("look") + 85
+    plain = ContextUnit("u1", "message", "look [image]")
+    assert plain.fingerprint != unit.fingerprint
+    assert unit_from_dict(unit_to_dict(unit)) == unit
+    assert "attachment_tokens" not in unit_to_dict(plain)  # the form of a unit without attachments is unchanged
+    for bad in (-1, 1.5, True, "85"):
+        with pytest.raises(ContextError, match="attachment_tokens must be an integer >= 0"):
+            ContextUnit("u1", "message", "look", attachment_tokens=bad)
+
+
+def test_a_langchain_agents_images_go_the_same_way():
+    """langchain-core's own conversion gives the chat form: a human message whose text the
+    break cut loses its image, one kept comes back as it came (its image block as given)."""
+    messages_module = pytest.importorskip("langchain_core.messages")
+    from ctxsim.langchain_messages import compact_langchain_messages
+
+    url = data_url((1024, 1024))
+    sent = [messages_module.SystemMessage("You are a browsing agent."),
+            messages_module.HumanMessage([{"type": "text", "text": "Find the price. " + "Details follow. " * 400},
+                                          image_part(url)]),
+            messages_module.AIMessage("The first page shows no price."),
+            messages_module.HumanMessage([{"type": "text", "text": "And this one?"},
+                                          {"type": "image", "source_type": "base64", "mime_type": "image/png",
+                                           "data": url.split(",", 1)[1]}]),
+            messages_module.AIMessage("It costs 12 euros.")]
+    out = compact_langchain_messages(StrategyPolicy("truncate"), sent, 1500)
+    assert [type(m).__name__ for m in out] == [type(m).__name__ for m in sent]
+    assert isinstance(out[1].content, str) and out[1].content.startswith("Find the price.") and out[1].id == sent[1].id
+    assert out[3] == sent[3] and out[3].content[1]["type"] == "image"
