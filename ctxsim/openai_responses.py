@@ -24,8 +24,10 @@ as items (:func:`from_chat`):
   counted).
 
 ``limit`` covers the instructions and the items (ctxsim's token counts of their chat
-form, :mod:`ctxsim.tokens`). Images, files and the built-in tools' items are refused:
-ctxsim does not count them. Bad input raises TranscriptError naming ``name``, the item
+form, :mod:`ctxsim.tokens`). A user message's ``input_image`` parts are read as the
+chat form's images (:mod:`ctxsim.images`: counted at OpenAI's price, an ``[image]``
+line of the text; the message keeps them when the break keeps it unchanged). Files and
+the built-in tools' items are refused: ctxsim does not count them. Bad input raises TranscriptError naming ``name``, the item
 (from 1) and the part (from 0).
 """
 
@@ -38,6 +40,7 @@ from typing import Any
 
 from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
+from .images import DETAILS
 from .messages import Breaker, call_arguments, compact_messages
 from .transcripts import text_of_parts
 
@@ -78,6 +81,36 @@ def _text(content: Any, at: str, name: str, key: str) -> str:
     if isinstance(content, list):
         return text_of_parts(content, at, name, noun=f"{key} part", kinds=TEXT_PARTS)
     raise TranscriptError(f"{at}: '{key}' must be text or a list of text parts, got {describe_value(content)}", source=name)
+
+
+def _is_image(part: Any) -> bool:
+    return isinstance(part, dict) and part.get("type") == "input_image"
+
+
+def _chat_parts(content: list[Any], at: str, name: str) -> list[dict[str, Any]]:
+    """A user message's text and ``input_image`` parts as chat parts (``text``,
+    ``image_url``: :mod:`ctxsim.images` prices them; an image given by ``file_id`` is
+    priced at the size of one not known); any other part is refused, naming it."""
+    parts = []
+    for i, part in enumerate(content):
+        where = f"{at}: content part {i}"
+        if _is_image(part):
+            url, file_id, detail = part.get("image_url"), part.get("file_id"), part.get("detail", "auto")
+            if not (isinstance(url, str) and url) and not (isinstance(file_id, str) and file_id):
+                raise TranscriptError(f"{where}: an input_image needs 'image_url' or 'file_id' as a string, got "
+                                      f"{describe_value(part)}", source=name)
+            if detail not in DETAILS:
+                raise TranscriptError(f"{where}: 'detail' must be one of {list(DETAILS)}, got {describe_value(detail)}",
+                                      source=name)
+            parts.append({"type": "image_url", "image_url": {"url": url if isinstance(url, str) and url
+                                                             else f"file:{file_id}", "detail": detail}})
+        elif isinstance(part, dict) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str):
+            parts.append({"type": "text", "text": part["text"]})
+        else:
+            kind = part.get("type") if isinstance(part, dict) else None
+            what = f"type {kind!r}" if kind is not None else describe_value(part)
+            raise TranscriptError(f"{where} is {what}; a user message's text and input_image parts are read", source=name)
+    return parts
 
 
 def _kind(item: Any, at: str, name: str) -> str:
@@ -155,7 +188,11 @@ def to_chat(items: Any, instructions: str | None = None, *, name: str = "input")
             add({"role": "tool", "tool_call_id": item["call_id"], "content": output if output.strip() else EMPTY_OUTPUT},
                 _Piece((k,), (before,)))
             continue
-        text = _text(item.get("content"), at, name, "content")
+        content = item.get("content")
+        if item["role"] == "user" and isinstance(content, list) and any(_is_image(p) for p in content):
+            add({"role": "user", "content": _chat_parts(content, at, name)}, _Piece((k,), (before,)))
+            continue
+        text = _text(content, at, name, "content")
         if not text.strip():
             raise TranscriptError(f"{at}: its text is empty", source=name)
         if item["role"] == "assistant":  # it may lead a run of calls

@@ -165,3 +165,25 @@ def test_a_langchain_agents_images_go_the_same_way():
     assert [type(m).__name__ for m in out] == [type(m).__name__ for m in sent]
     assert isinstance(out[1].content, str) and out[1].content.startswith("Find the price.") and out[1].id == sent[1].id
     assert out[3] == sent[3] and out[3].content[1]["type"] == "image"
+
+
+def test_a_responses_inputs_images_go_the_same_way():
+    """The Responses API's ``input_image`` parts (a URL or a ``file_id``) are the chat
+    form's images: counted alike, kept on an item the break keeps unchanged, gone from
+    one it cuts."""
+    from ctxsim.openai_responses import compact_response_items, to_chat
+
+    url = data_url((1024, 1024))
+    task = {"role": "user", "content": [{"type": "input_text", "text": "Find the price. " + "Details follow. " * 400},
+                                        {"type": "input_image", "image_url": url, "detail": "high"}]}
+    later = {"role": "user", "content": [{"type": "input_text", "text": "And this one?"},
+                                         {"type": "input_image", "file_id": "file-123", "detail": "low"}]}
+    items = [task, {"role": "assistant", "content": "The first page shows no price."}, later,
+             {"role": "assistant", "content": "It costs 12 euros."}]
+    chat = to_chat(items, "You are a browsing agent.").messages
+    units = context_from_messages(chat).units
+    assert [u.attachment_tokens for u in units] == [0, 765, 0, 85, 0]
+    out = compact_response_items(StrategyPolicy("truncate"), items, 1500, instructions="You are a browsing agent.")
+    assert out["instructions"] == "You are a browsing agent." and out["input"][2:] == items[2:]
+    assert out["input"][0]["content"].startswith("Find the price.") and "image" not in str(out["input"][0]).replace(IMAGE_LINE, "")
+    assert tokens(to_chat(out["input"], out["instructions"]).messages) <= 1500
