@@ -31,9 +31,12 @@ writes a call's arguments), breaks them with
   task away), the conversation starts at the next turn of the user's.
 
 ``limit`` covers the system prompt and the messages (ctxsim's token counts of their
-chat form, :mod:`ctxsim.tokens`). Images and documents are refused: ctxsim does not
-count them. Bad input raises TranscriptError naming ``name``, the message (from 1)
-and the block (from 0).
+chat form, :mod:`ctxsim.tokens`). An ``image`` block of a user turn or of a tool
+result is an ``[image]`` line of that message's text, counted at Anthropic's price
+(:func:`ctxsim.images.anthropic_image_tokens`); a turn or a result the break keeps
+unchanged keeps its images, one it rewrites loses them. Documents are refused: ctxsim
+does not count them. Bad input raises TranscriptError naming ``name``, the message
+(from 1) and the block (from 0).
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ from typing import Any
 from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
 from .messages import Breaker, call_arguments, compact_messages
-from .transcripts import text_of_parts
+from .images import IMAGE_LINE, anthropic_block_tokens
+from .transcripts import ATTACHMENTS, text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: where it came from (a :class:`_Piece` index)
 ORIGIN = "_anthropic"
@@ -89,6 +93,31 @@ def _text_of(content: Any, at: str, name: str) -> str:
     raise TranscriptError(f"{at}: expected text or a list of text blocks, got {describe_value(content)}", source=name)
 
 
+def _result_of(content: Any, at: str, name: str) -> tuple[str, int]:
+    """(text, image tokens) of a tool result's content: a string, or text and ``image``
+    blocks, each image an ``[image]`` line (:func:`~ctxsim.images.anthropic_block_tokens`)."""
+    if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("type") == "image" for b in content):
+        return _text_of(content, at, name), 0
+    texts, tokens = [], 0
+    for i, block in enumerate(content):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if kind == "image":
+            tokens += anthropic_block_tokens(block, f"{at}: content block {i}", name)
+            texts.append(IMAGE_LINE)
+        elif kind == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        else:
+            what = f"type {kind!r}" if kind is not None else describe_value(block)
+            raise TranscriptError(f"{at}: content block {i} is {what}; a tool result's text and image blocks are read",
+                                  source=name)
+    return "\n".join(texts), tokens
+
+
+def _attachments(tokens: int) -> dict[str, int]:
+    """The key a chat message carries for the tokens of its images (none without)."""
+    return {ATTACHMENTS: tokens} if tokens else {}
+
+
 def _blocks(message: dict[str, Any], at: str, name: str) -> list[dict[str, Any]]:
     content = message.get("content")
     if isinstance(content, str):
@@ -98,10 +127,11 @@ def _blocks(message: dict[str, Any], at: str, name: str) -> list[dict[str, Any]]
                               source=name)
     for i, block in enumerate(content):
         kind = block.get("type") if isinstance(block, dict) else None
-        allowed = ("text", "tool_result") if message["role"] == "user" else ("text", "tool_use", *THINKING)
+        allowed = ("text", "tool_result", "image") if message["role"] == "user" else ("text", "tool_use", *THINKING)
         if kind not in allowed:
             what = f"type {kind!r}" if kind is not None else describe_value(block)
-            raise TranscriptError(f"{at}: block {i} is {what}; a {message['role']} turn's blocks are read when they are "
+            raise TranscriptError(f"{at}: block {i} is {what}; {'an' if message['role'] == 'assistant' else 'a'} "
+                                  f"{message['role']} turn's blocks are read when they are "
                                   f"{', '.join(allowed)}", source=name)
         if kind == "text" and not isinstance(block.get("text"), str):
             raise TranscriptError(f"{at}: block {i}: 'text' must be a string, got {describe_value(block.get('text'))}",
@@ -151,13 +181,17 @@ def to_chat(messages: Any, system: Any = None, *, name: str = "messages") -> Cha
         if role == "user":
             for i, block in enumerate(blocks):
                 if block["type"] == "tool_result":
-                    result = _text_of(block.get("content", ""), f"{at}: block {i}", name)
+                    result, images = _result_of(block.get("content", ""), f"{at}: block {i}", name)
                     result = result if result.strip() else EMPTY_RESULT
-                    add({"role": "tool", "tool_call_id": block["tool_use_id"], "content": result}, _Piece(k, (i,)))
+                    add({"role": "tool", "tool_call_id": block["tool_use_id"], "content": result, **_attachments(images)},
+                        _Piece(k, (i,)))
             if texts and not text.strip():
                 raise TranscriptError(f"{at}: its text is empty", source=name)
-            if texts:
-                add({"role": "user", "content": text}, _Piece(k, tuple(texts)))
+            said = [i for i, b in enumerate(blocks) if b["type"] in ("text", "image")]  # the user's words and images, in order
+            images = sum(anthropic_block_tokens(blocks[i], f"{at}: block {i}", name) for i in said if blocks[i]["type"] == "image")
+            if said:
+                text = "\n".join(IMAGE_LINE if blocks[i]["type"] == "image" else blocks[i]["text"] for i in said)
+                add({"role": "user", "content": text, **_attachments(images)}, _Piece(k, tuple(said)))
             continue
         uses = [i for i, b in enumerate(blocks) if b["type"] == "tool_use"]
         if not texts and not uses:
@@ -186,7 +220,8 @@ def from_chat(compacted: list[dict[str, Any]], form: ChatForm) -> dict[str, Any]
     for m in compacted:
         index = m.get(ORIGIN)
         piece = form.pieces[index] if index is not None else None
-        unchanged = piece is not None and m.get("content") == form.messages[index]["content"]
+        unchanged = piece is not None and m.get("content") == form.messages[index]["content"] \
+            and m.get(ATTACHMENTS) == form.messages[index].get(ATTACHMENTS)  # its text and its images
         if piece is not None and piece.turn is None:  # the system prompt
             system = form.system if unchanged else m["content"]
             continue
@@ -268,7 +303,7 @@ def _valid(turns: list[tuple[str, list, list]]) -> list[tuple[str, list, list]]:
                 before = turns[k - 1][1] if k and turns[k - 1][0] == "assistant" else []
                 asked = {b["id"] for b in before if b["type"] == "tool_use"}
                 fixed = [b if b["type"] != "tool_result" or b["tool_use_id"] in asked
-                         else {"type": "text", "text": _text_of(b.get("content", ""), "", "") or EMPTY_RESULT}
+                         else {"type": "text", "text": _result_of(b.get("content", ""), "", "")[0] or EMPTY_RESULT}
                          for b in blocks]
             changed = changed or fixed != blocks
             out.append((role, fixed, kept if fixed == blocks else [None]))

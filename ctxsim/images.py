@@ -1,5 +1,8 @@
 """Images in chat messages: how a message shows one in its text, and what one costs.
 
+Two APIs' prices: OpenAI's (below) for the chat and Responses forms, Anthropic's
+(:func:`anthropic_image_tokens`) for the Messages form.
+
 A user message of OpenAI's Chat Completions form may hold image parts
 (``{"type": "image_url", "image_url": {"url": ..., "detail": "auto"|"low"|"high"}}``).
 ctxsim reads such a message as its text with the line :data:`IMAGE_LINE` where each
@@ -80,6 +83,11 @@ def image_size(url: str) -> tuple[int, int] | None:
     head, comma, payload = url.partition(",")
     if not comma or not head.endswith(";base64"):
         return None
+    return base64_size(payload)
+
+
+def base64_size(payload: str) -> tuple[int, int] | None:
+    """(width, height) of a base64-encoded image, read from its header; None when not read."""
     chunk = payload[:_HEADER_CHARS]
     try:
         data = base64.b64decode(chunk[: len(chunk) - len(chunk) % 4])
@@ -87,6 +95,37 @@ def image_size(url: str) -> tuple[int, int] | None:
         return None
     size = _header_size(data)
     return size if size and size[0] > 0 and size[1] > 0 else None
+
+
+#: Anthropic's limits on an image before it is priced: its long edge and its tokens
+ANTHROPIC_LONG_EDGE = 1568
+ANTHROPIC_MAX_TOKENS = 1600
+ANTHROPIC_PIXELS_PER_TOKEN = 750
+
+
+def anthropic_image_tokens(width: int | None = None, height: int | None = None) -> int:
+    """What an image costs on Anthropic's Messages API (https://docs.anthropic.com/en/docs/build-with-claude/vision,
+    "Calculate image costs"): width × height / 750 tokens, once an image whose long edge
+    is over 1,568 pixels, or that would cost over about 1,600 tokens, is scaled down
+    (aspect kept) within both. An image whose size is not known costs the most, 1,600."""
+    if not width or not height:
+        return ANTHROPIC_MAX_TOKENS
+    scale = min(1.0, ANTHROPIC_LONG_EDGE / max(width, height))
+    pixels = width * height * scale * scale
+    return min(math.ceil(pixels / ANTHROPIC_PIXELS_PER_TOKEN - 1e-9), ANTHROPIC_MAX_TOKENS)
+
+
+def anthropic_block_tokens(block: dict[str, Any], at: str, source: Path | str) -> int:
+    """The tokens of one ``image`` block of the Messages API (its ``source`` base64 data,
+    a URL or a file id; the size read from base64 data); TranscriptError naming ``at`` for
+    a block without a source the API takes."""
+    given = block.get("source")
+    kind = given.get("type") if isinstance(given, dict) else None
+    needs = {"base64": "data", "url": "url", "file": "file_id"}.get(kind)
+    if needs is None or not isinstance(given.get(needs), str) or not given[needs]:
+        raise TranscriptError(f"{at}: an image needs a 'source' of type base64 (with 'data'), url (with 'url') or "
+                              f"file (with 'file_id'), got {describe_value(given)}", source=source)
+    return anthropic_image_tokens(*(base64_size(given["data"]) or ())) if kind == "base64" else anthropic_image_tokens()
 
 
 def _header_size(data: bytes) -> tuple[int, int] | None:

@@ -54,7 +54,7 @@ from .budget import TokenBudget
 from .errors import TranscriptError
 from .model import DEFAULT_MIN_LIMIT, ContextState, ContextUnit
 from .tokens import REPLY_PRIMING
-from .transcripts import TOOL_CALL_LINE, context_from_messages
+from .transcripts import ATTACHMENTS, TOOL_CALL_LINE, context_from_messages
 
 
 class Breaker(Protocol):
@@ -128,8 +128,8 @@ def messages_of(final: ContextState, original: ContextState, messages: list[dict
             text, calls = _compressed_calls(message["tool_calls"], unit.content)
             rest = {k: v for k, v in message.items() if k != "tool_calls"}
             out.append({**rest, "content": text or None} | ({"tool_calls": calls} if calls else {}))
-        else:
-            out.append({**message, "content": unit.content})
+        else:  # rewritten: its images are gone
+            out.append({**{k: v for k, v in message.items() if k != ATTACHMENTS}, "content": unit.content})
     return _paired(out)
 
 

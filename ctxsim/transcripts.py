@@ -83,6 +83,9 @@ _LOG_LINE = re.compile(
 #: the lines after which a task message gives its title: SWE-agent's issue, mini-swe-agent's PR description
 TASK_TITLE_AFTER = ("ISSUE:", "Consider the following PR description:")
 _TAG_LINE = re.compile(r"^<[^<>]+>$")
+#: the key of a chat message (folded, or made by a form's ``to_chat``) that holds the tokens
+#: of its images (:mod:`ctxsim.images`), which its text shows as ``[image]`` lines
+ATTACHMENTS = "_attachment_tokens"
 _FILE_HEADER = re.compile(r"^\[File: (\S+) \((\d+) lines total\)\]", re.MULTILINE)
 
 
@@ -290,14 +293,14 @@ def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:
 def _chat_completions(message: dict[str, Any], at: str, source: Path | str) -> dict[str, Any]:
     """``message`` with OpenAI's Chat Completions forms folded into the JSONL form:
     text parts joined into ``content`` (a user message's images as ``[image]`` lines, their
-    tokens under ``_attachment_tokens``); ``tool_calls`` appended as ``[tool_call]``
+    tokens under :data:`ATTACHMENTS`); ``tool_calls`` appended as ``[tool_call]``
     lines and kept, with their ids, under ``_calls``."""
     content, calls = message.get("content"), message.get("tool_calls")
     if content is None and calls is None:
         return message
     out = dict(message)
     if isinstance(content, list) and message.get("role") == "user" and any(_is_image(p) for p in content):
-        content, out["_attachment_tokens"] = _user_parts(content, at, source)
+        content, out[ATTACHMENTS] = _user_parts(content, at, source)
         out["content"] = content
     elif isinstance(content, list):
         out["content"] = content = text_of_parts(content, at, source)
@@ -401,7 +404,7 @@ def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
                 timestamp=float(number),
                 priority=priority,
                 tool=tool,
-                attachment_tokens=message.get("_attachment_tokens", 0),
+                attachment_tokens=message.get(ATTACHMENTS, 0),
             )
         )
     return units

@@ -9,11 +9,11 @@ import base64
 import io
 
 import pytest
-from api_forms import Recording, StrategyPolicy, corpus_session
+from api_forms import Recording, StrategyPolicy, anthropic_request, blocks_of, check_api_rules, corpus_session, shipped
 from PIL import Image
 
 from ctxsim.errors import ContextError, TranscriptError
-from ctxsim.images import IMAGE_LINE, UNKNOWN_SIZE, image_size, tile_tokens
+from ctxsim.images import IMAGE_LINE, UNKNOWN_SIZE, anthropic_image_tokens, image_size, tile_tokens
 from ctxsim.messages import compact_messages
 from ctxsim.model import ContextUnit
 from ctxsim.serialize import unit_from_dict, unit_to_dict
@@ -187,3 +187,55 @@ def test_a_responses_inputs_images_go_the_same_way():
     assert out["instructions"] == "You are a browsing agent." and out["input"][2:] == items[2:]
     assert out["input"][0]["content"].startswith("Find the price.") and "image" not in str(out["input"][0]).replace(IMAGE_LINE, "")
     assert tokens(to_chat(out["input"], out["instructions"]).messages) <= 1500
+
+
+def test_anthropics_price_is_its_documented_rule():
+    """The vision guide's table: 200 × 200 about 54 tokens, 1,000 × 1,000 about 1,334,
+    1,092 × 1,092 about 1,590; a larger image is scaled within 1,568 pixels and ~1,600
+    tokens; one whose size is not known costs the most."""
+    assert [anthropic_image_tokens(*size) for size in ((200, 200), (1000, 1000), (1092, 1092))] == [54, 1334, 1590]
+    assert anthropic_image_tokens(4000, 3000) == anthropic_image_tokens() == 1600
+    assert anthropic_image_tokens(3136, 200) == anthropic_image_tokens(1568, 100) == 210
+
+
+def computer_use_request(repo_root) -> tuple[str, list[dict]]:
+    """The shipped session as a Messages API request with a screenshot in the task's turn
+    and one in an early tool result (a computer-use agent's ``screenshot`` action)."""
+    system, turns = anthropic_request(shipped(repo_root))
+    png = data_url((1280, 800)).split(",", 1)[1]
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": png}}
+    turns[0] = {**turns[0], "content": [*turns[0]["content"], image]}
+    k, i = next((k, i) for k, t in enumerate(turns) for i, b in enumerate(blocks_of(t)) if b["type"] == "tool_result")
+    result = turns[k]["content"][i]
+    turns[k]["content"][i] = {**result, "content": [{"type": "text", "text": result["content"]}, image]}
+    return system, turns
+
+
+def test_an_anthropic_requests_images_are_read_and_counted(repo_root):
+    from ctxsim.anthropic_messages import to_chat
+
+    system, turns = computer_use_request(repo_root)
+    chat = to_chat(turns, system).messages
+    units = context_from_messages(chat).units
+    with_images = [u for u in units if u.attachment_tokens]
+    assert [u.role for u in with_images] == ["user", "tool"]
+    assert all(u.attachment_tokens == anthropic_image_tokens(1280, 800) == 1366 for u in with_images)
+    assert all(u.content.endswith(IMAGE_LINE) for u in with_images)
+
+
+@pytest.mark.parametrize("strategy", [s for s in list_strategies() if s != "error"])
+def test_an_anthropic_request_keeps_images_only_where_the_break_kept_them(repo_root, strategy):
+    """Every strategy: the request the API takes, no more tokens than the chat form of the
+    same break, and every image in it is in a block of the request as given."""
+    from ctxsim.anthropic_messages import compact_anthropic_messages, to_chat
+
+    system, turns = computer_use_request(repo_root)
+    given = [b for t in turns for b in blocks_of(t)]
+    chat = compact_messages(StrategyPolicy(strategy), to_chat(turns, system).messages, 3000, artifacts={})
+    out = compact_anthropic_messages(StrategyPolicy(strategy), turns, 3000, system=system, artifacts={})
+    check_api_rules(out["messages"])
+    assert context_from_messages(to_chat(out["messages"], out.get("system")).messages).total_tokens \
+        <= context_from_messages(chat).total_tokens
+    for block in (b for t in out["messages"] for b in blocks_of(t)):
+        if block["type"] == "image" or (block["type"] == "tool_result" and isinstance(block.get("content"), list)):
+            assert block in given
