@@ -1,10 +1,12 @@
 """For the tests of the deployed forms: a shipped chat session in the forms of the
 Anthropic Messages API and the OpenAI Responses API, each API's rules for a request,
-checked, and a policy that breaks with one strategy."""
+checked, a policy that breaks with one strategy, and images as the APIs take them."""
 
 from __future__ import annotations
 
+import base64
 import gzip
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -218,3 +220,18 @@ def native_chat(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             message = {**message, "tool_call_id": pending.pop(0)}
         out.append(message)
     return out
+
+
+def data_url(size: tuple[int, int], fmt: str = "PNG", **save: Any) -> str:
+    """A ``data:`` URL of a one-colour image of ``size`` in ``fmt`` (Pillow's format
+    name; ``alpha=True`` for RGBA; other keywords go to ``Image.save``)."""
+    from PIL import Image  # Pillow comes with matplotlib (the extra ``lab``)
+
+    buffer = io.BytesIO()
+    Image.new("RGBA" if save.pop("alpha", False) else "RGB", size, (30, 120, 200)).save(buffer, format=fmt, **save)
+    return f"data:image/{fmt.lower()};base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def image_part(url: str, detail: str | None = None) -> dict[str, Any]:
+    """A chat message's ``image_url`` part."""
+    return {"type": "image_url", "image_url": {"url": url} | ({"detail": detail} if detail else {})}

@@ -9,10 +9,11 @@ import json
 import re
 
 import pytest
-from api_forms import StrategyPolicy, anthropic_request, check_api_rules, shipped
+from api_forms import StrategyPolicy, anthropic_request, check_api_rules, data_url, image_part, shipped
 
 from ctxsim.errors import TranscriptError
 from ctxsim.lab.compact import compact_file
+from ctxsim.tokens import count_tokens
 
 POINTER = re.compile(r'read_artifact\(\\?"(art-[0-9a-f]+)\\?"\)')
 
@@ -60,3 +61,21 @@ def test_a_limit_below_the_system_prompt_is_refused_and_writes_nothing(repo_root
     with pytest.raises(TranscriptError, match=r"swe-marshmallow-1867-fc\.jsonl: key 'limit': the system message\(s\) take"):
         compact_file(StrategyPolicy("truncate"), session, 30, tmp_path / "out.jsonl")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_session_with_images_counts_them_and_keeps_them_on_messages_kept_whole(repo_root, tmp_path):
+    """A chat session file whose task holds a screenshot (a data URL): the count before
+    includes it, and the task, kept whole, is written as it came, image part and all."""
+
+    sent = shipped(repo_root)
+    task = next(i for i, m in enumerate(sent) if m["role"] == "user")
+    sent[task] = {**sent[task], "content": [{"type": "text", "text": sent[task]["content"]}, image_part(data_url((1024, 1024)))]}
+    source, out = tmp_path / "session.jsonl", tmp_path / "compacted.jsonl"
+    source.write_text("".join(json.dumps(m) + "\n" for m in sent))
+    plain = compact_file(StrategyPolicy("remove_oldest"), repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl",
+                         3000, tmp_path / "plain.jsonl")
+    done = compact_file(StrategyPolicy("remove_oldest"), source, 3000, out)
+    text = shipped(repo_root)[task]["content"]
+    line = count_tokens(text + "\n[image]") - count_tokens(text)
+    assert done.tokens_before - plain.tokens_before == 765 + line  # the image, and its [image] line
+    assert done.tokens_after <= 3000 and sent[task] in [json.loads(line) for line in out.read_text().splitlines()]

@@ -6,12 +6,12 @@ than the break counted."""
 from __future__ import annotations
 
 import base64
-import io
 
 import pytest
-from api_forms import Recording, StrategyPolicy, anthropic_request, blocks_of, check_api_rules, corpus_session, shipped
-from PIL import Image
+from api_forms import (Recording, StrategyPolicy, anthropic_request, blocks_of, check_api_rules, corpus_session, data_url,
+                       image_part, shipped)
 
+from ctxsim import anthropic_messages, openai_responses
 from ctxsim.errors import ContextError, TranscriptError
 from ctxsim.images import IMAGE_LINE, UNKNOWN_SIZE, anthropic_image_tokens, image_size, tile_tokens
 from ctxsim.messages import compact_messages
@@ -20,16 +20,6 @@ from ctxsim.serialize import unit_from_dict, unit_to_dict
 from ctxsim.strategies import list_strategies
 from ctxsim.tokens import count_tokens
 from ctxsim.transcripts import context_from_messages
-
-
-def data_url(size: tuple[int, int], fmt: str = "PNG", **save) -> str:
-    buffer = io.BytesIO()
-    Image.new("RGBA" if save.pop("alpha", False) else "RGB", size, (30, 120, 200)).save(buffer, format=fmt, **save)
-    return f"data:image/{fmt.lower()};base64," + base64.b64encode(buffer.getvalue()).decode()
-
-
-def image_part(url: str, detail: str | None = None) -> dict:
-    return {"type": "image_url", "image_url": {"url": url} | ({"detail": detail} if detail else {})}
 
 
 def tokens(messages: list[dict]) -> int:
@@ -171,8 +161,6 @@ def test_a_responses_inputs_images_go_the_same_way():
     """The Responses API's ``input_image`` parts (a URL or a ``file_id``) are the chat
     form's images: counted alike, kept on an item the break keeps unchanged, gone from
     one it cuts."""
-    from ctxsim.openai_responses import compact_response_items, to_chat
-
     url = data_url((1024, 1024))
     task = {"role": "user", "content": [{"type": "input_text", "text": "Find the price. " + "Details follow. " * 400},
                                         {"type": "input_image", "image_url": url, "detail": "high"}]}
@@ -180,13 +168,13 @@ def test_a_responses_inputs_images_go_the_same_way():
                                          {"type": "input_image", "file_id": "file-123", "detail": "low"}]}
     items = [task, {"role": "assistant", "content": "The first page shows no price."}, later,
              {"role": "assistant", "content": "It costs 12 euros."}]
-    chat = to_chat(items, "You are a browsing agent.").messages
+    chat = openai_responses.to_chat(items, "You are a browsing agent.").messages
     units = context_from_messages(chat).units
     assert [u.attachment_tokens for u in units] == [0, 765, 0, 85, 0]
-    out = compact_response_items(StrategyPolicy("truncate"), items, 1500, instructions="You are a browsing agent.")
+    out = openai_responses.compact_response_items(StrategyPolicy("truncate"), items, 1500, instructions="You are a browsing agent.")
     assert out["instructions"] == "You are a browsing agent." and out["input"][2:] == items[2:]
     assert out["input"][0]["content"].startswith("Find the price.") and "image" not in str(out["input"][0]).replace(IMAGE_LINE, "")
-    assert tokens(to_chat(out["input"], out["instructions"]).messages) <= 1500
+    assert tokens(openai_responses.to_chat(out["input"], out["instructions"]).messages) <= 1500
 
 
 def test_anthropics_price_is_its_documented_rule():
@@ -212,10 +200,8 @@ def computer_use_request(repo_root) -> tuple[str, list[dict]]:
 
 
 def test_an_anthropic_requests_images_are_read_and_counted(repo_root):
-    from ctxsim.anthropic_messages import to_chat
-
     system, turns = computer_use_request(repo_root)
-    chat = to_chat(turns, system).messages
+    chat = anthropic_messages.to_chat(turns, system).messages
     units = context_from_messages(chat).units
     with_images = [u for u in units if u.attachment_tokens]
     assert [u.role for u in with_images] == ["user", "tool"]
@@ -227,14 +213,12 @@ def test_an_anthropic_requests_images_are_read_and_counted(repo_root):
 def test_an_anthropic_request_keeps_images_only_where_the_break_kept_them(repo_root, strategy):
     """Every strategy: the request the API takes, no more tokens than the chat form of the
     same break, and every image in it is in a block of the request as given."""
-    from ctxsim.anthropic_messages import compact_anthropic_messages, to_chat
-
     system, turns = computer_use_request(repo_root)
     given = [b for t in turns for b in blocks_of(t)]
-    chat = compact_messages(StrategyPolicy(strategy), to_chat(turns, system).messages, 3000, artifacts={})
-    out = compact_anthropic_messages(StrategyPolicy(strategy), turns, 3000, system=system, artifacts={})
+    chat = compact_messages(StrategyPolicy(strategy), anthropic_messages.to_chat(turns, system).messages, 3000, artifacts={})
+    out = anthropic_messages.compact_anthropic_messages(StrategyPolicy(strategy), turns, 3000, system=system, artifacts={})
     check_api_rules(out["messages"])
-    assert context_from_messages(to_chat(out["messages"], out.get("system")).messages).total_tokens \
+    assert context_from_messages(anthropic_messages.to_chat(out["messages"], out.get("system")).messages).total_tokens \
         <= context_from_messages(chat).total_tokens
     for block in (b for t in out["messages"] for b in blocks_of(t)):
         if block["type"] == "image" or (block["type"] == "tool_result" and isinstance(block.get("content"), list)):
