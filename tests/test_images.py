@@ -8,8 +8,10 @@ from __future__ import annotations
 import base64
 
 import pytest
-from api_forms import (Recording, StrategyPolicy, anthropic_request, blocks_of, check_api_rules, corpus_session, data_url,
-                       image_part, shipped)
+from api_forms import (BREAKS, SESSION_TURNS, Recording, StrategyPolicy, anthropic_request, blocks_of, check_api_rules,
+                       corpus_session, data_url, image_part, random_chat, shipped)
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxsim import anthropic_messages, openai_responses
 from ctxsim.errors import ContextError, TranscriptError
@@ -223,3 +225,44 @@ def test_an_anthropic_request_keeps_images_only_where_the_break_kept_them(repo_r
     for block in (b for t in out["messages"] for b in blocks_of(t)):
         if block["type"] == "image" or (block["type"] == "tool_result" and isinstance(block.get("content"), list)):
             assert block in given
+
+
+#: screenshots for drawn sessions: (base64 PNG, its Anthropic price)
+SCREENSHOTS = [(data_url(size).split(",", 1)[1], anthropic_image_tokens(*size)) for size in ((1280, 800), (390, 844), (64, 64))]
+
+
+@given(SESSION_TURNS, st.sampled_from(BREAKS), st.floats(0.1, 0.9), st.lists(st.integers(0, 3), min_size=1, max_size=40))
+@settings(max_examples=60, deadline=None)
+def test_any_session_with_screenshots_broken_any_way_keeps_the_rules_and_the_count(turns, strategy, share, shots):
+    """Drawn sessions as Messages API requests, a drawn screenshot (or none: 3) in each
+    tool result and user text in turn, broken by a drawn strategy to a drawn share of
+    their tokens: the request keeps the API's rules, no more tokens than the chat form's
+    break, and every image in it is in a block of the request as given."""
+    system, request = anthropic_request(random_chat(turns))
+    k = 0
+    for turn in request:
+        for i, block in enumerate(turn["content"] if turn["role"] == "user" else ()):
+            pick, k = shots[k % len(shots)], k + 1
+            if pick == len(SCREENSHOTS):
+                continue
+            image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": SCREENSHOTS[pick][0]}}
+            if block["type"] == "tool_result":
+                turn["content"][i] = {**block, "content": [{"type": "text", "text": block["content"]}, image]}
+            else:
+                turn["content"].insert(i + 1, image)
+                break  # one per turn's text
+    form = anthropic_messages.to_chat(request, system)
+    limit = max(50, int(context_from_messages(form.messages).total_tokens * share))
+    if context_from_messages(form.messages[:1]).total_tokens > limit:  # the system prompt alone
+        return
+    chat = compact_messages(StrategyPolicy(strategy), form.messages, limit, artifacts={})
+    out = anthropic_messages.compact_anthropic_messages(StrategyPolicy(strategy), request, limit, system=system, artifacts={})
+    if not out["messages"]:
+        return
+    check_api_rules(out["messages"])
+    assert context_from_messages(anthropic_messages.to_chat(out["messages"], system).messages).total_tokens \
+        <= context_from_messages(chat).total_tokens
+    given_blocks = [b for t in request for b in blocks_of(t)]
+    for block in (b for t in out["messages"] for b in blocks_of(t)):
+        if block["type"] == "image" or (block["type"] == "tool_result" and isinstance(block.get("content"), list)):
+            assert block in given_blocks
