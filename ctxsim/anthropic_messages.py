@@ -89,7 +89,7 @@ def _text_of(content: Any, at: str, name: str) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return text_of_parts(content, at, name, noun="block")
+        return text_of_parts(content, at, name, noun="block", images="in a user turn or a tool result")
     raise TranscriptError(f"{at}: expected text or a list of text blocks, got {describe_value(content)}", source=name)
 
 

@@ -327,18 +327,24 @@ def _chat_completions(message: dict[str, Any], at: str, source: Path | str) -> d
     return out
 
 
+#: the part or block types of an image in the three forms (chat, Responses, Messages)
+IMAGE_KINDS = ("image_url", "input_image", "image")
+
+
 def text_of_parts(parts: list[Any], at: str, source: Path | str, noun: str = "content part",
-                  kinds: tuple[str, ...] = ("text",)) -> str:
+                  kinds: tuple[str, ...] = ("text",), images: str = "in a user message") -> str:
     """The texts of a list of text parts (``{"type": "text", "text": ...}``, or another of
     ``kinds``) joined by newlines; any other part is refused, naming ``at`` and the part
-    (its ``noun`` and number, from 0)."""
+    (its ``noun`` and number, from 0), and for an image where the form reads one (``images``)."""
     texts = []
     for i, part in enumerate(parts):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in kinds or not isinstance(part.get("text"), str):
             what = f"type {kind!r}" if kind is not None else describe_value(part)
             named = "" if kinds == ("text",) else f" ({', '.join(kinds)})"
-            raise TranscriptError(f"{at}: {noun} {i} is {what}; only text {noun.split()[-1]}s{named} are read", source=source)
+            where = f" (an image is read {images})" if kind in IMAGE_KINDS else ""
+            raise TranscriptError(f"{at}: {noun} {i} is {what}; only text {noun.split()[-1]}s{named} are read{where}",
+                                  source=source)
         texts.append(part["text"])
     return "\n".join(texts)
 

@@ -70,7 +70,7 @@ def test_a_user_messages_images_are_lines_of_its_text_and_count_on_top_of_it():
 
 @pytest.mark.parametrize(("message", "needle"), [
     ({"role": "assistant", "content": [image_part("https://example.com/a.png")]},
-     "message 1: content part 0 is type 'image_url'; only text parts are read"),
+     "message 1: content part 0 is type 'image_url'; only text parts are read (an image is read in a user message)"),
     ({"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": "https://x/a.png"}]},
      "message 1: content part 1: 'image_url' must be an object with a 'url' string, got 'https://x/a.png'"),
     ({"role": "user", "content": [image_part("https://x/a.png", "medium")]},
