@@ -12,9 +12,10 @@ image was, and counts each image at what the API bills for it
 images; one that rewrites, summarizes or removes it drops them (a rewritten text still
 says ``[image]`` where one was).
 
-The cost is OpenAI's documented rule for its tile-priced vision models (GPT-4o,
-GPT-4.1, o-series; https://platform.openai.com/docs/guides/images-vision, "Calculating
-costs"): detail ``low`` costs :data:`LOW_DETAIL_TOKENS`; otherwise the image is scaled
+The cost is OpenAI's documented rule for GPT-4o, its first tile-priced vision model
+(https://platform.openai.com/docs/guides/images-vision, "Calculating costs"; models
+priced per tile with other numbers, or per 32-pixel patch, count otherwise): detail
+``low`` costs :data:`LOW_DETAIL_TOKENS`; otherwise the image is scaled
 to fit in 2,048 × 2,048, then so that its shorter side is 768 pixels (as the rule is
 written: a smaller image is counted as scaled up, the larger count), and it costs
 :data:`TILE_TOKENS` per 512-pixel tile plus :data:`LOW_DETAIL_TOKENS`. ``auto``
