@@ -124,33 +124,53 @@ def site(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("lookup", sorted(LOOKUPS))
-def test_importing_ctxsim_loads_no_plugin_and_each_lookup_loads_them_all(site, tmp_path, lookup):
+def test_importing_ctxsim_loads_no_plugin_and_each_lookup_loads_them_all(site, tmp_path):
+    """One process imports ctxsim and the modules its commands use (no plugin is loaded),
+    then forks a child per lookup of :data:`LOOKUPS`, each from that state: the child's
+    lookup loads the plugins, all of them (a process per lookup, at the cost of one import)."""
     got = run_json(site, f"""
-        import json, sys
+        import json, os, sys
         import ctxsim, ctxsim.lab.cli, ctxsim.lab.evaluate, ctxsim.lab.sweep, ctxsim.lab.pool, ctxsim.lab.environments.overflow, ctxsim.window
         import ctxsim.policies, ctxsim.relevance, ctxsim.strategies
-        at_import = {MODULE!r} in sys.modules
-        {LOOKUPS[lookup]}
-        after_lookup = {MODULE!r} in sys.modules
-        from ctxsim.plugins import load_plugins
-        from ctxsim.policies import list_policies
-        from ctxsim.relevance import get_embedder, list_embedders
-        from ctxsim.strategies import list_strategies
-        print(json.dumps({{
-            "at_import": at_import, "after_lookup": after_lookup,
-            "plugins": [[p.name, p.module, p.distribution, p.version] for p in load_plugins()],
-            "strategies": list_strategies(), "policies": list_policies(), "embedders": list_embedders(),
-            "embedding": get_embedder("plugin-constant").embed(["a", "b"]).tolist(),
-        }}))
+
+        def after(lookup):
+            exec(lookup)
+            after_lookup = {MODULE!r} in sys.modules
+            from ctxsim.plugins import load_plugins
+            from ctxsim.policies import list_policies
+            from ctxsim.relevance import get_embedder, list_embedders
+            from ctxsim.strategies import list_strategies
+            return {{
+                "after_lookup": after_lookup,
+                "plugins": [[p.name, p.module, p.distribution, p.version] for p in load_plugins()],
+                "strategies": list_strategies(), "policies": list_policies(), "embedders": list_embedders(),
+                "embedding": get_embedder("plugin-constant").embed(["a", "b"]).tolist(),
+            }}
+
+        at_import, children = {MODULE!r} in sys.modules, {{}}
+        for name, lookup in {LOOKUPS!r}.items():
+            read, write = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # the child: one lookup, its findings down the pipe
+                os.close(read)
+                os.write(write, json.dumps(after(lookup)).encode())
+                os._exit(0)
+            os.close(write)
+            with os.fdopen(read, "rb") as pipe:
+                children[name] = json.loads(pipe.read() or b"null")
+            os.waitpid(pid, 0)
+        print(json.dumps({{"at_import": at_import, "children": children}}))
         """, tmp_path)
     assert not got["at_import"]
-    assert got["after_lookup"]
-    assert got["plugins"] == [[ENTRY, MODULE, DISTRIBUTION, "0.1"]]
-    assert "plugin_keep_last" in got["strategies"]
-    assert {"plugin-first-valid", "only:plugin_keep_last"} <= set(got["policies"])
-    assert "plugin-constant" in got["embedders"]
-    assert got["embedding"] == [[1.0, 0.0], [1.0, 0.0]]
+    assert sorted(got["children"]) == sorted(LOOKUPS)
+    for lookup, child in got["children"].items():
+        assert child is not None, lookup
+        assert child["after_lookup"], lookup
+        assert child["plugins"] == [[ENTRY, MODULE, DISTRIBUTION, "0.1"]], lookup
+        assert "plugin_keep_last" in child["strategies"], lookup
+        assert {"plugin-first-valid", "only:plugin_keep_last"} <= set(child["policies"]), lookup
+        assert "plugin-constant" in child["embedders"], lookup
+        assert child["embedding"] == [[1.0, 0.0], [1.0, 0.0]], lookup
 
 
 def test_concurrent_first_lookups_all_wait_for_the_plugins(tmp_path):
