@@ -51,7 +51,7 @@ from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
 from .messages import Breaker, call_arguments, compact_messages
 from .images import IMAGE_LINE, anthropic_block_tokens
-from .transcripts import ATTACHMENTS, text_of_parts
+from .transcripts import ATTACHMENTS, part_type, text_and_images, text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: where it came from (a :class:`_Piece` index)
 ORIGIN = "_anthropic"
@@ -98,19 +98,8 @@ def _result_of(content: Any, at: str, name: str) -> tuple[str, int]:
     blocks, each image an ``[image]`` line (:func:`~ctxsim.images.anthropic_block_tokens`)."""
     if not isinstance(content, list) or not any(isinstance(b, dict) and b.get("type") == "image" for b in content):
         return _text_of(content, at, name), 0
-    texts, tokens = [], 0
-    for i, block in enumerate(content):
-        kind = block.get("type") if isinstance(block, dict) else None
-        if kind == "image":
-            tokens += anthropic_block_tokens(block, f"{at}: content block {i}", name)
-            texts.append(IMAGE_LINE)
-        elif kind == "text" and isinstance(block.get("text"), str):
-            texts.append(block["text"])
-        else:
-            what = f"type {kind!r}" if kind is not None else describe_value(block)
-            raise TranscriptError(f"{at}: content block {i} is {what}; a tool result's text and image blocks are read",
-                                  source=name)
-    return "\n".join(texts), tokens
+    return text_and_images(content, at, name, image="image", price=anthropic_block_tokens, noun="content block",
+                           reads="a tool result's text and image blocks")
 
 
 def _attachments(tokens: int) -> dict[str, int]:
@@ -129,8 +118,7 @@ def _blocks(message: dict[str, Any], at: str, name: str) -> list[dict[str, Any]]
         kind = block.get("type") if isinstance(block, dict) else None
         allowed = ("text", "tool_result", "image") if message["role"] == "user" else ("text", "tool_use", *THINKING)
         if kind not in allowed:
-            what = f"type {kind!r}" if kind is not None else describe_value(block)
-            raise TranscriptError(f"{at}: block {i} is {what}; {'an' if message['role'] == 'assistant' else 'a'} "
+            raise TranscriptError(f"{at}: block {i} is {part_type(block)}; {'an' if message['role'] == 'assistant' else 'a'} "
                                   f"{message['role']} turn's blocks are read when they are "
                                   f"{', '.join(allowed)}", source=name)
         if kind == "text" and not isinstance(block.get("text"), str):

@@ -42,7 +42,7 @@ from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
 from .images import DETAILS
 from .messages import Breaker, call_arguments, compact_messages
-from .transcripts import text_of_parts
+from .transcripts import part_type, text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: the index of its :class:`_Piece`
 ORIGIN = "_responses"
@@ -107,9 +107,8 @@ def _chat_parts(content: list[Any], at: str, name: str) -> list[dict[str, Any]]:
         elif isinstance(part, dict) and part.get("type") in TEXT_PARTS and isinstance(part.get("text"), str):
             parts.append({"type": "text", "text": part["text"]})
         else:
-            kind = part.get("type") if isinstance(part, dict) else None
-            what = f"type {kind!r}" if kind is not None else describe_value(part)
-            raise TranscriptError(f"{where} is {what}; a user message's text and input_image parts are read", source=name)
+            raise TranscriptError(f"{where} is {part_type(part)}; a user message's text and input_image parts are read",
+                                  source=name)
     return parts
 
 

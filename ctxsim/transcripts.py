@@ -50,7 +50,7 @@ import zlib
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .config import model_limit
 from .cuts import DEMONSTRATION_MARK, TOOL_CALL_LINE, cut_index, future_probes, search_error, stated_probes, task_probe
@@ -340,13 +340,37 @@ def text_of_parts(parts: list[Any], at: str, source: Path | str, noun: str = "co
     for i, part in enumerate(parts):
         kind = part.get("type") if isinstance(part, dict) else None
         if kind not in kinds or not isinstance(part.get("text"), str):
-            what = f"type {kind!r}" if kind is not None else describe_value(part)
             named = "" if kinds == ("text",) else f" ({', '.join(kinds)})"
             where = f" (an image is read {images})" if kind in IMAGE_KINDS else ""
-            raise TranscriptError(f"{at}: {noun} {i} is {what}; only text {noun.split()[-1]}s{named} are read{where}",
-                                  source=source)
+            raise TranscriptError(f"{at}: {noun} {i} is {part_type(part)}; only text {noun.split()[-1]}s{named} are "
+                                  f"read{where}", source=source)
         texts.append(part["text"])
     return "\n".join(texts)
+
+
+def part_type(part: Any) -> str:
+    """How an error names a content part or block it refuses: its type, else the value."""
+    kind = part.get("type") if isinstance(part, dict) else None
+    return f"type {kind!r}" if kind is not None else describe_value(part)
+
+
+def text_and_images(parts: list[Any], at: str, source: Path | str, *, image: str,
+                    price: Callable[[dict[str, Any], str, Path | str], int], noun: str, reads: str) -> tuple[str, int]:
+    """(text, image tokens) of ``text`` parts and parts of type ``image``, in order: each
+    image an :data:`~ctxsim.images.IMAGE_LINE` line where it was, priced by
+    ``price(part, where, source)``. Any other part is refused, naming ``at``, the part
+    (its ``noun`` and number, from 0) and what ``reads``."""
+    texts, tokens = [], 0
+    for i, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == image:
+            tokens += price(part, f"{at}: {noun} {i}", source)
+            texts.append(IMAGE_LINE)
+        elif kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        else:
+            raise TranscriptError(f"{at}: {noun} {i} is {part_type(part)}; {reads} are read", source=source)
+    return "\n".join(texts), tokens
 
 
 def _is_image(part: Any) -> bool:
@@ -354,22 +378,10 @@ def _is_image(part: Any) -> bool:
 
 
 def _user_parts(parts: list[Any], at: str, source: Path | str) -> tuple[str, int]:
-    """(text, image tokens) of a user message's text and image parts: each image an
-    :data:`~ctxsim.images.IMAGE_LINE` line where it was, priced by
-    :func:`~ctxsim.images.image_url_tokens`; any other part is refused, naming it."""
-    texts, tokens = [], 0
-    for i, part in enumerate(parts):
-        if _is_image(part):
-            tokens += image_url_tokens(part, f"{at}: content part {i}", source)
-            texts.append(IMAGE_LINE)
-        elif isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str):
-            texts.append(part["text"])
-        else:
-            kind = part.get("type") if isinstance(part, dict) else None
-            what = f"type {kind!r}" if kind is not None else describe_value(part)
-            raise TranscriptError(f"{at}: content part {i} is {what}; a user message's text and image_url parts are read",
-                                  source=source)
-    return "\n".join(texts), tokens
+    """(text, image tokens) of a user message's text and ``image_url`` parts
+    (:func:`text_and_images`, priced by :func:`~ctxsim.images.image_url_tokens`)."""
+    return text_and_images(parts, at, source, image="image_url", price=image_url_tokens, noun="content part",
+                           reads="a user message's text and image_url parts")
 
 
 def _units(messages: list[tuple[int, dict[str, Any]]]) -> list[ContextUnit]:
