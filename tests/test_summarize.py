@@ -49,7 +49,7 @@ def faker_units(seed: int, n: int = 24, sentences: int = 4) -> list[ContextUnit]
 
 def planted_units(seed: int = 1) -> list[ContextUnit]:
     units = faker_units(seed, n=20)
-    units[3] = ContextUnit("u3", "message", f"Please be careful. {RULE} {BUDGET}", role="user", turn=3)
+    units[3] = ContextUnit("u3", "message", f"Thanks for the quick update. {RULE} {BUDGET}", role="user", turn=3)
     units[8] = ContextUnit(
         "u8", "message", "The config lives in /srv/app.py and the release is on 2024-03-05.", role="assistant", turn=8
     )

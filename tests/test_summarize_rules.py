@@ -27,6 +27,11 @@ REAL_RULES = (
     "Use tabs, and don't reformat unrelated code.",
     "Rule: all timestamps are UTC.",
     "Secrets in the repository are not allowed.",
+    "When you edit an existing file, try to minimize the changes you make to the file.",
+    "When you encounter a brute force attack, please use a script to do the brute force.",
+    "Remember, YOU CAN ONLY ENTER ONE COMMAND AT A TIME.",
+    "Your task is specifically to make changes to non-test files in the current directory.",
+    "Please review the changes and make sure they are correct.",
 )
 #: statements and questions that use the same words without instructing anyone
 NOT_RULES = (
@@ -39,6 +44,9 @@ NOT_RULES = (
     "It compiles and never finishes.",
     "The budget is $1,250.",
     "I decided to use Postgres.",
+    "Please note the time of the outage.",
+    "I will try to reproduce it first.",
+    "We can only guess what the cache held.",
 )
 
 

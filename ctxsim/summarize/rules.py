@@ -8,9 +8,10 @@ compresses, summarizes or drops text finds the rules the way a reader would:
   a policy or a constraint, or uses never/always/must/should/prefer/do not;
 * :func:`is_user_rule` — the narrow test of an *instruction*: an imperative at the
   start of the sentence or of a clause ("Never push to main.", "Please remember:
-  always use UTC.", "and don't touch the schema"), a modal addressed to the agent
-  ("you must …", "we should never …") or a fixed phrase ("under no
-  circumstances", "is not allowed"). Questions are not rules. "The cache never
+  always use UTC.", "and don't touch the schema", "When you edit a file, try to keep
+  the diff small"), a request ("please use a script"), a modal addressed to the agent
+  ("you must …", "we should never …", "you can only …"), the agent's task stated
+  ("Your task is to …") or a fixed phrase ("under no circumstances", "is not allowed"). Questions are not rules. "The cache never
   expires" and "I always forget the flag" are statements, not rules.
 
 A demonstration (a worked example a SWE-agent user message quotes between
@@ -52,18 +53,19 @@ _CLAUSE = (
     r"(?:^|[:;,(—–-]\s*(?:and\s+|but\s+|so\s+)?"
     r"|\b(?:please|also|remember(?:\s+to|\s+that)?|note(?:\s+that)?|important)\W*\s*)"
 )
-_IMPERATIVE = r"(?:never|always|do\s+not|don['’]t|must(?:\s+not)?|avoid|make\s+sure|be\s+sure|ensure|refrain)\b"
+_IMPERATIVE = r"(?:never|always|do\s+not|don['’]t|must(?:\s+not)?|avoid|make\s+sure|be\s+sure|ensure|refrain|try\s+to)\b"
 _INSTRUCTION = re.compile(
     rf"{_CLAUSE}\W*{_IMPERATIVE}"
     r"|\b(?:you|we|agents?|the\s+agent|everyone|nobody)\s+(?:must|shall|should|need\s+to|have\s+to|may\s+not|are\s+not\s+allowed\s+to|cannot|can['’]t)\b"
+    r"|\byou\s+can\s+only\b|\bplease\s+(?!note\b)[a-z]+|^\W*your\s+(?:task|job|goal)\s+is\b"
     r"|\bunder\s+no\s+circumstances\b|\bat\s+all\s+times\b|\b(?:is|are)\s+(?:not\s+allowed|forbidden|prohibited|mandatory)\b"
     r"|\b(?:constraints?|rules?|polic(?:y|ies)|requirements?)\b[^.?!]*:",
     re.IGNORECASE,
 )
 #: every match of ``_INSTRUCTION`` holds one of these (in some case; whitespace-proof: one word of each phrase)
-_INSTRUCTION_WORDS = ("never", "always", "not", "don", "must", "avoid", "sure", "refrain", "shall", "should", "need",
-                      "have", "allowed", "can", "circumstances", "times", "forbidden", "prohibited", "mandatory",
-                      "constraint", "rule", "polic", "requirement")
+_INSTRUCTION_WORDS = ("never", "always", "not", "don", "must", "avoid", "sure", "refrain", "try", "shall", "should",
+                      "need", "have", "allowed", "can", "please", "your", "circumstances", "times", "forbidden",
+                      "prohibited", "mandatory", "constraint", "rule", "polic", "requirement")
 #: a sentence carrying a value: number, amount, URL, email, code span, quote, path, file name, or a name mid-sentence
 VALUE = re.compile(
     r"\d|[$€£¥]|https?://|\w@\w|`[^`]+`|\"[^\"]{2,}\""
