@@ -39,13 +39,19 @@ bytes (:data:`ORIGINALS`: every original an env draws from keeps its data betwee
 episodes, as the env keeps the contexts); scoring a result then takes the known
 sentence rows of each unit the original also has, splits its other units (cached
 by content), looks their sentences up and embeds only the sentences the original
-did not have (the embedders cache rows by content).
+did not have (the embedders cache rows by content). A missing sentence's best match
+among the kept ones is read from the few cells of its row of the gram that reach the
+chance level (a match of at most ``b`` scores 0 whatever it is), and the products of a
+sentence the original lacks with the original's sentences are kept for the next result
+(:data:`PRODUCTS`: the lines of a summary recur in every later state). Both give the
+scores whole rows give, bit for bit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -68,6 +74,14 @@ ORIGINALS_KEPT = 4096
 ORIGINALS_BYTES = 256 * 2**20
 #: cost of one joined pair of sparse entries in multiply-adds of a dense product (measured order)
 JOIN_COST = 16
+#: the bytes :data:`PRODUCTS` may hold: of a sentence some results of an original have and
+#: the original lacks, its dot products with the original's sentences above the chance
+#: level (the results of one original share most such sentences: the lines of a summary
+#: recur in every later state)
+PRODUCTS_BYTES = 32 * 2**20
+#: the share of an original's gram cells at or above its chance level beyond which
+#: :attr:`OriginalSentences.similar` is not kept (rows are read whole)
+SIMILAR_SHARE = 1 / 16
 
 
 @dataclass(frozen=True)
@@ -92,13 +106,26 @@ class OriginalSentences:
 
     @property
     def nbytes(self) -> int:
-        """The bytes of its arrays (what bounds :data:`ORIGINALS`)."""
-        arrays = (self.weights, self.gram, self.rows.rows, self.rows.cols, self.rows.values, *self.unit_rows.values())
+        """The bytes of its arrays (what bounds :data:`ORIGINALS`), :attr:`similar` once made."""
+        arrays = (self.weights, self.gram, self.rows.rows, self.rows.cols, self.rows.values, *self.unit_rows.values(),
+                  *(self.__dict__.get("similar") or ()))
         return sum(a.nbytes for a in arrays)
+
+    @cached_property
+    def similar(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The gram's cells of at least the chance level ``b``, row by row
+        (:func:`_similar`); None when they are more than :data:`SIMILAR_SHARE` of the gram
+        (sentences hardly alike, ``b`` near 0), where reading whole rows costs less."""
+        offsets, cols, values = _similar(self.gram, self.baseline)
+        return None if len(cols) > SIMILAR_SHARE * self.gram.size else (offsets, cols, values)
 
 
 ORIGINALS: LRUCache[tuple[str, str], OriginalSentences] = LRUCache(
     ORIGINALS_KEPT, weigh=lambda data: data.nbytes, max_weight=ORIGINALS_BYTES)
+#: (original fingerprint, embedder, sentence) -> (rows, float64 products) of the original's
+#: sentences whose dot product with the sentence is above the chance level (:func:`_best_new`)
+PRODUCTS: LRUCache[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = LRUCache(
+    1 << 20, weigh=lambda cells: cells[0].nbytes + cells[1].nbytes, max_weight=PRODUCTS_BYTES)
 
 
 def sentences_of(state: ContextState) -> list[str]:
@@ -163,6 +190,19 @@ def _baseline(gram: np.ndarray, weights: np.ndarray) -> float:
     return float(min(level, MAX_BASELINE))
 
 
+def _similar(gram: np.ndarray, baseline: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The cells of ``gram`` of at least ``baseline`` (compared one float32 step below it, so
+    that no cell above it in float64 is left out), row by row: (offsets into the other two,
+    int64, n + 1; their columns, int32; their cosines, float32). A sentence's best match
+    scores only above the chance level, so these are the only cells :func:`recall` reads."""
+    n = gram.shape[0]
+    level = np.nextafter(np.float32(baseline), np.float32(0.0))
+    rows, cols = np.nonzero(gram >= level)
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=n), out=offsets[1:])
+    return offsets, cols.astype(np.int32), gram[rows, cols]
+
+
 def _found(data: OriginalSentences, final: ContextState) -> tuple[np.ndarray | None, list[str]]:
     """(which of the original's sentences ``final`` holds verbatim, as a bool per row, or
     None when ``final`` has no sentence at all; the distinct sentences of ``final`` the
@@ -200,6 +240,8 @@ def recall(original: ContextState, final: ContextState, embedder_id: str) -> flo
     """Token-weighted, chance-rescaled recall of ``original``'s sentences in ``final``."""
     if original.fingerprint == final.fingerprint:
         return 1.0
+    key = (original.fingerprint, embedder_id)
+    seen = key in ORIGINALS  # a result of it was scored before
     data = original_sentences(original, embedder_id)
     total = float(data.weights.sum())
     if total == 0.0:
@@ -210,21 +252,80 @@ def recall(original: ContextState, final: ContextState, embedder_id: str) -> flo
     missing = np.flatnonzero(~kept)
     if not missing.size:
         return 1.0
-    best = np.zeros(missing.size)
-    if kept.any():
-        # the best cosine of each missing sentence with a kept one: the gram's rows of the
-        # missing sentences, the columns of the others zeroed (every cosine is >= 0)
-        similar = data.gram[missing]
-        similar *= kept
-        best = similar.max(axis=1).astype(np.float64)
+    best = _best_kept(data, kept, missing, key if seen else None)
     if new:
-        missing_rows = select_rows(data.rows, missing)
-        new_rows = embed_sparse(get_embedder(embedder_id), new)
-        best = np.maximum(best, cosines(missing_rows, new_rows).max(axis=1))
+        best = np.maximum(best, _best_new(data, original.fingerprint, embedder_id, new, missing))
     b = data.baseline
     scores = np.clip((best - b) / (1.0 - b), 0.0, 1.0)
     carried = float(data.weights[kept].sum()) + float(data.weights[missing] @ scores)
     return min(1.0, carried / total)
+
+
+def _best_kept(data: OriginalSentences, kept: np.ndarray, missing: np.ndarray, key: tuple[str, str] | None) -> np.ndarray:
+    """float64: each missing sentence's best cosine with a kept one, or 0 when none is kept.
+
+    Every cosine is >= 0, so it is the largest of the sentence's row of the gram with the
+    other columns zeroed. From an original's second result on (``key``, its key in
+    :data:`ORIGINALS`), only the cells of :attr:`OriginalSentences.similar` are read (a few
+    a sentence: its own, and those of the sentences much like it): a sentence scores
+    ``clip((s - b) / (1 - b), 0, 1)`` of its best match ``s``, 0 for any ``s <= b``, so the
+    best cosine where it is above ``b``, else 0 or a cosine of at most ``b``, gives every
+    sentence the same score."""
+    if not kept.any():
+        return np.zeros(missing.size)
+    similar = None
+    if key is not None:
+        made = "similar" not in data.__dict__
+        similar = data.similar
+        if made and key in ORIGINALS:  # its bytes weighed in the bound
+            ORIGINALS.put(key, data)
+    if similar is None:
+        rows = data.gram[missing]
+        rows *= kept
+        return rows.max(axis=1).astype(np.float64)
+    offsets, cols, values = similar
+    starts = offsets[missing]
+    lengths = offsets[missing + 1] - starts
+    best = np.zeros(missing.size)
+    total = int(lengths.sum())
+    if total:
+        # the cells of the missing rows, without a Python loop
+        cells = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+        hit = kept[cols[cells]]
+        np.maximum.at(best, np.repeat(np.arange(missing.size), lengths)[hit], values[cells[hit]])
+    return best
+
+
+def _best_new(data: OriginalSentences, fingerprint: str, embedder_id: str, new: list[str],
+              missing: np.ndarray) -> np.ndarray:
+    """float64: each missing sentence's best cosine with a sentence of the result the
+    original lacks where that is above the chance level ``b``, else 0 (as
+    :func:`_best_kept`: the same scores). Of each new sentence, its products with the
+    original's sentences above ``b`` are kept (:data:`PRODUCTS`) when :func:`cosines`
+    would join them on their shared columns whatever the rows (each row of ``new`` has at
+    most dim / JOIN_COST entries, and :func:`~ctxsim.relevance.joined_products` adds a
+    cell's products in the same order whichever other rows it joins): then each is the
+    same number as in a join of the missing rows alone. Otherwise (a dense embedder) the
+    missing rows and the new ones are multiplied as :func:`cosines` does."""
+    keys = [(fingerprint, embedder_id, text) for text in new]
+    found = [PRODUCTS.get(key) for key in keys]  # only sentences whose rows passed the test below
+    todo = [i for i, cells in enumerate(found) if cells is None]
+    if todo:
+        embedder = get_embedder(embedder_id)
+        new_rows = embed_sparse(embedder, [new[i] for i in todo])
+        if np.diff(new_rows.row_offsets()).max(initial=0) * JOIN_COST > new_rows.shape[1]:
+            return cosines(select_rows(data.rows, missing), embed_sparse(embedder, new)).max(axis=1)
+        computed = joined_products(data.rows, new_rows)
+        for j, i in enumerate(todo):
+            rows = np.flatnonzero(computed[:, j] > data.baseline)
+            found[i] = (rows, computed[rows, j])
+        PRODUCTS.put_many((keys[i], found[i]) for i in todo)
+    position = np.full(len(data.texts), -1, dtype=np.int64)
+    position[missing] = np.arange(missing.size)
+    at = position[np.concatenate([rows for rows, _ in found])]
+    best = np.zeros(missing.size)
+    np.maximum.at(best, at[at >= 0], np.concatenate([values for _, values in found])[at >= 0])
+    return best
 
 
 def centroid(original: ContextState, final: ContextState, embedder_id: str) -> float:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ctxsim import coherence as coherence_module
-from ctxsim.coherence import MEASURES, centroid, cosines, get_measure, recall
+from ctxsim.coherence import MEASURES, centroid, cosines, get_measure, original_sentences, recall, sentences_of
 from ctxsim.lab.contexts import build_context
 from ctxsim.lab.environments.overflow import ContextOverflowEnv
 from ctxsim.episode import EpisodeSettings, OverflowEpisode
@@ -370,4 +370,44 @@ def test_an_originals_sentence_data_equals_its_plain_definition(contexts, scenar
         gram = np.clip(cosines(rows, rows), 0.0, 1.0).astype(np.float32)
         assert data.gram.dtype == np.float32 and np.array_equal(data.gram, gram)
         assert data.baseline == _baseline(gram, weights)
+        offsets, cols, values = data.similar
+        level = np.nextafter(np.float32(data.baseline), np.float32(0.0))
+        for row in (0, len(data.texts) // 2, len(data.texts) - 1):
+            cells = slice(offsets[row], offsets[row + 1])
+            assert cols[cells].tolist() == np.flatnonzero(gram[row] >= level).tolist()
+            assert np.array_equal(values[cells], gram[row, cols[cells]])
+        assert offsets[-1] == len(cols) == int((gram >= level).sum())
     assert repeats > 0
+
+
+def test_the_cells_recall_reads_hold_every_cosine_above_the_chance_level_in_float64():
+    """A cosine that rounds to the float32 nearest the chance level from above is above
+    it in float64, and its cell is kept: the cells are those of at least one float32 step
+    below the level (the extra ones score 0 as any cosine of at most the level does)."""
+    from ctxsim.coherence import _similar
+
+    level = 0.1  # float32(0.1) is 0.10000000149..., above 0.1
+    above = np.float32(level)
+    assert float(above) > level
+    gram = np.array([[1.0, above, 0.05], [above, 1.0, 0.0], [0.05, 0.0, 1.0]], dtype=np.float32)
+    offsets, cols, values = _similar(gram, level)
+    assert offsets.tolist() == [0, 2, 4, 5] and cols.tolist() == [0, 1, 0, 1, 2]
+    assert values.dtype == np.float32 and values.tolist() == [1.0, float(above), float(above), 1.0, 1.0]
+
+
+def test_a_new_sentences_products_with_the_original_are_joined_once(contexts, monkeypatch):
+    """Results of one original that share a sentence the original lacks (the lines of a
+    summary recur in every later state) join it with the original's sentences once, and
+    score as the plain definition does."""
+    original = contexts[0]
+    summary = summary_unit(original.units[:3], "One new sentence for both results. Another one, new as well.")
+    first = original.with_units([summary] + list(original.units[3:]))
+    second = original.with_units([summary] + list(original.units[5:]))
+    plain = [plain_recall(original, first), plain_recall(original, second)]  # the original's data made too
+    new = [s for s in sentences_of(first.with_units([summary])) if s not in original_sentences(original, "hashed-tfidf").index]
+    coherence_module.PRODUCTS.clear()
+    joined = []
+    real = coherence_module.joined_products
+    monkeypatch.setattr(coherence_module, "joined_products", lambda a, b: joined.append(b.shape[0]) or real(a, b))
+    assert [recall(original, first, "hashed-tfidf"), recall(original, second, "hashed-tfidf")] == plain
+    assert len(new) >= 2 and joined == [len(new)]  # the second result joined nothing
