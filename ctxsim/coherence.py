@@ -58,7 +58,8 @@ import numpy as np
 from .errors import ConfigError, describe_value
 from .model import ContextState
 from .cache import LRUCache
-from .relevance import SparseRows, embed_sparse, get_embedder, joined_products, select_rows, similarity
+from .relevance import (SparseRows, concatenated_ranges, embed_sparse, get_embedder, joined_products, select_rows,
+                        similarity)
 from .sentences import split_sentences
 from .tokens import count_tokens
 
@@ -287,10 +288,8 @@ def _best_kept(data: OriginalSentences, kept: np.ndarray, missing: np.ndarray, k
     starts = offsets[missing]
     lengths = offsets[missing + 1] - starts
     best = np.zeros(missing.size)
-    total = int(lengths.sum())
-    if total:
-        # the cells of the missing rows, without a Python loop
-        cells = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+    if lengths.any():
+        cells = concatenated_ranges(starts, lengths)  # the cells of the missing rows
         hit = kept[cols[cells]]
         np.maximum.at(best, np.repeat(np.arange(missing.size), lengths)[hit], values[cells[hit]])
     return best

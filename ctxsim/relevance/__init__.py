@@ -31,7 +31,8 @@ import numpy as np
 from ..errors import ConfigError, describe_value
 from ..plugins import load_plugins
 from ..tokens import count_tokens
-from .embedder import CachedEmbedder, Embedder, RowSimilarity, SparseRows, joined_products, select_rows
+from .embedder import (CachedEmbedder, Embedder, RowSimilarity, SparseRows, concatenated_ranges, joined_products,
+                       select_rows)
 from .hashed import HashedTfidfEmbedder
 from .minilm import MiniLMEmbedder
 
@@ -40,6 +41,7 @@ __all__ = [
     "CachedEmbedder",
     "SparseRows",
     "RowSimilarity",
+    "concatenated_ranges",
     "joined_products",
     "select_rows",
     "embed_sparse",

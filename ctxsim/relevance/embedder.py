@@ -102,6 +102,12 @@ def scipy_sparse() -> Any:
     return sparse
 
 
+def concatenated_ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The indices ``starts[i] .. starts[i] + lengths[i] - 1`` of every ``i``, one range
+    after the other (int64), without a Python loop."""
+    return np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+
+
 def joined_products(a: SparseRows, b: SparseRows) -> np.ndarray:
     """(len a, len b) float64 dot products of two sparse batches, joined on their
     shared columns (never densified). Each cell adds the products of its ``a`` row's
@@ -122,8 +128,7 @@ def joined_products(a: SparseRows, b: SparseRows) -> np.ndarray:
     b_rows, b_values = b.rows[order], b.values[order].astype(np.float64)
     starts = ptr[a.cols]
     lengths = ptr[a.cols + 1] - starts
-    # the b entries sharing each a entry's column, without a Python loop
-    index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+    index = concatenated_ranges(starts, lengths)  # the b entries sharing each a entry's column
     owner = np.repeat(np.arange(len(a.cols)), lengths)
     cells = a.rows[owner] * nb + b_rows[index]
     products = a.values[owner].astype(np.float64) * b_values[index]
@@ -179,9 +184,7 @@ class RowSimilarity:
         cols, values = self.batch.cols[a:b], self.batch.values[a:b].astype(np.float64)
         starts = col_ptr[cols]
         lengths = col_ptr[cols + 1] - starts
-        total = int(lengths.sum())
-        # indices of the concatenated column slices, without a Python loop
-        index = np.repeat(starts - np.cumsum(lengths) + lengths, lengths) + np.arange(total)
+        index = concatenated_ranges(starts, lengths)  # the entries of the row's columns
         weights = col_values[index] * np.repeat(values, lengths)
         return np.bincount(col_rows[index], weights=weights, minlength=self.batch.shape[0])
 
