@@ -521,6 +521,45 @@ def test_a_chunk_table_grows_and_starts_over_at_its_bound():
     assert len(table) == 3000 and again.tobytes() == hashed._features(" ".join(words[::-1]))
 
 
+def test_cosine_to_query_scores_a_text_alike_in_any_batch_and_reads_new_texts_only():
+    emb = HashedTfidfEmbedder()
+    query = "production database migration"
+    together = cosine_to_query(DB_TEXTS + [UNRELATED], query, emb)
+    rows_read = emb.cache_info()["hits"] + emb.cache_info()["misses"]
+    alone = [cosine_to_query([text], query, emb)[0] for text in [UNRELATED, *DB_TEXTS]]
+    assert emb.cache_info()["hits"] + emb.cache_info()["misses"] == rows_read  # every score was kept
+    assert np.array([*alone[1:], alone[0]]).tobytes() == together.tobytes()
+    fresh = HashedTfidfEmbedder()
+    for texts in (DB_TEXTS[::-1], [UNRELATED, DB_TEXTS[0], UNRELATED]):
+        expected = fresh.embed(texts).astype(np.float64).dot(fresh.embed([query])[0].astype(np.float64)).clip(0, 1)
+        assert cosine_to_query(texts, query, emb).tobytes() == expected.tobytes()
+    new_text = "Roll back the database migration on staging first."
+    before = emb.cache_info()["misses"]
+    cosine_to_query([*DB_TEXTS, new_text], query, emb)
+    assert emb.cache_info()["misses"] == before + 1  # the new text's row only
+    cosine_to_query(DB_TEXTS, "tomato soup", emb)  # another query: its own scores
+    assert emb.cache_info()["misses"] == before + 2
+
+
+def test_embed_blocks_gives_the_rows_of_embed_sparse_and_keeps_each_block():
+    emb = HashedTfidfEmbedder()
+    blocks = [tuple(DB_TEXTS[:2]), ("", UNRELATED), (DB_TEXTS[0],), tuple(DB_TEXTS[:2])]
+    flat = [text for block in blocks for text in block]
+    rows = emb.embed_blocks(blocks)
+    expected = HashedTfidfEmbedder().embed_sparse(flat)
+    assert rows.shape == expected.shape == (len(flat), DIM)
+    for got, want in zip(rows[1:], expected[1:]):
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    looked_up = dict(emb.cache_info())
+    again = emb.embed_blocks([("", UNRELATED), tuple(DB_TEXTS[:2])])
+    assert emb.cache_info() == looked_up  # blocks seen before: no row looked up
+    assert again.dense().tobytes() == expected.dense()[[2, 3, 0, 1]].tobytes()
+    assert emb.embed_blocks([]).shape == (0, DIM)
+    emb.clear_cache()
+    assert emb.embed_blocks(blocks[:1]).dense().tobytes() == expected.dense()[:2].tobytes()
+    assert emb.cache_info()["misses"] == 2
+
+
 def test_cosine_to_query_repeats_its_scores_and_hands_out_copies():
     emb = HashedTfidfEmbedder()
     texts = DB_TEXTS + [UNRELATED]

@@ -16,7 +16,7 @@ from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
 from ctxsim.lab.scenarios import find_scenario
 from ctxsim.serialize import dumps_state, state_from_dict
 from ctxsim.strategies import StrategyContext, get_strategy
-from ctxsim.strategies.ladder import keywords
+from ctxsim.strategies.ladder import dropped_span, keywords
 from ctxsim.tokens import count_messages
 
 LADDER_IDS = ("externalize", "clear_tool_results", "drop")
@@ -270,6 +270,16 @@ def test_drop_keeps_p1_and_recent_units_unless_asked():
     assert get_strategy("drop", preserve_recent=0).apply(state).state.unit_ids == ("u0",)
     assert not get_strategy("drop").applicable(state, ctx(skip=True))
     assert not get_strategy("drop").apply(state, ctx(skip=True)).changed
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(st.sampled_from("ab cd_eF 1.2,x'y\n\t-"), min_size=1, max_size=40).filter(str.strip),
+                min_size=1, max_size=4))
+def test_a_dropped_runs_keywords_are_those_of_its_joined_text(contents):
+    """The keywords of a run come from its units' words, one unit after the other: the
+    same as those of the units' contents joined by blank lines."""
+    run = [ContextUnit(id=f"u{i}", type="message", content=text) for i, text in enumerate(contents)]
+    assert dropped_span(run, 3, "drop").keywords == keywords("\n\n".join(contents), 3)
 
 
 def test_keywords_are_the_most_frequent_non_stop_words():

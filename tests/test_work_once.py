@@ -17,7 +17,7 @@ import ctxsim.relevance as relevance
 from ctxsim import coherence, minify, sentences
 from ctxsim.lab.contexts import build_context
 from ctxsim.episode import EpisodeSettings
-from ctxsim.strategies import Strategy, pruning
+from ctxsim.strategies import Strategy, ladder, pruning
 from ctxsim.tokens import count_tokens
 from ctxsim.summarize import extractive, rules, structured
 from ctxsim.lab.pool import expand
@@ -74,7 +74,7 @@ def counted(monkeypatch):
 #: memoized pure functions, each computing once per distinct input
 MEMOS = (minify._minified, minify._compressed_log, extractive._unit_items, extractive._unit_columns, extractive.classify,
          extractive._keep_tokens, rules._rule_sentences, rules._must_keep, sentences.segments, structured._line_cost,
-         structured.line_words, count_tokens, pruning._call_fields, pruning._shell_file_command)
+         structured.line_words, count_tokens, pruning._call_fields, pruning._shell_file_command, ladder._words)
 
 
 @pytest.mark.parametrize("scenario", ["code-heavy", "log-heavy"])

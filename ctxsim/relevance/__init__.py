@@ -4,9 +4,9 @@ An :class:`Embedder` maps texts to float32 rows of unit L2 norm (a zero row for 
 text with no features). Every embedder built on :class:`CachedEmbedder` caches its
 rows per text content (a bounded LRU keyed by the text itself) and computes the
 missing rows of a batch in one call, so strategies may embed the same
-units many times per environment step at little cost. It also remembers its last
-:data:`~.embedder.COSINE_MEMO` :func:`cosine_to_query` results (the action mask and the
-observation of one state score the same units against the same task) and its last
+units many times per environment step at little cost. It also remembers each text's
+:func:`cosine_to_query` score against each query (every state of a context scores its
+units against the same task; up to :data:`~.embedder.QUERY_COSINES`) and its last
 :data:`~.embedder.DOCUMENT_MEMO` :func:`document_embedding` results (every outcome of a
 context is compared with the same original).
 
@@ -31,8 +31,8 @@ import numpy as np
 from ..errors import ConfigError, describe_value
 from ..plugins import load_plugins
 from ..tokens import count_tokens
-from .embedder import (CachedEmbedder, Embedder, RowSimilarity, SparseRows, concatenated_ranges, joined_products,
-                       select_rows)
+from .embedder import (QUERY_COSINES, CachedEmbedder, Embedder, RowSimilarity, SparseRows, concatenated_ranges,
+                       joined_products, select_rows)
 from .hashed import HashedTfidfEmbedder
 from .minilm import MiniLMEmbedder
 
@@ -45,6 +45,7 @@ __all__ = [
     "joined_products",
     "select_rows",
     "embed_sparse",
+    "embed_blocks",
     "register_embedder",
     "get_embedder",
     "list_embedders",
@@ -128,6 +129,14 @@ def embed_sparse(embedder: Embedder, texts: Sequence[str]) -> SparseRows:
     return SparseRows.from_dense(np.asarray(embedder.embed(list(texts)), dtype=np.float32))
 
 
+def embed_blocks(embedder: Embedder, blocks: Sequence[tuple[str, ...]]) -> SparseRows:
+    """:func:`embed_sparse` of the texts of ``blocks``, block after block (a cached
+    embedder keeps each block's rows packed: :meth:`CachedEmbedder.embed_blocks`)."""
+    if isinstance(embedder, CachedEmbedder):
+        return embedder.embed_blocks(blocks)
+    return embed_sparse(embedder, [text for block in blocks for text in block])
+
+
 def _resolve(embedder: Embedder | str | None) -> Embedder:
     if embedder is None:
         return get_embedder()
@@ -140,19 +149,26 @@ def _resolve(embedder: Embedder | str | None) -> Embedder:
 def cosine_to_query(texts: Sequence[str], query: str, embedder: Embedder | str | None = None) -> np.ndarray:
     """Cosine similarity of each text to ``query``, float64 in [0, 1] (negatives clipped).
 
-    A new array on every call (a cached embedder's recent results are copied out).
+    A new array on every call. A cached embedder keeps each text's score against each
+    query, so only the texts it has not scored against ``query`` are read (a text's score
+    is its row's dot product with the query's row alone: the same number in any batch).
     """
     emb = _resolve(embedder)
     if not texts:
         return np.zeros(0)
     if not isinstance(emb, CachedEmbedder):
         return _cosines(emb, texts, query)
-    key = (query, tuple(texts))
-    scores = emb._recent_cosines.get(key)
-    if scores is None:
-        scores = _cosines(emb, texts, query)
-        emb._recent_cosines.put(key, scores)
-    return scores.copy()
+    known = emb._query_cosines
+    keys = [(query, text) for text in texts]
+    scores = list(map(known.get, keys))
+    if None in scores:
+        missing = list(dict.fromkeys(text for text, score in zip(texts, scores) if score is None))
+        new = dict(zip(missing, _cosines(emb, missing, query).tolist()))
+        if len(known) + len(new) > QUERY_COSINES:
+            known.clear()
+        known.update(((query, text), score) for text, score in new.items())
+        scores = [new[text] if score is None else score for text, score in zip(texts, scores)]
+    return np.array(scores, dtype=np.float64)
 
 
 def _cosines(emb: Embedder, texts: Sequence[str], query: str) -> np.ndarray:

@@ -2,8 +2,8 @@
 
 :class:`Embedder` is the protocol (texts to float32 rows of unit L2 norm);
 :class:`CachedEmbedder` caches rows per text content in a bounded LRU and remembers
-its last :func:`~ctxsim.relevance.cosine_to_query` and
-:func:`~ctxsim.relevance.document_embedding` results; :class:`SparseRows` and
+each text's :func:`~ctxsim.relevance.cosine_to_query` score against each query and its
+last :func:`~ctxsim.relevance.document_embedding` results; :class:`SparseRows` and
 :class:`RowSimilarity` are the sparse forms they exchange. The registry and the
 similarity helpers built on them are in :mod:`ctxsim.relevance`.
 """
@@ -18,8 +18,12 @@ import numpy as np
 
 from ..cache import LRUCache
 
-#: cosine_to_query results a cached embedder remembers
-COSINE_MEMO = 8
+#: (query, text) scores of cosine_to_query a cached embedder remembers (it starts over
+#: when full): every state of a context scores its units against the same task, and
+#: most units of a state are those of the state before it
+QUERY_COSINES = 200_000
+#: blocks of texts (:meth:`CachedEmbedder.embed_blocks`) whose packed rows a cached embedder keeps
+BLOCKS_KEPT = 16_384
 #: document_embedding results a cached embedder remembers (a context's original and
 #: the results of breaking it, compared one by one)
 DOCUMENT_MEMO = 64
@@ -209,9 +213,10 @@ class CachedEmbedder:
 
     def __init__(self, cache_size: int = 20_000):
         self._cache: LRUCache[str, bytes] = LRUCache(cache_size)
-        # the last few cosine_to_query results: the action mask and the observation
-        # of one state both score the same units against the same task
-        self._recent_cosines: LRUCache[tuple[str, tuple[str, ...]], np.ndarray] = LRUCache(COSINE_MEMO)
+        # each text's cosine_to_query score against each query (a Python float)
+        self._query_cosines: dict[tuple[str, str], float] = {}
+        # the entries of each block of texts embed_blocks was given: each row's count, the columns, the values
+        self._blocks: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         # the last few document vectors: every outcome of a context compares the same original
         self._recent_documents: LRUCache[tuple[tuple[str, ...], tuple[float, ...]], np.ndarray] = LRUCache(DOCUMENT_MEMO)
 
@@ -258,13 +263,47 @@ class CachedEmbedder:
             np.ascontiguousarray(entries["value"]),
         )
 
+    def embed_blocks(self, blocks: Sequence[tuple[str, ...]]) -> SparseRows:
+        """:meth:`embed_sparse` of the texts of ``blocks``, block after block: the same rows.
+
+        Each distinct block's entries are kept (up to :data:`BLOCKS_KEPT` blocks; then the
+        memo starts over), so a batch made of blocks seen before is a few joins of arrays,
+        however many texts they hold: the sentences of a unit, which recur in every state
+        that keeps the unit. The rows of new blocks are looked up and computed together by
+        :meth:`embed_sparse` (its ``hits`` and ``misses`` count them; a block found here
+        counts neither)."""
+        memo = self._blocks
+        found = list(map(memo.get, blocks))
+        if any(entry is None for entry in found):
+            missing = list(dict.fromkeys(block for block, entry in zip(blocks, found) if entry is None))
+            computed = self.embed_sparse([text for block in missing for text in block])
+            counts = np.bincount(computed.rows, minlength=computed.shape[0])
+            row_bounds = np.concatenate([[0], np.cumsum([len(block) for block in missing])])
+            entry_bounds = np.concatenate([[0], np.cumsum(counts)])[row_bounds].tolist()
+            row_bounds = row_bounds.tolist()
+            new = {block: (counts[row_bounds[k]:row_bounds[k + 1]], computed.cols[entry_bounds[k]:entry_bounds[k + 1]],
+                           computed.values[entry_bounds[k]:entry_bounds[k + 1]]) for k, block in enumerate(missing)}
+            if len(memo) + len(new) > BLOCKS_KEPT:
+                memo.clear()
+            memo.update(new)
+            if len(missing) == len(blocks):  # every block new and distinct: the batch as computed
+                return computed
+            found = [new[block] if entry is None else entry for block, entry in zip(blocks, found)]
+        if not found:
+            return SparseRows((0, self.dim), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
+        counts, cols, values = zip(*found)
+        counts = np.concatenate(counts)
+        return SparseRows((len(counts), self.dim), np.repeat(np.arange(len(counts), dtype=np.int64), counts),
+                          np.concatenate(cols), np.concatenate(values))
+
     def cache_info(self) -> dict[str, int]:
         """Cache statistics: hits, misses (texts looked up) and current size."""
         return {"hits": self._cache.hits, "misses": self._cache.misses, "size": len(self._cache)}
 
     def clear_cache(self) -> None:
         self._cache.clear()
-        self._recent_cosines.clear()
+        self._query_cosines.clear()
+        self._blocks.clear()
         self._recent_documents.clear()
 
     def __repr__(self) -> str:

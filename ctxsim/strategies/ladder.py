@@ -20,6 +20,7 @@ All sizes are cl100k tokens.
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from typing import Iterator, Sequence
 
 from pydantic import Field
@@ -359,7 +360,18 @@ class DropParams(Params):
 
 def keywords(text: str, n: int) -> tuple[str, ...]:
     """The ``n`` most frequent non-stop-words of ``text`` (ties: first seen first)."""
-    words = tokenize(text)
+    return _most_frequent(tokenize(text), n)
+
+
+@lru_cache(maxsize=16_384)
+def _words(content: str) -> tuple[str, ...]:
+    """:func:`~ctxsim.relevance.hashed.tokenize` of one unit's content (a unit is dropped
+    in many states of a context, in runs with different neighbours)."""
+    return tuple(tokenize(content))
+
+
+def _most_frequent(words: Sequence[str], n: int) -> tuple[str, ...]:
+    """The ``n`` most frequent of ``words`` (ties: first seen first)."""
     counts = Counter(words)
     first = {w: i for i, w in reversed(list(enumerate(words)))}
     return tuple(sorted(counts, key=lambda w: (-counts[w], first[w]))[:n])
@@ -373,10 +385,11 @@ def first_sentence(text: str, max_tokens: int = 60) -> str:
 
 def dropped_span(run: Sequence[ContextUnit], n_keywords: int, strategy: str) -> DroppedSpan:
     """Design 002's dropped-span index entry for a run of dropped units."""
-    text = "\n\n".join(u.content for u in run)
+    # the keywords of the run's text, its units joined by blank lines: no word spans a
+    # blank line, so its words are the units' own, one unit after the other
     return DroppedSpan(
         source_ids=source_ids_of(run),
-        keywords=keywords(text, n_keywords),
+        keywords=_most_frequent([word for unit in run for word in _words(unit.content)], n_keywords),
         summary=first_sentence(run[0].content),
         strategy=strategy,
     )

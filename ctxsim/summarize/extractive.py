@@ -70,7 +70,7 @@ import numpy as np
 
 from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
-from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_sparse, get_embedder
+from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_blocks, embed_sparse, get_embedder
 from ..tokens import count_joined, count_spaced, count_tokens
 from .small_mmr import SMALL_GROUP, small_mmr
 from .rules import has_value, in_spans, is_user_rule, may_hold, mentions_rule, quoted
@@ -159,7 +159,8 @@ class ExtractiveSummarizer:
         units = tuple(units)
         if not units:
             raise StrategyError("summarize_units needs at least one unit", key="units")
-        key = cache_key("units", *self._params, target_tokens, task, depth, *(unit_cache_key(u) for u in units))
+        # a unit by its fingerprint: every field, hashed once per unit object (its text is not read again)
+        key = cache_key("units", *self._params, target_tokens, task, depth, *(u.fingerprint for u in units))
         return cached(key, lambda: self._summarize_units(units, target_tokens, task, depth))
 
     def summarize_text(
@@ -206,7 +207,7 @@ class ExtractiveSummarizer:
             depth=depth,
         )
         table = candidate_table(units)
-        scored = self._scores(table.texts, table.sizes, table.units, table.weights, task, len(units))
+        scored = self._scores(table.texts, table.sizes, table.units, table.weights, task, len(units), table.blocks)
         head = [Candidate("current_task", task.strip())] if task.strip() else []
         ranked = RankedCandidates(head, table, self._rank(table.texts, scored, table.tiers, budget))
         summary = fit_summary(base, ranked, budget, fill_ratio=FILL_RATIO, floors=ranked.floors())
@@ -259,13 +260,14 @@ class ExtractiveSummarizer:
     # ---- scoring and ranking ---------------------------------------------------
     def _scores(
         self, texts: list[str], sizes: np.ndarray, positions: np.ndarray, weights: list[float], task: str,
-        n_positions: int,
+        n_positions: int, blocks: Sequence[tuple[str, ...]] | None = None,
     ) -> tuple[np.ndarray, RowSimilarity, np.ndarray]:
         """(score, similarity index, token count) of the texts, given their token counts
         (``sizes``) and the input position (unit or sentence index) of each; see the
-        module docstring."""
+        module docstring. ``blocks``, when given, are ``texts`` cut into the units'
+        candidate texts (:attr:`CandidateTable.blocks`), embedded block by block."""
         embedder = self.embedder
-        vectors = embed_sparse(embedder, texts)
+        vectors = embed_sparse(embedder, texts) if blocks is None else embed_blocks(embedder, blocks)
         task_row = embed_sparse(embedder, [task])
         query = np.zeros(task_row.shape[1])
         query[task_row.cols] = task_row.values  # the task's row as float64
@@ -389,7 +391,9 @@ class UnitColumns(NamedTuple):
 class CandidateTable(NamedTuple):
     """The candidates of a sequence of units in input order, as columns: the section,
     payload, tier, priority weight, text, token count (float64), word bound of the
-    rendered line (float64), unit index (int64) and index within its unit of each.
+    rendered line (float64), unit index (int64) and index within its unit of each;
+    ``blocks`` holds the texts of each unit with candidates, a tuple per unit in order
+    (``texts`` is their concatenation: the embedder keeps a block's rows together).
     :meth:`candidate` builds one :class:`Candidate` (a long input has thousands and a
     summary reads few of them)."""
 
@@ -403,6 +407,7 @@ class CandidateTable(NamedTuple):
     units: np.ndarray
     owners: list[int]
     offsets: list[int]
+    blocks: list[tuple[str, ...]]
 
     def candidate(self, i: int) -> Candidate:
         """Candidate ``i``: its section, payload and position (unit index, index within the unit)."""
@@ -427,6 +432,7 @@ def candidate_table(units: Sequence[ContextUnit]) -> CandidateTable:
     words: list[np.ndarray] = []
     owners: list[int] = []
     offsets: list[int] = []
+    blocks: list[tuple[str, ...]] = []
     for index, unit in enumerate(units):
         columns = _unit_columns(unit.content, unit.type, unit.role, unit.tool, unit.meta)
         n = len(columns.sections)
@@ -436,13 +442,14 @@ def candidate_table(units: Sequence[ContextUnit]) -> CandidateTable:
             tiers += columns.tiers
             weights += repeat(PRIORITY_WEIGHT[1 if unit.pinned else unit.priority], n)
             texts += columns.texts
+            blocks.append(columns.texts)
             sizes.append(columns.sizes)
             words.append(columns.words)
             owners += repeat(index, n)
             offsets += range(n)
     return CandidateTable(sections, payloads, tiers, weights, texts,
                           np.concatenate(sizes) if sizes else np.zeros(0), np.concatenate(words) if words else np.zeros(0),
-                          np.array(owners, dtype=np.int64), owners, offsets)
+                          np.array(owners, dtype=np.int64), owners, offsets, blocks)
 
 
 class RankedCandidates(Sequence):
@@ -638,24 +645,6 @@ def _piece_tokens(separator: str, sentence: str) -> int:
 
 def _text_of(payload: str | ToolOutcome | ArtifactRef) -> str:
     return payload if isinstance(payload, str) else payload.line()
-
-
-def unit_cache_key(unit: ContextUnit) -> str:
-    tool = unit.tool
-    tool_key = "" if tool is None else f"{tool.tool_name}|{tool.outcome}|{tool.key_fields}|{tool.error_message}"
-    return "\x1f".join(
-        (
-            unit.id,
-            unit.type,
-            unit.role,
-            str(unit.turn),
-            str(unit.priority),
-            str(unit.pinned),
-            str(unit.meta),
-            tool_key,
-            unit.content,
-        )
-    )
 
 
 def check_target(target_tokens: int) -> None:

@@ -35,7 +35,7 @@ from ..errors import ConfigError, StrategyError, describe_value
 from ..model import ContextUnit
 from ..tokens import count_tokens
 from ..validation import validate
-from .extractive import check_target, unit_cache_key, unit_candidates
+from .extractive import check_target, unit_candidates
 from .structured import (
     SECTIONS,
     SUMMARY_RENDER_VERSION,
@@ -120,7 +120,7 @@ class LLMSummarizer:
         units = tuple(units)
         if not units:
             raise StrategyError("summarize_units needs at least one unit", key="units")
-        key = cache_key("units", *self._params, target_tokens, task, depth, *(unit_cache_key(u) for u in units))
+        key = cache_key("units", *self._params, target_tokens, task, depth, *(u.fingerprint for u in units))
         return cached(key, lambda: self._summarize_units(units, target_tokens, task, depth))
 
     def summarize_texts(self, requests: Sequence[tuple[str, int, str, Sequence[str]]]) -> list[SummaryResult]:
