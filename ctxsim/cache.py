@@ -56,10 +56,11 @@ class LRUCache(Generic[K, V]):
         with self._lock:
             data, refresh = self._data, self._data.move_to_end
             found = [data.get(key) for key in keys]
+            hits = 0
             for key, value in zip(keys, found):
-                if value is not None:
+                if value is not None:  # an identity test: a value may be an array, which == would compare
                     refresh(key)
-            hits = len(found) - found.count(None)
+                    hits += 1
             self.hits += hits
             self.misses += len(found) - hits
             return found

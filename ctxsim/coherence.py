@@ -307,7 +307,7 @@ def _best_new(data: OriginalSentences, fingerprint: str, embedder_id: str, new: 
     same number as in a join of the missing rows alone. Otherwise (a dense embedder) the
     missing rows and the new ones are multiplied as :func:`cosines` does."""
     keys = [(fingerprint, embedder_id, text) for text in new]
-    found = [PRODUCTS.get(key) for key in keys]  # only sentences whose rows passed the test below
+    found = PRODUCTS.get_many(keys)  # only sentences whose rows passed the test below
     todo = [i for i, cells in enumerate(found) if cells is None]
     if todo:
         embedder = get_embedder(embedder_id)

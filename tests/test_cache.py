@@ -39,6 +39,17 @@ def test_get_many_takes_any_iterable_of_keys_once():
     assert cache.get("c") is None and cache.get("a") == 1
 
 
+def test_get_many_holds_arrays_and_counts_them():
+    import numpy as np
+
+    cache: LRUCache[str, np.ndarray] = LRUCache(4)
+    cache.put("a", np.zeros(3))
+    cache.put("b", np.ones(2))
+    found = cache.get_many(["b", "x", "a"])
+    assert found[1] is None and found[0].tolist() == [1.0, 1.0] and found[2].tolist() == [0.0, 0.0, 0.0]
+    assert (cache.hits, cache.misses) == (2, 1)
+
+
 def test_a_weight_bound_evicts_the_least_recently_used_until_the_rest_fit():
     cache: LRUCache[str, bytes] = LRUCache(10, weigh=len, max_weight=10)
     cache.put("a", b"xxxx")
