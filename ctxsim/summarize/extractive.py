@@ -70,7 +70,7 @@ import numpy as np
 
 from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
-from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_blocks, embed_sparse, get_embedder
+from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, SparseRows, embed_blocks, embed_sparse, get_embedder
 from ..tokens import count_joined, count_spaced, count_tokens
 from .small_mmr import SMALL_GROUP, small_mmr
 from .rules import has_value, in_spans, is_user_rule, may_hold, mentions_rule, quoted
@@ -265,17 +265,19 @@ class ExtractiveSummarizer:
         """(score, similarity index, token count) of the texts, given their token counts
         (``sizes``) and the input position (unit or sentence index) of each; see the
         module docstring. ``blocks``, when given, are ``texts`` cut into the units'
-        candidate texts (:attr:`CandidateTable.blocks`), embedded block by block."""
+        candidate texts (:attr:`CandidateTable.blocks`), embedded block by block. The task
+        is embedded in the texts' batch (a new input's rows are computed in one call)."""
         embedder = self.embedder
-        vectors = embed_sparse(embedder, texts) if blocks is None else embed_blocks(embedder, blocks)
-        task_row = embed_sparse(embedder, [task])
-        query = np.zeros(task_row.shape[1])
-        query[task_row.cols] = task_row.values  # the task's row as float64
+        n = len(texts)
+        batch = embed_sparse(embedder, [*texts, task]) if blocks is None else embed_blocks(embedder, [*blocks, (task,)])
+        split = int(np.searchsorted(batch.rows, n))
+        vectors = SparseRows((n, batch.shape[1]), batch.rows[:split], batch.cols[:split], batch.values[:split])
+        query = np.zeros(batch.shape[1])
+        query[batch.cols[split:]] = batch.values[split:]  # the task's row as float64
         # SparseRows.weighted_sum and .dot, the rows' values widened once
         values = vectors.values.astype(np.float64)
         centroid = np.bincount(vectors.cols, weights=values * sizes[vectors.rows], minlength=vectors.shape[1])
         norm = math.sqrt(centroid.dot(centroid))  # np.linalg.norm of a vector
-        n = len(texts)
         central = np.bincount(vectors.rows, weights=values * (centroid / norm)[vectors.cols], minlength=n) if norm > 0 \
             else np.zeros(n)
         relevance = np.bincount(vectors.rows, weights=values * query[vectors.cols], minlength=n)
