@@ -1,9 +1,10 @@
 """The embedder interface and the cached base every built-in embedder extends.
 
 :class:`Embedder` is the protocol (texts to float32 rows of unit L2 norm);
-:class:`CachedEmbedder` caches rows per text content in a bounded LRU and remembers
-each text's :func:`~ctxsim.relevance.cosine_to_query` score against each query and its
-last :func:`~ctxsim.relevance.document_embedding` results; :class:`SparseRows` and
+:class:`CachedEmbedder` caches rows per text content in a bounded LRU, keeps the rows
+of each block of texts it embedded as one (:meth:`CachedEmbedder.embed_blocks`), and
+remembers each text's :func:`~ctxsim.relevance.cosine_to_query` score against each query
+and its last :func:`~ctxsim.relevance.document_embedding` results; :class:`SparseRows` and
 :class:`RowSimilarity` are the sparse forms they exchange. The registry and the
 similarity helpers built on them are in :mod:`ctxsim.relevance`.
 """
