@@ -541,6 +541,15 @@ def test_cosine_to_query_scores_a_text_alike_in_any_batch_and_reads_new_texts_on
     assert emb.cache_info()["misses"] == before + 2
 
 
+def test_a_batch_splits_into_its_first_rows_and_the_rest_renumbered():
+    batch = HashedTfidfEmbedder().embed_sparse([*DB_TEXTS, "", UNRELATED])
+    for k in range(batch.shape[0] + 1):
+        head, tail = batch.split(k)
+        assert head.shape == (k, DIM) and tail.shape == (batch.shape[0] - k, DIM)
+        assert head.dense().tobytes() == batch.dense()[:k].tobytes()
+        assert tail.dense().tobytes() == batch.dense()[k:].tobytes()
+
+
 def test_embed_blocks_gives_the_rows_of_embed_sparse_and_keeps_each_block():
     emb = HashedTfidfEmbedder()
     blocks = [tuple(DB_TEXTS[:2]), ("", UNRELATED), (DB_TEXTS[0],), tuple(DB_TEXTS[:2])]

@@ -173,11 +173,9 @@ def cosine_to_query(texts: Sequence[str], query: str, embedder: Embedder | str |
 
 def _cosines(emb: Embedder, texts: Sequence[str], query: str) -> np.ndarray:
     # the query is embedded in the texts' batch: one computation for a new context
-    batch = embed_sparse(emb, [query, *texts])
-    split = int(np.searchsorted(batch.rows, 1))
-    query_vector = np.zeros(batch.shape[1])
-    query_vector[batch.cols[:split]] = batch.values[:split]
-    rows = SparseRows((len(texts), batch.shape[1]), batch.rows[split:] - 1, batch.cols[split:], batch.values[split:])
+    query_row, rows = embed_sparse(emb, [query, *texts]).split(1)
+    query_vector = np.zeros(rows.shape[1])
+    query_vector[query_row.cols] = query_row.values
     return np.clip(rows.dot(query_vector), 0.0, 1.0)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import accumulate
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
@@ -74,6 +75,14 @@ class SparseRows(NamedTuple):
         """Where each row's entries start, and the end: ``n + 1`` offsets (int64; the
         ``indptr`` of a CSR matrix)."""
         return np.searchsorted(self.rows, np.arange(self.shape[0] + 1))
+
+    def split(self, k: int) -> tuple[SparseRows, SparseRows]:
+        """(rows ``0 .. k - 1``, rows ``k ..`` numbered from 0): the two parts of a batch
+        embedded together (a query with the texts it is scored against)."""
+        at = int(np.searchsorted(self.rows, k))
+        dim = self.shape[1]
+        return (SparseRows((k, dim), self.rows[:at], self.cols[:at], self.values[:at]),
+                SparseRows((self.shape[0] - k, dim), self.rows[at:] - k, self.cols[at:], self.values[at:]))
 
     def dot(self, vector: np.ndarray) -> np.ndarray:
         """Each row's dot product with a dense (dim,) vector, float64 (n,)."""
@@ -278,12 +287,12 @@ class CachedEmbedder:
         if any(entry is None for entry in found):
             missing = list(dict.fromkeys(block for block, entry in zip(blocks, found) if entry is None))
             computed = self.embed_sparse([text for block in missing for text in block])
-            counts = np.bincount(computed.rows, minlength=computed.shape[0])
-            row_bounds = np.concatenate([[0], np.cumsum([len(block) for block in missing])])
-            entry_bounds = np.concatenate([[0], np.cumsum(counts)])[row_bounds].tolist()
-            row_bounds = row_bounds.tolist()
-            new = {block: (counts[row_bounds[k]:row_bounds[k + 1]], computed.cols[entry_bounds[k]:entry_bounds[k + 1]],
-                           computed.values[entry_bounds[k]:entry_bounds[k + 1]]) for k, block in enumerate(missing)}
+            offsets = computed.row_offsets()
+            counts = np.diff(offsets)
+            rows = [0, *accumulate(map(len, missing))]  # where each block's rows start, and the end
+            entries = offsets[rows].tolist()  # where its entries start, and the end
+            new = {block: (counts[rows[k]:rows[k + 1]], computed.cols[entries[k]:entries[k + 1]],
+                           computed.values[entries[k]:entries[k + 1]]) for k, block in enumerate(missing)}
             if len(memo) + len(new) > BLOCKS_KEPT:
                 memo.clear()
             memo.update(new)

@@ -70,7 +70,7 @@ import numpy as np
 
 from ..errors import StrategyError, describe_value
 from ..model import ContextUnit, ToolEnvelope
-from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, SparseRows, embed_blocks, embed_sparse, get_embedder
+from ..relevance import DEFAULT_EMBEDDER, Embedder, RowSimilarity, embed_blocks, embed_sparse, get_embedder
 from ..tokens import count_joined, count_spaced, count_tokens
 from .small_mmr import SMALL_GROUP, small_mmr
 from .rules import has_value, in_spans, is_user_rule, may_hold, mentions_rule, quoted
@@ -270,10 +270,9 @@ class ExtractiveSummarizer:
         embedder = self.embedder
         n = len(texts)
         batch = embed_sparse(embedder, [*texts, task]) if blocks is None else embed_blocks(embedder, [*blocks, (task,)])
-        split = int(np.searchsorted(batch.rows, n))
-        vectors = SparseRows((n, batch.shape[1]), batch.rows[:split], batch.cols[:split], batch.values[:split])
+        vectors, task_row = batch.split(n)
         query = np.zeros(batch.shape[1])
-        query[batch.cols[split:]] = batch.values[split:]  # the task's row as float64
+        query[task_row.cols] = task_row.values  # the task's row as float64
         # SparseRows.weighted_sum and .dot, the rows' values widened once
         values = vectors.values.astype(np.float64)
         centroid = np.bincount(vectors.cols, weights=values * sizes[vectors.rows], minlength=vectors.shape[1])
