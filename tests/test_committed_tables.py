@@ -8,7 +8,8 @@ last digit of a float can differ between CPUs, whose numpy kernels add in differ
 orders; on one machine the tables reproduce byte for byte); a slow test trains seed 0 of the default
 experiment again and checks its learned rows the same way, another fits the stream's
 best fixed (depth, chain) again; two rows of ``reports/realism.md``'s strategy-rank table are
-computed again too. If one fails after a change that is meant
+computed again too, and every cell of the README's results table is checked against the
+CSV it quotes. If one fails after a change that is meant
 to change outputs, regenerate the tables with the commands at the top of
 ``reports/heldout_eval.md`` and ``reports/stream_eval.md`` (the learned rows need the
 runs trained again, see there).
@@ -124,6 +125,62 @@ def test_the_realism_rank_table_reproduces_for_two_strategies(repo_root: Path):
     rows = [line for line in rank_table(ranks) if line.startswith("| only:")]
     assert [row.replace("**", "") for row in rows] == [committed[p].replace("**", "") for p in policies]
 
+
+
+#: the README's results table: its row labels -> the committed CSV each row is computed from
+README_ROWS = {"held-out, `grounded`": "heldout_grounded.csv", "held-out, `seed001`": "heldout_seed001.csv",
+               "transcript cuts, `grounded`": "transcript_cuts.csv", "transcript cuts, `seed001`": "transcript_cuts_seed001.csv",
+               "small contexts (no split), `grounded`": "small_contexts.csv"}
+#: its columns -> the policy each names (the last one names the peer in its cell)
+README_COLUMNS = {"learned": "runs/default", "best-fixed": "best-fixed:maskable_ppo_default", "greedy": "greedy",
+                  "oracle": "oracle", "seed-chain": "seed-chain", "`trim_messages`": "peer:langchain-trim"}
+
+
+def _signed(value: float) -> str:
+    """A number as the README prints it: three decimals, its sign always, a typographic minus."""
+    return f"{value:+.3f}".replace("-", "−")
+
+
+def test_the_readme_results_table_states_what_the_committed_csvs_give(repo_root: Path):
+    """Each cell of the README's results table (a mean reward, or the learned policy's
+    paired difference with its 95 % interval) is what ``evaluate``'s own summary and
+    ``--compare`` give on the committed CSV, rounded once from the unrounded value; its
+    "best other peer" is the peer with the highest mean reward there, LangChain's
+    ``trim_messages`` aside (it has its own column)."""
+    import pandas as pd
+
+    from ctxsim.lab.evaluate import paired_differences, summarize
+
+    lines = (repo_root / "README.md").read_text().splitlines()
+    start = lines.index("| | learned | best-fixed | greedy | oracle | seed-chain | `trim_messages` | best other peer |")
+    header = [cell.strip() for cell in lines[start].strip("|").split("|")][1:]
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    assert [row[0] for row in rows[::2]] == [f"{label}: mean reward" for label in README_ROWS]
+    for means, differences in zip(rows[::2], rows[1::2]):
+        results = pd.read_csv(repo_root / "reports" / README_ROWS[means[0].removesuffix(": mean reward")])
+        summary = summarize(results).set_index("policy")["mean_reward"]
+        paired = paired_differences(results, "runs/default").set_index("policy")
+        peers = summary[[p.startswith("peer:") and p != "peer:langchain-trim" for p in summary.index]]
+        for column, mean, difference in zip(header, means[1:], differences[1:]):
+            if column == "best other peer":
+                if not len(peers):
+                    assert mean == difference == "", means[0]
+                    continue
+                best = peers.idxmax()
+                policy, mean = best, mean.removesuffix(f" (`{best.removeprefix('peer:')}`)")
+            else:
+                policy = README_COLUMNS[column]
+            assert mean == _signed(summary[policy]), (means[0], column)
+            if policy == "runs/default":
+                assert difference == "", means[0]
+                continue
+            row = paired.loc[policy]
+            stated = f"{_signed(row.mean_difference)} [{_signed(row.ci_low)}, {_signed(row.ci_high)}]"
+            assert difference == stated, (means[0], column)
 
 @pytest.mark.slow
 def test_the_learned_rows_reproduce_from_a_run_trained_again(repo_root: Path, tmp_path: Path, capsys, monkeypatch):
