@@ -45,10 +45,18 @@ def work(tmp_path, monkeypatch):
     (tmp_path / "not_a_log.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
     (tmp_path / "no_columns.csv").write_text("policy,scenario\nrandom,chat-10k\n")
     (tmp_path / "bad.yaml").write_text("name: [unclosed\n")
+    (tmp_path / "stray.zip").write_bytes(b"not a model")  # a model zip outside any run folder
+    run = tmp_path / "run_without_model"  # a run folder whose best model is gone
+    run.mkdir()
+    (run / "config.yaml").write_text("experiment: {algo: MaskablePPO}\n")
+    (run / "final_model.zip").write_bytes(b"not a model")
     env = REPO / "envs" / "default.yaml"
     for name, body in {
         "escape": EXPERIMENT.format(name="../escape", env=env, hyperparams="{}"),
         "hyper": EXPERIMENT.format(name="hyper", env=env, hyperparams="{n_stepz: 8}"),
+        "hyper_seed": EXPERIMENT.format(name="x", env=env, hyperparams="{seed: 3}"),
+        "negative_rate": EXPERIMENT.format(name="x", env=env, hyperparams="{learning_rate: -0.001}"),
+        "no_train": EXPERIMENT.format(name="x", env=env, hyperparams="{}").replace("[mild-overflow]", "[]"),
         "policy_kwargs": EXPERIMENT.format(name="pk", env=env, hyperparams="{policy_kwargs: {net_arch: wide}}"),
         "unknown_scenario": EXPERIMENT.format(name="x", env=env, hyperparams="{}").replace("chat-10k", "no-such"),
         # wrong values SB3 accepts at construction and fails on only once training runs
@@ -96,7 +104,14 @@ BAD_INPUT = [
     ("train: missing file", ["train", "missing.yaml", "--out", "out"], "missing.yaml"),
     ("train: bad YAML", ["train", "bad.yaml", "--out", "out"], "invalid YAML"),
     ("train: name with a path", ["train", "escape.yaml", "--out", "out"], "name"),
-    ("train: unknown hyperparameter", ["train", "hyper.yaml", "--out", "out", "--quiet"], "hyperparams"),
+    ("train: unknown hyperparameter", ["train", "hyper.yaml", "--out", "out", "--quiet"],
+     "key 'hyperparams.n_stepz': MaskablePPO has no hyperparameter 'n_stepz'"),
+    ("train: a hyperparameter training sets", ["train", "hyper_seed.yaml", "--out", "out", "--quiet"],
+     "key 'hyperparams.seed': is set by training itself"),
+    ("train: negative learning rate", ["train", "negative_rate.yaml", "--out", "out", "--quiet"],
+     "key 'hyperparams.learning_rate': must be >= 0 (got -0.001)"),
+    ("train: no training scenarios", ["train", "no_train.yaml", "--out", "out", "--quiet"],
+     "key 'train_scenarios': needs at least 1 item(s) (got [])"),
     ("train: bad policy_kwargs", ["train", "policy_kwargs.yaml", "--out", "out", "--quiet"], "hyperparams"),
     ("train: unknown eval scenario", ["train", "unknown_scenario.yaml", "--out", "out"], "no-such"),
     ("train: ent_coef auto", ["train", "ent_auto.yaml", "--out", "out", "--quiet"], "key 'hyperparams.ent_coef'"),
@@ -139,7 +154,14 @@ BAD_INPUT = [
     ("evaluate: split without experiment", ["evaluate", "--policy", "random", "--split", "train", "--out", "out/r.csv"],
      "--split needs --experiment"),
     ("evaluate: unknown reward profile", ["evaluate", "--policy", "random", "--reward", "nope", "--out", "out/r.csv"],
-     "nope"),
+     "ctxsim: error: key 'reward': --reward must be one of seed001, grounded, got 'nope'"),
+    ("evaluate: unknown reward profile on an experiment", ["evaluate", "--policy", "random", "--experiment", "hyper.yaml",
+                                                           "--reward", "nope", "--out", "out/r.csv"],
+     "ctxsim: error: key 'reward': --reward must be one of seed001, grounded, got 'nope'"),
+    ("evaluate: a run folder without its model", ["evaluate", "--policy", "run_without_model", "--out", "out/r.csv"],
+     "run_without_model: no best_model.zip in this training run folder"),
+    ("evaluate: a model zip outside a run", ["evaluate", "--policy", "stray.zip", "--out", "out/r.csv"],
+     "config.yaml: not found: the model is not in a ctxsim training run folder"),
     ("evaluate: experiment and env", ["evaluate", "--policy", "random", "--experiment", "hyper.yaml",
                                       "--env", "envs/default.yaml", "--out", "out/r.csv"], "drop --env"),
     ("evaluate: a name outside the split", ["evaluate", "--policy", "random", "--experiment", "hyper.yaml",
@@ -172,6 +194,8 @@ BAD_INPUT = [
                                                   "--out", "out/c.json", "--artifacts", "out/c.json"], "name the same file"),
     ("tune: missing file", ["tune", "missing.yaml", "--out", "out"], "missing.yaml"),
     ("tune: bad YAML", ["tune", "bad.yaml", "--out", "out"], "invalid YAML"),
+    ("tune: negative workers", ["tune", str(REPO / "experiments" / "tune_maskable_ppo.yaml"), "--workers", "-1", "--out", "out"],
+     "key 'workers': --workers must be >= 1, got -1"),
 ]
 
 
@@ -185,8 +209,28 @@ def test_bad_input_is_one_line_exit_2_and_no_output(work, capsys, argv, needle):
     assert needle in captured.err and "Traceback" not in captured.err
     assert not any((work / "out").rglob("*")), sorted((work / "out").rglob("*"))
     assert not (work.parent / "escape").exists()
-    inputs = {"empty", "not_a_log.jsonl", "no_columns.csv", "bad.yaml", "out"} | {p.name for p in work.glob("*.yaml")}
+    inputs = {"empty", "not_a_log.jsonl", "no_columns.csv", "bad.yaml", "stray.zip", "run_without_model", "out"} | {
+        p.name for p in work.glob("*.yaml")}
     assert {p.name for p in work.iterdir()} <= inputs  # nothing written beside the inputs either
+
+
+def test_an_output_never_replaces_an_input_file(work, capsys):
+    """An output option that names the command's input file is refused before any
+    work, and the input stays as it was."""
+    (work / "mild.yaml").write_bytes(SCENARIO.read_bytes())
+    for argv, needle in (
+        (["generate", "--scenario", "mild.yaml", "--out", "./mild.yaml"], "key 'out': --out and --scenario name the same file: mild.yaml"),
+        (["compact", "empty", "not_a_log.jsonl", "--limit", "100", "--out", "not_a_log.jsonl"],
+         "key 'out': --out and the input file name the same file: not_a_log.jsonl"),
+        (["compact", "empty", "not_a_log.jsonl", "--limit", "100", "--out", "c.jsonl", "--artifacts", "not_a_log.jsonl"],
+         "key 'artifacts': --artifacts and the input file name the same file: not_a_log.jsonl"),
+    ):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("ctxsim: error: ") and needle in err, err
+    assert (work / "mild.yaml").read_bytes() == SCENARIO.read_bytes()
+    assert (work / "not_a_log.jsonl").read_text() == '{"step": 1}\n{"step": 2}\n'
+    assert not (work / "c.jsonl").exists()
 
 
 def test_train_refuses_a_negative_seed_before_training_any(tmp_path, capsys):

@@ -100,6 +100,10 @@ ray: {{num_cpus: 2}}
         ("param_space: {n_steps: {choice: [0, 512]}}\n", "key 'param_space.n_steps': must be >= 1 (got 0)"),
         ("param_space: {learning_rate: {choice: [fast]}}\n", "key 'param_space.learning_rate': MaskablePPO expects"),
         ("param_space: {batch_size: {randint: [-4, 64]}}\n", "key 'param_space.batch_size': must be >= 1 (got -4)"),
+        ("param_space: {n_stepz: {choice: [64]}}\n", "key 'param_space.n_stepz': MaskablePPO has no hyperparameter 'n_stepz'"),
+        ("param_space: {seed: {choice: [1, 2]}}\n", "key 'param_space.seed': is set by training itself"),
+        ("param_space: {learning_rate: {choice: [-0.001]}}\n", "key 'param_space.learning_rate': must be >= 0 (got -0.001)"),
+        ("param_space: {gamma: {choice: [0.9]}}\nseed: 4294967296\n", "key 'seed': Input should be less than or equal to 4294967295"),
     ],
 )
 def test_bad_tune_file_is_one_line(tmp_path: Path, capsys, text: str, needle: str):
@@ -145,3 +149,36 @@ def test_tune_names_the_training_split_when_an_experiment_holds_nothing_out(repo
     split, names = spec.selection
     assert split == "training" and names == env_configs(spec.experiment)[1]["scenario_names"] and len(names) == 23
     assert "training scenarios" in spec.notes[0] and "chosen on the training split" in spec.notes[0]
+
+
+@pytest.mark.optional
+@pytest.mark.skipif(find_spec("ray") is None, reason="needs the extra 'ray'")
+def test_a_search_whose_every_trial_fails_names_the_error_and_leaves_no_folder(tmp_path: Path, repo_root: Path, capsys):
+    """A trial that fails once training runs (it diverges) is reported by its own
+    ctxsim error, not Ray's wrapper; the output folder the search created is removed."""
+    (tmp_path / "t.yaml").write_text(
+        f"""
+name: diverges
+experiment: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}
+overrides:
+  n_envs: 1
+  env_config: {{contexts_per_scenario: 2, pool: false}}
+  eval_freq: 32
+  eval_episodes: 2
+  checkpoint_freq: 100000
+  train_scenarios: [mild-overflow]
+  eval_scenarios: [mild-overflow]
+timesteps: 64
+num_samples: 1
+param_space:
+  vf_coef: {{choice: [1.0e+300]}}
+  n_steps: {{choice: [32]}}
+  batch_size: {{choice: [32]}}
+ray: {{num_cpus: 1}}
+"""
+    )
+    assert main(["tune", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "out"), "--quiet"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith(f"ctxsim: error: {tmp_path / 't.yaml'}: every trial failed; first error: "), last
+    assert "key 'hyperparams': training diverged after 32 steps" in last and "ray::" not in last, last
+    assert not (tmp_path / "out").exists()

@@ -29,6 +29,7 @@ from ..episode import EpisodeSettings
 from ..errors import ConfigError, CtxsimError, ScenarioError
 from ..plan import plan_of
 from ..probes import PROBE_KINDS
+from ..reward import PROFILE_PROBE_WEIGHTS
 from .scenarios import DEFAULT_SUITE, find_scenario, load_scenarios
 from ..serialize import dumps_state
 from ..strategies import describe_strategies, get_strategy
@@ -228,6 +229,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--first-seed must be in 0..{last_first} (seeds end below 2**32), got {args.first_seed}",
                           key="first-seed")
     _check_option("workers", args.workers, 1)
+    if args.reward is not None and args.reward not in PROFILE_PROBE_WEIGHTS:
+        raise ConfigError(f"--reward must be one of {', '.join(PROFILE_PROBE_WEIGHTS)}, got {args.reward!r}", key="reward")
     if args.split and not args.experiment:
         raise ConfigError("--split needs --experiment FILE", key="split")
     if args.experiment:
@@ -497,6 +500,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from .tune import load_tune, run_tune
 
+    _check_option("workers", args.workers, 1)
     spec = load_tune(args.tune)
     console = _console()
     for note in spec.notes:
@@ -672,19 +676,27 @@ EXTRA_MODULES = {
 #: the output options that name a file (elsewhere ``--out`` is a folder), per command
 FILE_OUTPUTS = {"evaluate": ("out", "log", "markdown"), "generate": ("out",), "realism": ("out",),
                 "compact": ("out", "log", "artifacts")}
+#: the arguments that name an input file, per command: no output may replace one
+FILE_INPUTS = {"compact": ("file",), "generate": ("scenario", "suite"), "realism": ("family",),
+               "evaluate": ("scenarios", "env", "experiment")}
 
 
 def check_file_outputs(args: argparse.Namespace) -> None:
     """Before any work: every output of the command can be written (an existing one is
     a regular file, or a folder where the command writes a folder: never a FIFO,
-    socket or device; no name too long for the file system), and no two options name
-    the same file (one would overwrite the other)."""
+    socket or device; no name too long for the file system), no two options name
+    the same file (one would overwrite the other), and none names an input file of
+    the command (writing it would lose the input)."""
     files = FILE_OUTPUTS.get(args.command, ())
     for name in OUTPUT_OPTIONS:
         value = getattr(args, name, None)
         if name not in files and isinstance(value, str):
             check_output(value, folder=True, key=name)
     seen: dict[str, str] = {}
+    for name in FILE_INPUTS.get(args.command, ()):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and os.path.isfile(value):
+            seen[os.path.realpath(value)] = "the input file" if name == "file" else "--" + name
     for name in files:
         value = getattr(args, name, None)
         if not isinstance(value, str) or value == "-":

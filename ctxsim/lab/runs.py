@@ -42,7 +42,7 @@ def run_config(run_dir: Path) -> dict[str, Any]:
     name its algorithm; a clear :class:`PolicyError` otherwise."""
     file = run_dir / CONFIG_FILE
     if not file.is_file():
-        raise PolicyError(f"no {CONFIG_FILE} beside the model; is this a ctxsim training run?", source=run_dir)
+        raise PolicyError("not found: the model is not in a ctxsim training run folder", source=file)
     data = load_yaml(file, PolicyError)
     if not isinstance(data, dict) or not isinstance(data.get("experiment"), dict) or "algo" not in data["experiment"]:
         raise PolicyError("expected the resolved run config with experiment.algo", source=file, key="experiment.algo")

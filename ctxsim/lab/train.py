@@ -88,9 +88,9 @@ class ExperimentConfig(BaseModel):
     algo: Literal["PPO", "A2C", "DQN", "MaskablePPO"] = Field(description="SB3 / sb3-contrib algorithm")
     env: str = Field("envs/default.yaml", description="env spec file (relative to the repo or the experiment file)")
     env_config: Annotated[dict[str, Any], Bounded] = Field(default_factory=dict, description="overrides of the env spec's config")
-    train_scenarios: list[str] | None = Field(None, description="scenario names to train on (default: all but the held-out and validation ones)")
+    train_scenarios: Annotated[list[str], Field(min_length=1)] | None = Field(None, description="scenario names to train on (default: all but the held-out and validation ones)")
     eval_scenarios: list[str] = Field(default_factory=list, description="held-out scenario names: the split results are reported on")
-    validation_scenarios: list[str] | None = Field(
+    validation_scenarios: Annotated[list[str], Field(min_length=1)] | None = Field(
         None, description="scenario names the evaluation callback picks the best model on (default: the held-out "
         "ones); with them, neither training nor model selection sees the held-out split",
     )
@@ -386,12 +386,16 @@ def train(
 
 #: hyperparameters SB3 takes as counts but does not check (0 or less fails mid-training)
 POSITIVE_HYPERPARAMS = ("n_steps", "batch_size", "n_epochs", "buffer_size")
-#: numeric hyperparameters SB3 does not range-check: (lowest, highest) allowed, inclusive
+#: numeric hyperparameters SB3 does not range-check (or only once it builds its
+#: optimizer, as torch does the learning rate): (lowest, highest) allowed, inclusive
 HYPERPARAM_RANGES: dict[str, tuple[float, float]] = {
+    "learning_rate": (0.0, math.inf),
     "gamma": (0.0, 1.0), "gae_lambda": (0.0, 1.0), "tau": (0.0, 1.0), "exploration_fraction": (0.0, 1.0),
     "exploration_initial_eps": (0.0, 1.0), "exploration_final_eps": (0.0, 1.0),
     "ent_coef": (0.0, math.inf), "vf_coef": (0.0, math.inf), "max_grad_norm": (0.0, math.inf), "clip_range": (0.0, math.inf),
 }
+#: keyword arguments of the algorithm that training sets itself, from the experiment or the run
+RESERVED_HYPERPARAMS = ("policy", "env", "seed", "verbose", "device", "tensorboard_log")
 #: widest hidden layer a policy network may ask for (a 2-layer net of this width holds ~270M weights)
 MAX_LAYER_WIDTH = 16_384
 
@@ -400,11 +404,21 @@ def check_hyperparams(algo_cls, experiment: ExperimentConfig) -> None:
     """Check ``policy`` and every ``hyperparams`` value against the algorithm's own
     signature (its type annotations, strictly: ``"0.1"`` is not a float) before any
     run directory exists: SB3 accepts some wrong values at construction and fails
-    only once training runs. Keys the signature does not annotate are left to it."""
+    only once training runs. A key the signature lacks, or one training sets itself
+    (:data:`RESERVED_HYPERPARAMS`), is refused; keys the signature does not annotate
+    are left to it."""
     if experiment.policy not in algo_cls.policy_aliases:
         raise ConfigError(f"{experiment.algo} has no policy {experiment.policy!r}; known: {sorted(algo_cls.policy_aliases)}",
                           source=experiment.source, key="policy")
-    hints = {name: p.annotation for name, p in inspect.signature(algo_cls.__init__).parameters.items()
+    parameters = inspect.signature(algo_cls.__init__).parameters
+    for key in experiment.hyperparams:
+        if key in RESERVED_HYPERPARAMS:
+            raise ConfigError("is set by training itself (from the experiment or the run), not a hyperparameter",
+                              source=experiment.source, key=f"hyperparams.{key}")
+        if key not in parameters or key == "self":
+            raise ConfigError(f"{experiment.algo} has no hyperparameter {key!r}", source=experiment.source,
+                              key=f"hyperparams.{key}")
+    hints = {name: p.annotation for name, p in parameters.items()
              if p.annotation is not inspect.Parameter.empty and not isinstance(p.annotation, str)}
     strict = ConfigDict(strict=True, arbitrary_types_allowed=True)
     for path, value in _numbers(experiment.hyperparams, "hyperparams"):

@@ -23,7 +23,8 @@ split (its ``validation_scenarios``, which the shipped tune file names so that t
 held-out split stays unseen; without them the held-out scenarios, with a note that
 the best score is then optimistic). The trials' run folders and Ray Tune's own
 files go under the output folder (default ``reports/tune/<name>/``), with the result
-table ``tune_results.csv`` and ``tune_results.md`` (best trial first), written atomically.
+table ``tune_results.csv`` and ``tune_results.md`` (best trial first), written atomically;
+a search whose every trial fails removes the folder again when it created it.
 Ray is imported inside :func:`run_tune` only.
 """
 
@@ -37,9 +38,9 @@ from typing import Annotated, Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
 
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_text, output_folder
 from ..errors import ConfigError, CtxsimError, describe_value
-from ..validation import Bounded, KeyedValueError, load_yaml, validate
+from ..validation import MAX_SEED, Bounded, KeyedValueError, load_yaml, validate
 from .report import markdown_table
 from .runs import EVALUATIONS_FILE, algorithm_class, read_evaluations
 from .sweep import RayConfig, import_ray, ray_session, resolve_path
@@ -100,7 +101,7 @@ class TuneConfig(BaseModel):
     overrides: Annotated[dict[StrictStr, Any], Bounded] = Field(default_factory=dict)
     timesteps: Annotated[int, Field(gt=0, strict=True)]
     num_samples: Annotated[int, Field(ge=1, strict=True)] = 4
-    seed: Annotated[int, Field(ge=0, strict=True)] = 0
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED, strict=True)] = 0
     resources: Resources = Field(default_factory=Resources)
     max_concurrent_trials: Annotated[int, Field(ge=1, strict=True)] | None = None
     param_space: Annotated[dict[StrictStr, ParamSpec], Field(min_length=1)]
@@ -192,6 +193,15 @@ def _trial(params: dict[str, Any], *, experiment: dict[str, Any], timesteps: int
     tune.report({METRIC: best, "final_mean_reward": last, "run_dir": str(run_dir)})
 
 
+def _trial_error(error: BaseException) -> str:
+    """One line on why a trial failed: the ctxsim error it raised (which Ray wraps as
+    the ``cause`` of its task error), else the start of Ray's own report."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, CtxsimError):
+        return " ".join(str(cause).split())
+    return " ".join(str(error).split())[:300]
+
+
 def _trial_name(trial_id: str) -> str:
     """``trial_00003`` from Ray's ``<random>_00003``: the sampling order, stable across runs."""
     return f"trial_{trial_id.rsplit('_', 1)[-1]}"
@@ -208,12 +218,17 @@ def run_tune(spec: TuneSpec, *, out: str | Path | None = None, workers: int | No
     """Run the search; write ``tune_results.csv`` / ``.md`` into ``out`` (default
     ``reports/tune/<name>/``). ``workers``: CPUs of a local Ray (default: the file's)."""
     import_ray("ctxsim tune")
+    out = (Path(out) if out is not None else Path("reports") / "tune" / spec.config.name).resolve()
+    with output_folder(out):  # removed again if this search created it and every trial fails
+        return _search(spec, out, workers, verbose)
+
+
+def _search(spec: TuneSpec, out: Path, workers: int | None, verbose: bool) -> TuneResult:
+    """The body of :func:`run_tune`: the trials in ``out`` (which exists), then the result table."""
     from ray import tune
     from ray.tune.search import BasicVariantGenerator
 
     config = spec.config
-    out = (Path(out) if out is not None else Path("reports") / "tune" / config.name).resolve()
-    out.mkdir(parents=True, exist_ok=True)
     trainable = tune.with_parameters(
         _trial, experiment=spec.experiment.model_dump(), timesteps=config.timesteps, seed=config.seed, runs=str(out / "runs")
     )
@@ -232,7 +247,7 @@ def run_tune(spec: TuneSpec, *, out: str | Path | None = None, workers: int | No
     rows, errors = [], []
     for result in grid:
         if result.error is not None:
-            errors.append(" ".join(str(result.error).split())[:300])
+            errors.append(_trial_error(result.error))
             continue
         m = result.metrics
         rows.append({

@@ -33,8 +33,9 @@ from ...policies.registry import Policy, register_loader
 
 
 def recognizes(path: Path) -> bool:
-    """A run directory with a best model, or a model zip."""
-    return (path.is_dir() and (path / MODEL_FILE).is_file()) or (path.is_file() and path.suffix == ".zip")
+    """A run directory (its best model or its config), or a model zip."""
+    return (path.is_dir() and any((path / name).is_file() for name in (MODEL_FILE, CONFIG_FILE))) or (
+        path.is_file() and path.suffix == ".zip")
 
 
 class SB3Policy(Policy):
@@ -101,6 +102,8 @@ def load_sb3_policy(path: str | Path) -> SB3Policy:
     path = Path(path)
     run_dir, model_file = (path, path / MODEL_FILE) if path.is_dir() else (path.parent, path)
     config = run_config(run_dir)
+    if not model_file.is_file():  # a run folder whose training never saved a best model, or lost it
+        raise PolicyError(f"no {MODEL_FILE} in this training run folder", source=run_dir)
     algo = config["experiment"]["algo"]
     cls = algorithm_class(algo, run_dir / CONFIG_FILE)
     try:
