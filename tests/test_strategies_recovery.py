@@ -188,3 +188,13 @@ def test_error_mode_raises_breaker_failed():
         strategy.apply(state)
     message = str(info.value)
     assert str(state.total_tokens) in message and "200" in message and "recovery_mode" in message
+
+
+def test_error_mode_says_nothing_false_of_a_context_that_fits():
+    """Applied to a context under its limit (as ``ctxsim plan`` may), the error gives the
+    numbers without saying the context does not fit."""
+    state = state_of(session(), limit=100_000)
+    with pytest.raises(RecoveryError, match=BREAKER_FAILED) as info:
+        get_strategy("error").apply(state)
+    message = str(info.value)
+    assert f"context of {state.total_tokens} tokens, limit 100000" in message and "not fit" not in message

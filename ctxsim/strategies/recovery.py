@@ -167,8 +167,9 @@ class RecoveryErrorMode(Strategy):
         return True
 
     def run(self, state: ContextState, ctx: StrategyContext) -> Outcome:
+        # said the same whether or not the context fits: a plan may apply this mode to any context
         raise RecoveryError(
-            f"{BREAKER_FAILED}: context of {state.total_tokens} tokens does not fit the limit of "
-            f"{state.limit} tokens (target {ctx.target(state)}) and recovery_mode is 'error'",
+            f"{BREAKER_FAILED}: recovery_mode is 'error', so nothing recovers (context of {state.total_tokens} "
+            f"tokens, limit {state.limit}, target {ctx.target(state)})",
             key="recovery_mode",
         )
