@@ -20,6 +20,31 @@ ray: {num_cpus: 2}
 """
 
 
+def tiny_tune(repo_root: Path, *, name: str, eval_freq: int, train: str, timesteps: int, samples: int, space: str,
+              n_steps: int, cpus: int) -> str:
+    """A tune file of a few short trials of seed 001's experiment on small contexts:
+    ``space`` is one more line of its ``param_space`` (beside ``n_steps`` and a batch of 32)."""
+    return f"""
+name: {name}
+experiment: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}
+overrides:
+  n_envs: 1
+  env_config: {{contexts_per_scenario: 2, pool: false}}
+  eval_freq: {eval_freq}
+  eval_episodes: 2
+  checkpoint_freq: 100000
+  train_scenarios: {train}
+  eval_scenarios: [mild-overflow]
+timesteps: {timesteps}
+num_samples: {samples}
+param_space:
+  {space}
+  n_steps: {{choice: [{n_steps}]}}
+  batch_size: {{choice: [32]}}
+ray: {{num_cpus: {cpus}}}
+"""
+
+
 @pytest.mark.optional
 @pytest.mark.skipif(find_spec("ray") is None, reason="needs the extra 'ray'")
 def test_ray_backend_matches_the_local_backend(tmp_path: Path):
@@ -36,27 +61,9 @@ def test_ray_backend_matches_the_local_backend(tmp_path: Path):
 @pytest.mark.optional
 @pytest.mark.skipif(find_spec("ray") is None, reason="needs the extra 'ray'")
 def test_tune_runs_trials_and_writes_the_table(tmp_path: Path, repo_root: Path, capsys):
-    (tmp_path / "tune.yaml").write_text(
-        f"""
-name: tiny
-experiment: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}
-overrides:
-  n_envs: 1
-  env_config: {{contexts_per_scenario: 2, pool: false}}
-  eval_freq: 64
-  eval_episodes: 2
-  checkpoint_freq: 100000
-  train_scenarios: [mild-overflow, transcript-missing-colon]
-  eval_scenarios: [mild-overflow]
-timesteps: 128
-num_samples: 2
-param_space:
-  learning_rate: {{loguniform: [0.0001, 0.001]}}
-  n_steps: {{choice: [64]}}
-  batch_size: {{choice: [32]}}
-ray: {{num_cpus: 2}}
-"""
-    )
+    (tmp_path / "tune.yaml").write_text(tiny_tune(
+        repo_root, name="tiny", eval_freq=64, train="[mild-overflow, transcript-missing-colon]", timesteps=128,
+        samples=2, space="learning_rate: {loguniform: [0.0001, 0.001]}", n_steps=64, cpus=2))
     assert main(["tune", str(tmp_path / "tune.yaml"), "--out", str(tmp_path / "out"), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "best: " in out and "note: the trials are scored on the experiment's held-out scenarios" in out
@@ -156,27 +163,9 @@ def test_tune_names_the_training_split_when_an_experiment_holds_nothing_out(repo
 def test_a_search_whose_every_trial_fails_names_the_error_and_leaves_no_folder(tmp_path: Path, repo_root: Path, capsys):
     """A trial that fails once training runs (it diverges) is reported by its own
     ctxsim error, not Ray's wrapper; the output folder the search created is removed."""
-    (tmp_path / "t.yaml").write_text(
-        f"""
-name: diverges
-experiment: {repo_root / 'experiments' / 'maskable_ppo_seed001.yaml'}
-overrides:
-  n_envs: 1
-  env_config: {{contexts_per_scenario: 2, pool: false}}
-  eval_freq: 32
-  eval_episodes: 2
-  checkpoint_freq: 100000
-  train_scenarios: [mild-overflow]
-  eval_scenarios: [mild-overflow]
-timesteps: 64
-num_samples: 1
-param_space:
-  vf_coef: {{choice: [1.0e+300]}}
-  n_steps: {{choice: [32]}}
-  batch_size: {{choice: [32]}}
-ray: {{num_cpus: 1}}
-"""
-    )
+    (tmp_path / "t.yaml").write_text(tiny_tune(
+        repo_root, name="diverges", eval_freq=32, train="[mild-overflow]", timesteps=64, samples=1,
+        space="vf_coef: {choice: [1.0e+300]}", n_steps=32, cpus=1))
     assert main(["tune", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "out"), "--quiet"]) == 2
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last.startswith(f"ctxsim: error: {tmp_path / 't.yaml'}: every trial failed; first error: "), last
