@@ -160,14 +160,41 @@ def test_tune_names_the_training_split_when_an_experiment_holds_nothing_out(repo
 
 @pytest.mark.optional
 @pytest.mark.skipif(find_spec("ray") is None, reason="needs the extra 'ray'")
-def test_a_search_whose_every_trial_fails_names_the_error_and_leaves_no_folder(tmp_path: Path, repo_root: Path, capsys):
+def test_a_failed_trial_is_one_line_of_its_own_and_leaves_no_folder(tmp_path: Path, repo_root: Path, capsys):
     """A trial that fails once training runs (it diverges) is reported by its own
-    ctxsim error, not Ray's wrapper; the output folder the search created is removed."""
-    (tmp_path / "t.yaml").write_text(tiny_tune(
-        repo_root, name="diverges", eval_freq=32, train="[mild-overflow]", timesteps=64, samples=1,
-        space="vf_coef: {choice: [1.0e+300]}", n_steps=32, cpus=1))
-    assert main(["tune", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "out"), "--quiet"]) == 2
-    last = capsys.readouterr().err.strip().splitlines()[-1]
-    assert last.startswith(f"ctxsim: error: {tmp_path / 't.yaml'}: every trial failed; first error: "), last
-    assert "key 'hyperparams': training diverged after 32 steps" in last and "ray::" not in last, last
-    assert not (tmp_path / "out").exists()
+    ctxsim error in one line, not by Ray's traceback, and its run folder is removed:
+    in a search where other trials succeed, a note per failed trial beside the table;
+    in one where every trial fails, the error, and the output folder the search created
+    is removed. With --quiet Ray prints nothing of its own. (One Ray for both searches:
+    a search uses the Ray it finds running.)"""
+    import ray
+
+    diverging = dict(eval_freq=32, train="[mild-overflow]", timesteps=64, n_steps=32)
+    (tmp_path / "some.yaml").write_text(tiny_tune(repo_root, name="some", samples=2, cpus=2,
+                                                  space="vf_coef: {choice: [1.0e+300, 0.5]}", **diverging) + "seed: 2\n")
+    (tmp_path / "all.yaml").write_text(tiny_tune(repo_root, name="all", samples=1, cpus=1,
+                                                 space="vf_coef: {choice: [1.0e+300]}", **diverging))
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        assert main(["tune", str(tmp_path / "some.yaml"), "--out", str(tmp_path / "some"), "--quiet"]) == 0
+        some = capsys.readouterr()
+        assert main(["tune", str(tmp_path / "all.yaml"), "--out", str(tmp_path / "all"), "--quiet"]) == 2
+        every = capsys.readouterr()
+    finally:
+        ray.shutdown()
+
+    diverged = "key 'hyperparams': training diverged after 32 steps"
+    notes = [line for line in some.out.splitlines() if line.startswith("note: trial_")]
+    assert [line.split(" ")[1] for line in notes] == ["trial_00001"], some.out
+    assert all("vf_coef=1e+300) failed: " in line and diverged in line for line in notes), notes
+    assert pd.read_csv(tmp_path / "some" / "tune_results.csv")["trial"].tolist() == ["trial_00000"]
+    assert sorted(p.name for p in (tmp_path / "some" / "runs").iterdir()) == ["trial_00000"]
+    assert "1 failed" in (tmp_path / "some" / "tune_results.md").read_text()
+
+    last = every.err.strip().splitlines()[-1]
+    assert last.startswith(f"ctxsim: error: {tmp_path / 'all.yaml'}: every trial failed; first error: "), last
+    assert diverged in last and "ray::" not in last, last
+    assert not (tmp_path / "all").exists()
+    for output in (some, every):  # nothing of Ray's: no traceback, no progress box, no trial-end lines
+        assert "Traceback" not in output.err + output.out and "Configuration for experiment" not in output.out
+        assert "errored after" not in output.out, output.out

@@ -506,6 +506,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     for note in spec.notes:
         _notes(console)(note)
     result = run_tune(spec, out=args.out, workers=args.workers, verbose=not args.quiet)
+    for line in result.failed:
+        _notes(console)(line)
     columns = [c for c in result.table.columns if c != "run_dir"]
     rows = [[f"{v:.4g}" if isinstance(v, float) else v for v in row] for row in result.table[columns].itertuples(index=False)]
     title = f"Tune results (best first) -> {result.out / 'tune_results.md'}"

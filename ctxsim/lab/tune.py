@@ -24,16 +24,22 @@ held-out split stays unseen; without them the held-out scenarios, with a note th
 the best score is then optimistic). The trials' run folders and Ray Tune's own
 files go under the output folder (default ``reports/tune/<name>/``), with the result
 table ``tune_results.csv`` and ``tune_results.md`` (best trial first), written atomically;
-a search whose every trial fails removes the folder again when it created it.
-Ray is imported inside :func:`run_tune` only.
+a trial that fails is reported in one line (its hyperparameters and its own error,
+:attr:`TuneResult.failed`) and its run folder removed, and a search whose every trial
+fails removes the output folder again when it created it. Quiet, Ray prints nothing of
+its own. Ray is imported inside :func:`run_tune` only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import logging
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Iterator
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, model_validator
@@ -187,8 +193,10 @@ def _trial(params: dict[str, Any], *, experiment: dict[str, Any], timesteps: int
     from ray import tune
 
     config = ExperimentConfig.model_validate({**experiment, "hyperparams": {**experiment["hyperparams"], **params}})
-    run_dir = train(config, timesteps=timesteps, seed=seed, out=Path(runs) / _trial_name(tune.get_context().get_trial_id()),
-                    progress=False)
+    # the trial's folder goes again when it fails (``runs`` exists before any trial starts,
+    # so a failing trial removes its own folder only)
+    with output_folder(Path(runs) / _trial_name(tune.get_context().get_trial_id())) as folder:
+        run_dir = train(config, timesteps=timesteps, seed=seed, out=folder, progress=False)
     best, last = eval_rewards(run_dir)
     tune.report({METRIC: best, "final_mean_reward": last, "run_dir": str(run_dir)})
 
@@ -207,11 +215,44 @@ def _trial_name(trial_id: str) -> str:
     return f"trial_{trial_id.rsplit('_', 1)[-1]}"
 
 
+def _failed_trial_name(path: str) -> str:
+    """:func:`_trial_name` of a trial that reported nothing, read from its folder's name
+    (Ray names it ``<trainable>_<random>_<00003>_<index>_<parameters>``); "a trial" when
+    the name does not read so."""
+    found = re.search(r"_[0-9a-f]+_(\d{5})_\d+_", Path(path).name)
+    return f"trial_{found.group(1)}" if found else "a trial"
+
+
 @dataclass
 class TuneResult:
     out: Path
     table: pd.DataFrame  # one row per trial, best first
     best: dict[str, Any]  # the best trial's hyperparameters
+    failed: list[str] = field(default_factory=list)  # one line per failed trial: its hyperparameters and error
+
+
+@contextmanager
+def _ray_tune_output(quiet: bool) -> Iterator[None]:
+    """When ``quiet``, Ray Tune prints nothing while it runs: neither its progress
+    output (its newer output engine prints a configuration box and each trial's end even
+    at verbosity 0, so the older one is chosen, by the ``RAY_AIR_NEW_OUTPUT`` variable
+    Ray reads when the search starts) nor a failed trial's traceback (the search reports
+    each failure in one line of its own, :attr:`TuneResult.failed`)."""
+    if not quiet:
+        yield
+        return
+    logger, variable = logging.getLogger("ray.tune"), "RAY_AIR_NEW_OUTPUT"
+    level, before = logger.level, os.environ.get(variable)
+    logger.setLevel(logging.CRITICAL)
+    os.environ[variable] = "0"
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        if before is None:
+            os.environ.pop(variable, None)
+        else:
+            os.environ[variable] = before
 
 
 def run_tune(spec: TuneSpec, *, out: str | Path | None = None, workers: int | None = None, verbose: bool = False) -> TuneResult:
@@ -229,6 +270,7 @@ def _search(spec: TuneSpec, out: Path, workers: int | None, verbose: bool) -> Tu
     from ray.tune.search import BasicVariantGenerator
 
     config = spec.config
+    (out / "runs").mkdir(exist_ok=True)
     trainable = tune.with_parameters(
         _trial, experiment=spec.experiment.model_dump(), timesteps=config.timesteps, seed=config.seed, runs=str(out / "runs")
     )
@@ -243,11 +285,14 @@ def _search(spec: TuneSpec, out: Path, workers: int | None, verbose: bool) -> Tu
             ),
             run_config=tune.RunConfig(name=config.name, storage_path=str(out / "ray"), verbose=1 if verbose else 0),
         )
-        grid = tuner.fit()
-    rows, errors = [], []
+        with _ray_tune_output(quiet=not verbose):
+            grid = tuner.fit()
+    rows, errors, failed = [], [], []
     for result in grid:
         if result.error is not None:
             errors.append(_trial_error(result.error))
+            params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(result.config.items()))
+            failed.append(f"{_failed_trial_name(result.path)} ({params}) failed: {errors[-1]}")
             continue
         m = result.metrics
         rows.append({
@@ -261,7 +306,7 @@ def _search(spec: TuneSpec, out: Path, workers: int | None, verbose: bool) -> Tu
     best = {k.removeprefix("param."): getattr(v, "item", lambda: v)() for k, v in table.iloc[0].items() if k.startswith("param.")}
     atomic_write_text(out / "tune_results.csv", table.to_csv(index=False, lineterminator="\n"))
     atomic_write_text(out / "tune_results.md", _markdown(spec, table, best, len(errors)))
-    return TuneResult(out, table, best)
+    return TuneResult(out, table, best, failed)
 
 
 def _markdown(spec: TuneSpec, table: pd.DataFrame, best: dict[str, Any], failed: int) -> str:
