@@ -517,6 +517,27 @@ def test_docstring_documents_every_feature():
             assert f"| {name} " in doc, name
 
 
+@pytest.mark.parametrize("env_id", env_ids())
+def test_docstring_documents_every_info_key(env_id):
+    """Each key of the reset info and of the step infos (intermediate, an event's end,
+    the episode's end) is named in the class docstring's Info section."""
+    env = make(env_id, {}, extra={"turns": 12, "probes": {"turns": [8], "min_age_turns": 3}} if "Stream" in env_id else {})
+    core = env.unwrapped
+    doc = type(core).__doc__
+    assert "### Info" in doc
+    section = doc.split("### Info", 1)[1].split("###", 1)[0]
+    _, info = env.reset(seed=0)
+    keys = set(info)
+    for seed in range(3):
+        env.reset(seed=seed)
+        terminated = False
+        while not terminated:
+            _, _, terminated, _, info = env.step(int(np.flatnonzero(core.action_masks())[0]))
+            keys |= set(info)
+    assert {"outcome", "valid_action", "rewards"} <= keys
+    assert [key for key in sorted(keys) if f"``{key}``" not in section] == []
+
+
 def test_ansi_render_shows_the_sidebar():
     env = make("ctxsim/ContextOverflow-v0", {}, render_mode="ansi")
     env.reset(seed=0)

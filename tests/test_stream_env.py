@@ -106,6 +106,22 @@ def test_episode_plays_the_whole_conversation_and_rewards_sum_their_terms(varian
 
 
 @CONFIGS
+def test_a_finished_conversation_masks_every_action_as_step_refuses_them(variant):
+    """Once the conversation is over ``step`` raises ResetNeeded for every action, so the
+    mask (the last step's info and ``action_masks()``) allows none, as ContextOverflow-v0's."""
+    env = make(**variant, scenario_names=["gpt4-6000"])
+    env.reset(seed=0)
+    terminated = False
+    while not terminated:
+        _, _, terminated, _, info = env.step(int(np.flatnonzero(env.action_masks())[0]))
+    for mask in (info["action_mask"], env.action_masks()):
+        assert mask.dtype == bool and mask.shape == (env.action_space.n,) and not mask.any()
+    for action in range(env.action_space.n):
+        with pytest.raises(gymnasium.error.ResetNeeded, match="the conversation is over"):
+            env.step(action)
+
+
+@CONFIGS
 def test_pickled_env_continues_identically(variant):
     env = make(**variant)
     env.reset(seed=2)

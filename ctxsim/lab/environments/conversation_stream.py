@@ -194,9 +194,11 @@ class ConversationStreamEnv(ConfiguredEnv):
     ``skip_aggressive`` (design 002), so externalize and drop are masked; a recovery
     action is always valid); the first step fixes the event's depth, and later
     steps allow only that block (an unmasked learner's action of another block runs
-    its strategy at the event's depth). With ``break_depths: [0.8]`` and
-    ``session_features: false`` (``ONE_DEPTH``) the actions, masks and observation
-    are exactly ContextOverflow-v0's, so policies transfer between the two.
+    its strategy at the event's depth). Once the conversation is over the mask is
+    all False: no action can run (``step`` raises ``ResetNeeded``). With
+    ``break_depths: [0.8]`` and ``session_features: false`` (``ONE_DEPTH``) the
+    actions, masks and observation are exactly ContextOverflow-v0's, so policies
+    transfer between the two.
 
     ### Observation
 
@@ -331,7 +333,8 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     def step(self, action):
         if self.session is None or self.session.done:
-            raise gym.error.ResetNeeded("call reset() before step()")
+            raise gym.error.ResetNeeded(
+                "call reset() before step()" if self.session is None else "the conversation is over; call reset()")
         index = discrete_action(action, self.action_space.n)
         out = step_flat(self.session, index)
         self._last = out
@@ -340,9 +343,12 @@ class ConversationStreamEnv(ConfiguredEnv):
 
     def action_masks(self) -> np.ndarray:
         """Valid actions of the pending event (sb3-contrib's MaskablePPO protocol);
-        every action once the conversation is over."""
+        all False once the conversation is over: no action can run (``step`` raises
+        ResetNeeded)."""
         if self.session is None:
             raise gym.error.ResetNeeded("call reset() before action_masks()")
+        if self.session.done:
+            return np.zeros(self.action_space.n, dtype=bool)
         return depth_mask(self.session)
 
     # ---- helpers ------------------------------------------------------------------------------

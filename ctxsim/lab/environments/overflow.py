@@ -259,6 +259,22 @@ class ContextOverflowEnv(ConfiguredEnv):
     ``truncated`` is always False: episodes end by themselves within max_steps + 1
     strategy runs.
 
+    ### Info
+
+    On reset and every step: ``scenario`` and ``seed`` (the drawn context's, or those a
+    context given as ``options["state"]`` carries), ``tokens`` (the current context's),
+    ``limit``, ``target_tokens``, ``chain`` (the strategy ids stepped so far),
+    ``events`` (design 001's progress messages of the last step, each a dict of phase,
+    message, tokens, limit, code and progress; on reset the length check), ``time_ms``
+    (the episode's latency so far) and ``action_mask``. After a step also ``action``
+    (the strategy id stepped), ``valid_action`` (the strategy was valid on the context
+    and ran; False: a wasted step, nothing ran — a valid action that
+    ``mask_overflowing_last_step`` leaves out of the mask still runs), ``latency_ms``
+    (the stepped strategy's), ``forced_recovery`` (the ``recovery_mode`` that
+    ``max_steps`` forced on this step, else None; its latency counts in ``time_ms``) and
+    ``rewards`` (the named terms, all 0 before the last step); on the last step
+    ``outcome``.
+
     ### Rendering
 
     ``render_mode="ansi"``: design 001's sidebar as text (the last step's phase
