@@ -23,7 +23,8 @@ go to its JSONL log), and writes the result back as messages:
   ``{"role", "content"}`` message, a tool role becoming ``user``;
 * the result stays valid for a chat API: an assistant's ``tool_calls`` whose results
   are gone are removed (an assistant message left with neither calls nor text goes),
-  and a tool result whose call is gone becomes a ``user`` message with its text;
+  and a tool result whose call is gone becomes a ``user`` message with its text (a call
+  is answered only by the tool messages right after its message, as the APIs want);
 * the system prompt stays: the ``system`` messages the list opens with are pinned
   (design 000's pinned units, which every strategy keeps unchanged), as agent
   frameworks keep theirs when they compact (a system message later on is a P1 message
@@ -192,18 +193,28 @@ def _json_object(text: str) -> bool:
 
 
 def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``messages`` with calls and results that lost their partner repaired (module docstring)."""
-    answered = {m.get("tool_call_id") for m in messages if m.get("role") == "tool"} - {None}
-    out, called = [], set()
-    for m in messages:
+    """``messages`` with calls and results that lost their partner repaired (module
+    docstring). A call is answered only by the tool messages right after its assistant
+    message, as the chat APIs want them (a message the break wrote between a call and its
+    result, such as a pointer to the results it moved out, parts them)."""
+    out: list[dict[str, Any]] = []
+    called: set[Any] = set()  # the kept calls of the assistant message whose results come now
+    for i, m in enumerate(messages):
         if m.get("role") == "assistant" and m.get("tool_calls"):
+            ids = {c.get("id") for c in m["tool_calls"] if isinstance(c, dict)}
+            answered = {r.get("tool_call_id") for r in takewhile(
+                lambda r: r.get("role") == "tool" and r.get("tool_call_id") in ids, messages[i + 1:])}
             calls = [c for c in m["tool_calls"] if isinstance(c, dict) and c.get("id") in answered]
-            called.update(c["id"] for c in calls)
+            called = {c["id"] for c in calls}
             if len(calls) < len(m["tool_calls"]):
                 m = {k: v for k, v in m.items() if k != "tool_calls"} | ({"tool_calls": calls} if calls else {})
                 if not calls and not m.get("content"):
                     continue
-        elif m.get("role") == "tool" and m.get("tool_call_id") is not None and m["tool_call_id"] not in called:
-            m = {"role": "user", "content": m.get("content")}
+        elif m.get("role") == "tool" and m.get("tool_call_id") is not None and m["tool_call_id"] in called:
+            called.discard(m["tool_call_id"])
+        else:
+            called = set()
+            if m.get("role") == "tool" and m.get("tool_call_id") is not None:
+                m = {"role": "user", "content": m.get("content")}
         out.append(m)
     return out

@@ -15,7 +15,9 @@ as items (:func:`from_chat`):
 * a message or an output compressed in place keeps its keys with the new text as
   ``content`` or ``output``, and a function call whose arguments the break rewrote
   the new ``arguments`` (each less its ``id`` and ``status``: it is no longer the item
-  the API stored under that id; a reasoning item before it stays behind);
+  the API stored under that id; a reasoning item before it stays behind, and a function
+  call after it in the same turn, kept unchanged, is restated the same way: the API
+  refuses a stored item whose reasoning item is missing);
 * what the break wrote (a summary, a placeholder, a pointer, a handover) is a new
   message item ``{"role", "content"}`` (a tool role becoming ``user``);
 * the result stays valid input: a function call whose output is gone is removed, an
@@ -219,22 +221,26 @@ def from_chat(compacted: list[dict[str, Any]], form: ResponsesChatForm) -> dict[
             instructions = form.instructions if unchanged else m["content"]
             continue
         kept = call_arguments(m)
+        lost = False  # a reasoning item of the piece stayed behind: the items after it are restated
         for position, (k, before) in enumerate(zip(piece.items, piece.reasoning)):
             item = form.items[k]
             if item.get("type", "message") == "function_call":
                 if position == 0 and m.get("content"):  # text the break wrote where the calls were
                     out.append({"role": "assistant", "content": m["content"]})
-                if kept.get(item["call_id"]) == item["arguments"]:
+                if kept.get(item["call_id"]) == item["arguments"] and not lost:
                     out += (dict(form.items[r]) for r in before)
                     out.append(dict(item))
-                elif item["call_id"] in kept:  # its arguments rewritten, as a message compressed in place
+                    continue
+                if item["call_id"] in kept:  # its arguments rewritten, or its reasoning gone: restated
                     out.append(_restated(item) | {"arguments": kept[item["call_id"]]})
             elif unchanged:
                 out += (dict(form.items[r]) for r in before)
                 out.append(dict(item))
+                continue
             elif m.get("content"):  # compressed in place: no longer the item stored under its id
                 new_text = {"output": m["content"]} if m["role"] == "tool" else {"content": m["content"]}
                 out.append(_restated(item) | new_text)
+            lost = lost or bool(before)
     return ({"instructions": instructions} if instructions is not None else {}) | {"input": out}
 
 

@@ -12,6 +12,8 @@ are refused), an assistant's
 ``content`` then may be null), which become those ``[tool_call]`` lines (what the
 context holds and counts), a tool message's ``tool_call_id``, which picks its call, and
 the ``developer`` role (the system role of OpenAI's reasoning models), read as ``system``.
+A tool result with no text (a command that printed nothing) is read as
+:data:`EMPTY_OUTPUT`, as the Messages and Responses forms read one.
 
 Unit types are inferred:
 
@@ -86,6 +88,8 @@ _TAG_LINE = re.compile(r"^<[^<>]+>$")
 #: the key of a chat message (folded, or made by a form's ``to_chat``) that holds the tokens
 #: of its images (:mod:`ctxsim.images`), which its text shows as ``[image]`` lines
 ATTACHMENTS = "_attachment_tokens"
+#: what a tool result with no text is read as (a message kept unchanged comes back as it was)
+EMPTY_OUTPUT = "(no output)"
 _FILE_HEADER = re.compile(r"^\[File: (\S+) \((\d+) lines total\)\]", re.MULTILINE)
 
 
@@ -276,7 +280,10 @@ def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:
                               source=source)
     if not isinstance(content, str):
         raise TranscriptError(f"{at}: 'content' must be a string, got {describe_value(content)}", source=source)
-    if not content.strip():
+    if not content.strip() and role == "tool":  # a command that printed nothing: the APIs take it
+        content = EMPTY_OUTPUT
+        message = {**message, "content": content}
+    elif not content.strip():
         raise TranscriptError(f"{at}: 'content' is empty", source=source)
     for key, text in (("content", content), ("name", name)):
         if isinstance(text, str) and not text.isascii():

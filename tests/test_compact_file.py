@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from types import SimpleNamespace
 
 import pytest
 from api_forms import StrategyPolicy, anthropic_request, check_api_rules, data_url, image_part, shipped
@@ -21,7 +22,7 @@ POINTER = re.compile(r'read_artifact\(\\?"(art-[0-9a-f]+)\\?"\)')
 def test_what_the_break_moved_is_written_beside_the_output(repo_root, tmp_path):
     session = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
     out = tmp_path / "compacted.jsonl"
-    done = compact_file(StrategyPolicy("externalize"), session, 3000, out)
+    done = compact_file(StrategyPolicy("externalize"), session, 3200, out)
     stored = json.loads((tmp_path / "compacted.jsonl.artifacts.json").read_text())
     assert done.artifacts == len(stored) >= 2 and done.artifacts_file == tmp_path / "compacted.jsonl.artifacts.json"
     assert set(POINTER.findall(out.read_text())) == set(stored)
@@ -79,3 +80,36 @@ def test_a_session_with_images_counts_them_and_keeps_them_on_messages_kept_whole
     line = count_tokens(text + "\n[image]") - count_tokens(text)
     assert done.tokens_before - plain.tokens_before == 765 + line  # the image, and its [image] line
     assert done.tokens_after <= 3000 and sent[task] in [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("form", ["chat", "anthropic"])
+def test_a_break_that_leaves_the_session_over_the_limit_is_refused_and_writes_nothing(repo_root, tmp_path, form):
+    """A break that cannot fit the session (here one that only purges errors, of which the
+    session has none) is no success: the command says so, naming the limit, and writes
+    nothing, where it printed the tokens over the limit and exited 0."""
+    session = repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    if form == "anthropic":
+        system, turns = anthropic_request(shipped(repo_root))
+        session = tmp_path / "request.json"
+        session.write_text(json.dumps({"model": "m", "system": system, "messages": turns}))
+    with pytest.raises(TranscriptError, match=r"key 'limit': the policy's break left [\d,]+ tokens, over the limit of 3,000"):
+        compact_file(StrategyPolicy("purge_errors"), session, 3000, tmp_path / "out.json", form=form)
+    assert not (tmp_path / "out.json").exists()
+
+
+class SystemOnly:
+    """A policy stand-in whose break keeps the system prompt alone."""
+
+    def break_context(self, state, target_tokens=None, log=None):
+        return SimpleNamespace(state=state.with_units(state.units[:1]))
+
+
+def test_a_request_the_break_left_without_messages_is_refused_and_writes_nothing(repo_root, tmp_path):
+    """The Messages API takes no request without messages: the command says the break
+    kept none and writes nothing, where it wrote the request and then failed counting it."""
+    system, turns = anthropic_request(shipped(repo_root))
+    session = tmp_path / "request.json"
+    session.write_text(json.dumps({"model": "m", "system": system, "messages": turns}))
+    with pytest.raises(TranscriptError, match=r"key 'messages': the policy's break kept none of the messages"):
+        compact_file(SystemOnly(), session, 3000, tmp_path / "out.json", form="anthropic")
+    assert not (tmp_path / "out.json").exists()

@@ -5,6 +5,8 @@ and the system prompt as it came unless the caller lets it go."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from api_forms import Recording, StrategyPolicy, corpus_session
@@ -106,3 +108,46 @@ def test_only_the_system_messages_the_list_opens_with_are_pinned(repo_root):
     sent.insert(40, {"role": "system", "content": "Reminder: 20 steps left."})
     out = compact_messages(StrategyPolicy("truncate"), sent, tokens(sent) // 10)
     assert out[0] == sent[0] and sent[40] not in out
+
+
+class Rewriting:
+    """A policy stand-in whose break puts a message of its own in place of ``unit``
+    (a pointer to the result it moved out, say)."""
+
+    def __init__(self, unit: str):
+        self.unit = unit
+
+    def break_context(self, state, target_tokens=None, log=None):
+        units = [replace(u, id="ext-1", role="assistant", type="message", tool=None,
+                         content="[Externalized Content - artifact:art-1] the first result")
+                 if u.id == self.unit else u for u in state.units]
+        return SimpleNamespace(state=state.with_units(units))
+
+
+def test_a_message_the_break_wrote_between_calls_and_their_results_parts_them():
+    """Parallel calls answered by two results: the break writes a pointer in place of the
+    first. The second result no longer follows its call (the chat APIs want the results
+    right after the message with the calls): the call goes and its result is the user's."""
+    calls = [{"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": f'{{"command": "ls {i}"}}'}}
+             for i in (1, 2)]
+    sent = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": "List both folders."},
+            {"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "tool", "tool_call_id": "c1", "content": "a.py\n" * 200},
+            {"role": "tool", "tool_call_id": "c2", "content": "b.py"},
+            {"role": "assistant", "content": "Both listed."}]
+    out = compact_messages(Rewriting("line-4"), sent, tokens(sent) // 2)
+    assert [m["role"] for m in out] == ["system", "user", "assistant", "user", "assistant"]
+    assert out[2]["content"].startswith("[Externalized Content") and "tool_calls" not in out[2]
+    assert out[3] == {"role": "user", "content": "b.py"} and out[4] == sent[5]
+
+
+def test_a_tool_result_with_no_text_is_read_and_comes_back_as_it_came(repo_root):
+    """A command that printed nothing has a tool result of empty text, which the chat API
+    takes: it is read as "(no output)", as the Messages and Responses forms read one, where
+    it was refused as empty content; kept unchanged, it comes back empty."""
+    sent = corpus_session(repo_root)
+    k = next(i for i, m in enumerate(sent) if m["role"] == "tool" and i > 60)
+    sent[k] = {**sent[k], "content": ""}
+    assert context_from_messages(sent).units[k].content == "(no output)"
+    out = compact_messages(StrategyPolicy("remove_oldest"), sent, tokens(sent) // 2)
+    assert sent[k] in out and tokens(out) <= tokens(sent) // 2

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 from copy import deepcopy
+from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 from api_forms import (BREAKS, SESSION_TURNS, Recording, StrategyPolicy, as_lines, check_responses_rules, corpus_session,
@@ -150,3 +152,37 @@ def test_any_session_broken_any_way_is_input_the_api_takes(turns, strategy, shar
         if item.get("type") == "reasoning":
             assert items[items.index(item) + 1] == out["input"][k + 1]
 
+
+
+class ShortenedText:
+    """A policy stand-in whose break shortens one assistant message's text and keeps the
+    ``[tool_call]`` lines of its calls as they came."""
+
+    def __init__(self, unit: str):
+        self.unit = unit
+
+    def break_context(self, state, target_tokens=None, log=None):
+        def shortened(unit):
+            calls = [line for line in unit.content.split("\n") if line.startswith("[tool_call] ")]
+            return replace(unit, content="\n".join(["(shortened)", *calls]))
+
+        return SimpleNamespace(state=state.with_units([shortened(u) if u.id == self.unit else u for u in state.units]))
+
+
+def test_a_call_whose_turns_reasoning_stayed_behind_is_restated_without_its_id(repo_root):
+    """A reasoning model's turn: a reasoning item, a message, a function call. The break
+    shortens the message's text and keeps the call: the message is restated and its
+    reasoning item stays behind, so the call, which the API would read as the stored item
+    that needs that reasoning item (and refuse without it), is restated too: no id."""
+    instructions, items = responses_input(shipped(repo_root), reasoning=True)
+    chat = to_chat(items, instructions).messages
+    k = next(i for i, m in enumerate(chat) if m["role"] == "assistant" and m["content"] and m.get("tool_calls"))
+    out = compact_response_items(ShortenedText(f"line-{k + 1}"), items, tokens({"instructions": instructions, "input": items}) - 1,
+                                 instructions=instructions)
+    check_responses_rules(out["input"])
+    text = next(i for i, item in enumerate(out["input"]) if item.get("content") == "(shortened)")
+    call = out["input"][text + 1]
+    stored = next(item for item in items if item.get("call_id") == call["call_id"])
+    assert call == {key: value for key, value in stored.items() if key not in ("id", "status")}
+    assert out["input"][text - 1].get("type") != "reasoning"
+    assert len(out["input"]) == len(items) - 1  # the reasoning item alone stayed behind

@@ -79,7 +79,9 @@ def compact_file(export: str | Path | Breaker, path: str | Path, limit: int, out
     ``export`` (or a policy with ``break_context``) to fit ``limit`` tokens, written to
     ``out`` in the same form; the decisions go to ``log`` (JSONL) when given, what the
     break moved out to ``artifacts`` (default: ``<out>.artifacts.json``, written only when
-    there is any)."""
+    there is any). A break that leaves the session over ``limit`` (the policy could not
+    fit it), or a request without any of its messages, raises TranscriptError (key
+    ``limit``, or the messages' key) and writes nothing but the decisions."""
     path, out = Path(path), Path(out)
     policy = load(export) if isinstance(export, (str, Path)) else export
     store: dict[str, str] = {}
@@ -102,6 +104,13 @@ def compact_file(export: str | Path | Breaker, path: str | Path, limit: int, out
         compacted, system_after = result[messages_key], result.get(system_key)
         written = {k: v for k, v in request.items() if k not in (messages_key, system_key)} | result
         text = json.dumps(written, ensure_ascii=False, indent=1) + "\n"
+    if form != "chat" and not compacted:
+        raise TranscriptError(f"the policy's break kept none of the {messages_key} (the API needs one): nothing written",
+                              source=path, key=messages_key)
+    before, after = _tokens(form, messages, system), _tokens(form, compacted, system_after)
+    if after > limit:
+        raise TranscriptError(f"the policy's break left {after:,} tokens, over the limit of {limit:,} (it could not fit "
+                              "the session): nothing written", source=path, key="limit")
     where = None
     if store:
         where = Path(artifacts) if artifacts is not None else out.with_name(out.name + ".artifacts.json")
@@ -110,5 +119,4 @@ def compact_file(export: str | Path | Breaker, path: str | Path, limit: int, out
         atomic_write_bytes(out, gzip.compress(text.encode("utf-8"), mtime=0))
     else:
         atomic_write_text(out, text)
-    return Compacted(len(messages), len(compacted), _tokens(form, messages, system), _tokens(form, compacted, system_after),
-                     len(store), where)
+    return Compacted(len(messages), len(compacted), before, after, len(store), where)
