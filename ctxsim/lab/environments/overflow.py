@@ -273,7 +273,11 @@ class ContextOverflowEnv(ConfiguredEnv):
     (the stepped strategy's), ``forced_recovery`` (the ``recovery_mode`` that
     ``max_steps`` forced on this step, else None; its latency counts in ``time_ms``) and
     ``rewards`` (the named terms, all 0 before the last step); on the last step
-    ``outcome``.
+    ``outcome``. Once an episode ends the mask is all False (no action can run): a
+    Gymnasium vector env that resets its finished envs on the next step (its default
+    autoreset mode) reports that mask in between, so a caller that samples from
+    ``info["action_mask"]`` there makes the env with ``autoreset_mode=SAME_STEP``
+    (SB3's vector envs reset before they ask for masks).
 
     ### Rendering
 
