@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -213,6 +214,12 @@ def test_items_ordered_by_type_then_priority_then_insertion():
         ({"type": "sidebar"}, "type"),
         ({"role": "narrator"}, "role"),
         ({"id": ""}, "id"),
+        ({"pinned": "false"}, "pinned"),  # bool("false") would pin it
+        ({"pinned": None}, "pinned"),
+        ({"metadata": ["tool_name"]}, "metadata"),
+        ({"source_ref": 7}, "source_ref"),
+        # refused when the item is made, not at the window's every later compaction
+        ({"type": "tool_result", "metadata": {"tool_name": "grep", "arguments": 5}}, "metadata.arguments"),
     ],
 )
 def test_item_validation_names_the_field(kwargs, key):
@@ -324,6 +331,20 @@ def test_snapshot_restore_keeps_settings_and_refuses_what_does_not_fit():
     assert other.add(ContextItem("later", "other")).added_at > max(i.added_at for i in snap.items)
     with pytest.raises(ContextWindowFull):
         ContextWindow(500).restore(snap)
+
+
+def test_snapshot_restore_keeps_the_default_strategys_parameters():
+    """A default strategy with its own parameters comes back from a snapshot with
+    them, not with the strategy's defaults."""
+    window = filled(default_strategy=get_strategy("summarize", summary_ratio=0.5))
+    snap = window.snapshot()
+    assert snap.strategy_params["summary_ratio"] == 0.5
+    other = ContextWindow(5000)
+    other.restore(snap)
+    window.restore(snap)
+    for restored in (window, other):
+        assert restored.default_strategy == "summarize" and restored._default.params.summary_ratio == 0.5
+    assert other.snapshot().strategy_params == snap.strategy_params
 
 
 def test_stats():
@@ -701,3 +722,72 @@ def test_pinned_items_over_the_build_budget_are_an_error_not_left_out():
 def test_build_options_refuse_one_id_given_as_a_string(key):
     with pytest.raises(ContextError, match=f"BuildOptions.{key} takes a collection of ids"):
         BuildOptions(**{key: "h1"})
+
+
+def test_strategy_errors_name_the_setting_and_value():
+    """An unknown strategy id, or a value that is no strategy, is one StrategyError
+    naming the setting and the value, wherever a strategy is named."""
+    window = filled()
+    cases = [
+        (lambda: ContextWindow(1000, default_strategy="RemoveOldest"), "default_strategy", "RemoveOldest"),
+        (lambda: ContextWindow(1000, default_strategy=5), "default_strategy", "5"),
+        (lambda: ContextWindow(1000, chain=["remove_oldest", "nope"]), "chain", "nope"),
+        (lambda: ContextWindow(1000, chain=5), "chain", "5"),
+        (lambda: setattr(window, "default_strategy", "nope"), "default_strategy", "nope"),
+        (lambda: window.compact("RemoveLowPriority"), "strategy", "RemoveLowPriority"),
+        (lambda: window.plan_compaction(5), "strategy", "5"),
+    ]
+    for call, key, value in cases:
+        with pytest.raises(StrategyError) as err:
+            call()
+        assert err.value.key == key and f"key '{key}'" in str(err.value) and value in str(err.value)
+
+
+@pytest.mark.parametrize("used", [0.5, 0.8])
+def test_check_usage_refuses_an_unknown_strategy_at_any_tier(used):
+    """In the safe tier nothing runs and in the warning tier the compaction runs in a
+    thread, where its error would be lost: the strategy is checked before either."""
+    window = ContextWindow(1000, compaction_threshold=100.0)
+    while window.current_tokens < used * 1000:
+        window.add(ContextItem(text(20), "user_message"))
+    with pytest.raises(StrategyError, match="nope") as err:
+        window.check_usage("nope")
+    assert err.value.key == "strategy"
+
+
+def test_window_methods_refuse_wrong_argument_types_naming_them():
+    window = filled()
+    snap = window.snapshot()
+    cases = [
+        (lambda: ContextWindow(1000, task=None), "task"),
+        (lambda: ContextWindow(1000, agent_id=7), "agent_id"),
+        (lambda: window.add_range(None), "items"),
+        (lambda: window.commit(None), "proposal"),
+        (lambda: window.restore(None), "snapshot"),
+        (lambda: window.restore(replace(snap, items=("not an item",))), "items"),
+        (lambda: window.build({"reserve_for_response": 0}), "options"),
+        (lambda: BuildOptions(section_separator=5), "section_separator"),
+        (lambda: BuildOptions(query_for_memory_retrieval=5), "query_for_memory_retrieval"),
+        (lambda: BuildOptions(include_ids=5), "include_ids"),
+    ]
+    for call, key in cases:
+        with pytest.raises(ContextError) as err:
+            call()
+        assert err.value.key == key and f"key '{key}'" in str(err.value)
+    assert window.snapshot().items == snap.items
+
+
+def test_every_compaction_reason_is_a_documented_one(chain_config):
+    """The recovery, build and manual compactions name their reason, each one of
+    :data:`~ctxsim.window.events.COMPACTION_REASONS`."""
+    from ctxsim.window.events import COMPACTION_REASONS
+
+    window = ContextWindow.from_config(chain_config, task="fix the deploy cache budget")
+    compacted = []
+    window.on("compacted", compacted.append)
+    for k in range(40):
+        window.add(ContextItem(prose(k), "user_message" if k % 2 else "tool_result", priority=40, id=f"i{k}"))
+    window.build(BuildOptions(reserve_for_response=window.max_tokens - window.current_tokens + 100))
+    window.compact("remove_oldest", 20.0)
+    reasons = {e.reason for e in compacted}
+    assert {"recovery", "build", "manual"} <= reasons <= set(COMPACTION_REASONS)

@@ -82,9 +82,16 @@ class BuildOptions:
                 f"BuildOptions.message_format must contain '{{content}}', got {describe_value(self.message_format)}",
                 key="message_format",
             )
+        for name in ("section_separator", "query_for_memory_retrieval"):
+            value = getattr(self, name)
+            if not isinstance(value, str) and not (value is None and name == "query_for_memory_retrieval"):
+                raise ContextError(f"BuildOptions.{name} must be a string, got {describe_value(value)}", key=name)
         for name in ("include_ids", "exclude_ids"):
-            if isinstance(getattr(self, name), str):  # frozenset("h1") would be {"h", "1"}
-                raise ContextError(f"BuildOptions.{name} takes a collection of ids, got the string {getattr(self, name)!r}", key=name)
+            value = getattr(self, name)
+            if isinstance(value, str):  # frozenset("h1") would be {"h", "1"}
+                raise ContextError(f"BuildOptions.{name} takes a collection of ids, got the string {value!r}", key=name)
+            if value is not None and not isinstance(value, Iterable):
+                raise ContextError(f"BuildOptions.{name} takes a collection of ids, got {describe_value(value)}", key=name)
         if self.include_ids is not None:
             object.__setattr__(self, "include_ids", frozenset(self.include_ids))
         object.__setattr__(self, "exclude_ids", frozenset(self.exclude_ids))

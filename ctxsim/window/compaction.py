@@ -9,7 +9,7 @@ stamped with the window version it was computed against (design 002's
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
 from ..errors import ContextError, StrategyError, describe_value
 from ..model import Artifact, ContextState
@@ -68,14 +68,24 @@ class CompactionProposal:
 
 
 def resolve(spec: StrategySpec, key: str) -> tuple[Strategy, ...]:
-    """Strategies of an id, a Strategy, or a sequence of them (unknown ids raise)."""
-    entries = [spec] if isinstance(spec, (str, Strategy)) else list(spec)
+    """Strategies of an id, a Strategy, or a sequence of them; an unknown id or
+    anything else raises StrategyError naming ``key`` and the value."""
+    if isinstance(spec, (str, Strategy)):
+        entries = [spec]
+    elif isinstance(spec, Iterable) and not isinstance(spec, Mapping):
+        entries = list(spec)
+    else:
+        raise StrategyError(f"expected a strategy id, a Strategy or a list of them, got {describe_value(spec)}",
+                            key=key)
     if not entries:
         raise ContextError(f"{key} must name at least one strategy", key=key)
     out = []
     for entry in entries:
         if isinstance(entry, str):
-            out.append(get_strategy(entry))
+            try:
+                out.append(get_strategy(entry))
+            except StrategyError as exc:
+                raise StrategyError(exc.message, key=key) from None
         elif isinstance(entry, Strategy):
             out.append(entry)
         else:

@@ -20,8 +20,9 @@ from .telemetry import log_event
 
 #: why an item left the window (design 000's "Manual", "Compaction", "Clear")
 REMOVAL_REASONS = ("manual", "compaction", "clear")
-#: why a compaction ran: an explicit compact(), the add threshold, or a build over budget
-COMPACTION_REASONS = ("manual", "threshold", "build")
+#: why a compaction ran: an explicit compact(), the add threshold, the window's recovery
+#: when that left no room, or a build over budget
+COMPACTION_REASONS = ("manual", "threshold", "recovery", "build")
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class Compacted:
     ``items_added`` the synthetic items (summaries, placeholders) that came in.
     ``reason``: ``threshold`` (``add`` went over the compaction threshold),
     ``recovery`` (the window's recovery, when that compaction left no room),
-    ``manual`` (``compact``, ``commit``, ``recover``).
+    ``build`` (``build`` over its budget), ``manual`` (``compact``, ``commit``, ``recover``).
     """
 
     name: ClassVar[str] = "compacted"

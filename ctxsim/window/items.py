@@ -135,8 +135,18 @@ class ContextItem:
             raise ContextError(
                 f"ContextItem {self.id!r}.role must be one of {list(ROLES)} or None, got {describe_value(self.role)}", key="role"
             )
+        if self.pinned not in (True, False):  # "false" or 2 would read as pinned
+            raise ContextError(f"ContextItem {self.id!r}.pinned must be True or False, got {describe_value(self.pinned)}",
+                               key="pinned")
+        if self.source_ref is not None and not isinstance(self.source_ref, str):
+            raise ContextError(f"ContextItem {self.id!r}.source_ref must be a string or None, got "
+                               f"{describe_value(self.source_ref)}", key="source_ref")
+        if not isinstance(self.metadata, Mapping):
+            raise ContextError(f"ContextItem {self.id!r}.metadata must be a mapping, got {describe_value(self.metadata)}",
+                               key="metadata")
         object.__setattr__(self, "pinned", bool(self.pinned))
         object.__setattr__(self, "metadata", dict(self.metadata))
+        _check_arguments(self)
         object.__setattr__(self, "token_count", count_tokens(self.content))
 
     @property
@@ -167,13 +177,21 @@ def item_tool(item: ContextItem) -> ToolEnvelope | None:
     name = item.metadata.get("tool_name") if item.type == "tool_result" else None
     if not isinstance(name, str) or not name:
         return None
-    arguments = item.metadata.get("arguments", "")
+    arguments = _check_arguments(item)
     if isinstance(arguments, dict):
         arguments = json.dumps(arguments, sort_keys=True, default=str)
-    elif not isinstance(arguments, str):
+    return _tool_envelope(name, arguments, item.content, str(item.metadata.get("call_id") or f"call-{item.id}"))
+
+
+def _check_arguments(item: ContextItem) -> dict | str:
+    """The call's ``metadata["arguments"]`` of a ``tool_result`` item (``""`` when
+    absent); one that is neither a dict nor text raises ContextError naming the item
+    (when the item is made, so that no compaction of the window fails on it later)."""
+    arguments = item.metadata.get("arguments", "") if item.type == "tool_result" else ""
+    if not isinstance(arguments, (dict, str)):
         raise ContextError(f"ContextItem {item.id!r}: metadata['arguments'] must be a dict or JSON text, got "
                            f"{describe_value(arguments)}", key="metadata.arguments")
-    return _tool_envelope(name, arguments, item.content, str(item.metadata.get("call_id") or f"call-{item.id}"))
+    return arguments
 
 
 @lru_cache(maxsize=4096)

@@ -52,7 +52,8 @@ BUILD_TARGET_PERCENT = 70.0
 @dataclass(frozen=True)
 class ContextSnapshot:
     """The window's content and settings at ``version`` (items in design 000's order);
-    ``created_at``: wall-clock time of the snapshot (seconds since the epoch)."""
+    ``created_at``: wall-clock time of the snapshot (seconds since the epoch);
+    ``strategy_params``: the parameters of the default strategy ``strategy``."""
 
     version: int
     items: tuple[ContextItem, ...]
@@ -62,6 +63,7 @@ class ContextSnapshot:
     agent_id: str = "agent"
     created_at: float = field(default=0.0, compare=False)
     artifacts: tuple[Artifact, ...] = ()
+    strategy_params: dict[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,9 @@ class ContextWindow:
             )
         if policy is not None and not callable(getattr(policy, "break_context", None)):
             raise ContextError(f"policy has no break_context(state, target_tokens): {describe_value(policy)}", key="policy")
+        for name, value in (("agent_id", agent_id), ("task", task)):
+            if not isinstance(value, str):
+                raise ContextError(f"ContextWindow.{name} must be a string, got {describe_value(value)}", key=name)
         self.max_tokens, self.max_items, self.agent_id, self.task = max_tokens, max_items, agent_id, task
         if isinstance(preserve_tool_results, str) or not all(isinstance(t, str) for t in preserve_tool_results):
             raise ContextError(
@@ -305,6 +310,8 @@ class ContextWindow:
     def add_range(self, items: Iterable[ContextItem]) -> int:
         """Add items in order, atomically; returns how many were added. Items that do
         not fit are skipped; any other error stops the batch (earlier items stay)."""
+        if not isinstance(items, Iterable):
+            raise ContextError(f"add_range() takes an iterable of ContextItems, got {describe_value(items)}", key="items")
         events: list[Event] = []
         added = 0
         try:
@@ -361,16 +368,26 @@ class ContextWindow:
         with self._lock:
             return ContextSnapshot(
                 self._version, tuple(self.items()), self.max_tokens, self._threshold, self._default.id, self.agent_id,
-                time.time(), tuple(self._artifacts.values()),
+                time.time(), tuple(self._artifacts.values()), self._default.params.model_dump(),
             )
 
     def restore(self, snapshot: ContextSnapshot) -> None:
         """Replace the content by the snapshot's items (ids, priorities, ``added_at``
-        kept) and artifacts, and take its threshold and default strategy. The window keeps its own
-        ``max_tokens``; a snapshot that does not fit raises ContextWindowFull. No
-        events are emitted."""
+        kept) and artifacts, and take its threshold and default strategy (with its
+        parameters). The window keeps its own ``max_tokens``; a snapshot that does not
+        fit raises ContextWindowFull. No events are emitted."""
+        if not isinstance(snapshot, ContextSnapshot):
+            raise ContextError(f"restore() takes a ContextSnapshot, got {describe_value(snapshot)}", key="snapshot")
         default = resolve(snapshot.strategy, "strategy")[0]
+        if snapshot.strategy_params:
+            try:
+                default = type(default)(**snapshot.strategy_params)
+            except StrategyError as exc:
+                raise StrategyError(exc.message, key="strategy_params") from None
         items = list(snapshot.items)
+        for item in items:
+            if not isinstance(item, ContextItem):
+                raise ContextError(f"snapshot items must be ContextItems, got {describe_value(item)}", key="items")
         tokens = sum(self._cost(i) for i in items)
         needed = tokens + (self._priming if items else 0)
         with self._lock:
@@ -425,7 +442,9 @@ class ContextWindow:
         to the budget when that is lower) with the policy/chain/default strategy. See
         :mod:`.build` for the rules.
         """
-        options = options or BuildOptions()
+        options = BuildOptions() if options is None else options
+        if not isinstance(options, BuildOptions):
+            raise ContextError(f"build() takes BuildOptions or None, got {describe_value(options)}", key="options")
         started = time.perf_counter()
         budget = self.max_tokens - options.reserve_for_response
         if budget <= 0:
@@ -494,6 +513,8 @@ class ContextWindow:
     def commit(self, proposal: CompactionProposal) -> bool:
         """Install ``proposal``; False (nothing changed) when the window's version
         moved since it was planned, or it was planned on another window."""
+        if not isinstance(proposal, CompactionProposal):
+            raise ContextError(f"commit() takes a CompactionProposal, got {describe_value(proposal)}", key="proposal")
         events: list[Event] = []
         with self._lock:
             ok = self._commit_locked(proposal, "manual", events)
@@ -538,7 +559,10 @@ class ContextWindow:
         """Act on the usage tier before a turn (see :mod:`.tiers`): safe → nothing;
         warning → compaction in a background thread; critical → compaction now;
         exceeded → :class:`ContextWindowExceeded` with the recovery options.
-        Compactions use ``strategy`` (default: the policy/chain/default strategy)."""
+        Compactions use ``strategy`` (default: the policy/chain/default strategy); an
+        unknown one raises StrategyError at any tier, not in the background thread."""
+        if strategy is not None:
+            resolve(strategy, "strategy")
         tier = self.usage_tier
         if tier == "safe":
             return TierAction(tier, "none")
