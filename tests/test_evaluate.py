@@ -301,3 +301,72 @@ def test_a_policy_that_cannot_act_here_is_refused_before_the_log_opens(scenarios
     with pytest.raises(PolicyError, match="seed-chain' needs the actions"):  # SETTINGS lack seed 001's chain
         evaluate(["greedy", "seed-chain"], scenarios, 1, SETTINGS, log=log)
     assert not log.exists()
+
+
+def _paired_frame(runs_ref=("",), runs_other=("",), seeds=range(6), scenarios=("a", "b", "c")):
+    rng = np.random.default_rng(7)
+    context = {(sc, s): rng.normal(0, 3) for sc in scenarios for s in seeds}
+    rows = [{"policy": policy, "run": run, "scenario": sc, "seed": s, "reward": context[sc, s] + shift + rng.normal(0, 0.2)}
+            for policy, runs, shift in (("ref", runs_ref, 0.4), ("other", runs_other, 0.0))
+            for run in runs for sc in scenarios for s in seeds]
+    return pd.DataFrame(rows)
+
+
+def test_paired_difference_is_the_difference_of_means_over_the_common_contexts_with_unequal_runs():
+    from ctxsim.lab.evaluate import paired_differences
+
+    df = _paired_frame(runs_ref=("r0", "r1", "r2"), runs_other=("q0", "q1", "q2", "q3", "q4"))
+    d = paired_differences(df, "ref", reps=300).set_index("policy").loc["other"]
+    means = df.groupby("policy")["reward"].mean()
+    assert d.mean_difference == pytest.approx(means["ref"] - means["other"]) and d.ci_low < d.mean_difference < d.ci_high
+    back = paired_differences(df, "other", reps=300).set_index("policy").loc["ref"]
+    assert back.mean_difference == pytest.approx(-d.mean_difference)  # reference minus other, not the reverse
+    # a scenario only the reference has is left out of both sides
+    part = df[(df.policy == "ref") | (df.scenario != "c")]
+    d = paired_differences(part, "ref", reps=100).set_index("policy").loc["other"]
+    common = part[part.scenario != "c"].groupby("policy")["reward"].mean()
+    assert d.mean_difference == pytest.approx(common["ref"] - common["other"])
+
+
+def test_paired_differences_refuse_a_ragged_pairing_a_missing_value_and_a_missing_reference():
+    from ctxsim.lab.evaluate import paired_differences
+
+    df = _paired_frame()
+    lone = df.drop(df.index[(df.policy == "other") & (df.scenario == "a") & (df.seed == 2)])
+    with pytest.raises(ValueError, match="every"):  # one (scenario, seed) missing on a side
+        paired_differences(lone, "ref", reps=50)
+    nan = df.copy()
+    nan.loc[nan.index[-1], "reward"] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        paired_differences(nan, "ref", reps=50)
+    with pytest.raises(ValueError, match="'nope' is not in the results"):
+        paired_differences(df, "nope", reps=50)
+
+
+def test_paired_difference_on_one_context_or_a_constant_difference_has_zero_width():
+    from ctxsim.lab.evaluate import paired_differences
+
+    one = pd.DataFrame([{"policy": "ref", "scenario": "a", "seed": 0, "reward": 1.0},
+                        {"policy": "other", "scenario": "a", "seed": 0, "reward": 0.9}])
+    d = paired_differences(one, "ref", reps=50).iloc[0]
+    assert (d.mean_difference, d.ci_low, d.ci_high) == pytest.approx((0.1, 0.1, 0.1)) and bool(d.beats)
+    tied = _paired_frame().assign(reward=1.0)
+    d = paired_differences(tied, "ref", reps=50).iloc[0]
+    assert (d.mean_difference, d.ci_low, d.ci_high, bool(d.beats)) == (0.0, 0.0, 0.0, False)
+
+
+def test_gap_captured_counts_a_context_where_best_fixed_earns_more_as_a_tie_and_a_nan_reward_gives_nan():
+    from ctxsim.lab.evaluate import gap_captured
+
+    rows = []
+    for seed in range(6):
+        gap = -0.2 if seed == 0 else 0.1 * seed  # seed 0: best-fixed above the oracle
+        rows += [{"policy": "oracle", "scenario": "a", "seed": seed, "reward": 1.0 + gap},
+                 {"policy": "best-fixed:x", "scenario": "a", "seed": seed, "reward": 1.0},
+                 {"policy": "learned", "scenario": "a", "seed": seed, "reward": 1.0 + 0.5 * gap}]
+    df = pd.DataFrame(rows)
+    g = gap_captured(df, "learned", "best-fixed:x", reps=100)
+    assert (g.episodes, g.ties) == (5, 1) and g.iqm == pytest.approx(0.5) and g.ci_low == pytest.approx(0.5)
+    df.loc[(df.policy == "learned") & (df.seed == 3), "reward"] = np.nan
+    g = gap_captured(df, "learned", "best-fixed:x", reps=100)
+    assert np.isnan(g.iqm) and np.isnan(g.median)

@@ -280,7 +280,12 @@ class _progress:
 def score_tensor(group: pd.DataFrame, column: str) -> np.ndarray:
     """(seeds × runs × scenarios) array of one policy's ``column`` for
     :func:`ctxsim.lab.stats.stratified_bootstrap_ci`, which resamples the contexts within
-    each scenario and the runs (of a folder of trained policies; one run otherwise)."""
+    each scenario and the runs (of a folder of trained policies; one run otherwise).
+    Every run needs every (scenario, seed) context, with the same seeds in every
+    scenario, and a value in ``column`` on each: ValueError otherwise."""
+    missing = int(group[column].isna().sum())
+    if missing:
+        raise ValueError(f"'{column}': {missing} of {len(group)} values are missing (NaN)")
     table = with_runs(group).pivot(index="seed", columns=["run", "scenario"], values=column)
     table = table.sort_index(axis=1, level=["run", "scenario"])  # run-major, scenarios sorted within a run
     n_scenarios = table.columns.get_level_values("scenario").nunique()
@@ -307,7 +312,8 @@ def reward_by_scenario(df: pd.DataFrame) -> pd.DataFrame:
 
 def summarize(df: pd.DataFrame, *, reps: int = 2000, seed: int = 0) -> pd.DataFrame:
     """Per policy (in order of first appearance): IQM of the normalized score and mean
-    reward, each with its 95 % stratified bootstrap CI over seeds × scenarios, and
+    reward, each with its 95 % stratified bootstrap CI over seeds × runs × scenarios
+    (:func:`score_tensor`; ``reps`` resamples drawn from ``seed``), and
     the mean success, recovery, reduction (%), P1 preserved, facts and rules
     retained, probe score (all probes and per kind), coherence and latency (ms).
     Results without probe columns (written before probes existed) summarize with
@@ -354,10 +360,19 @@ def paired_differences(
     contexts, with its 95 % stratified bootstrap CI; ``beats`` is True when the whole
     interval is above zero. With several runs on a side (a folder of trained
     policies), each side's mean is over its runs, and the bootstrap resamples each
-    side's runs on its own (:func:`ctxsim.lab.stats.paired_difference_ci`)."""
+    side's runs on its own (:func:`ctxsim.lab.stats.paired_difference_ci`).
+
+    The contexts are those both policies have: a whole scenario or seed that only
+    one side has is left out of the mean and the interval (nothing says so); a gap
+    that leaves the common contexts ragged (one (scenario, seed) missing on a side,
+    or on one of its runs) or a missing value raises ValueError. On one context with
+    one run a side, or a difference that is the same on every context, the interval
+    has zero width (``beats`` then only says the difference is above zero)."""
     df = with_runs(df)
     keys = ["scenario", "seed"]
     ref = df[df.policy == reference]
+    if ref.empty:
+        raise ValueError(f"paired_differences: the reference {reference!r} is not in the results")
     rows = []
     for policy, group in df.groupby("policy", sort=False):
         if policy == reference:
@@ -378,7 +393,7 @@ class GapCaptured:
     ci_high: float
     median: float
     episodes: int  # the episodes where the oracle beats best-fixed (the ratio's denominator is not 0)
-    ties: int  # the episodes left out: the oracle and best-fixed earn the same reward
+    ties: int  # the episodes left out: the oracle earns no more than best-fixed (within 1e-9)
 
 
 def gap_captured(
@@ -387,9 +402,17 @@ def gap_captured(
     """Share of the adaptivity gap ``policy`` captures: per episode (scenario, seed and,
     for a folder of trained policies, run), ``(R − R_best-fixed) / (R_oracle −
     R_best-fixed)`` on the same context, over the episodes where the oracle earns more
-    than best-fixed (1: the oracle's reward, 0: best-fixed's); its IQM (robust to the
+    than best-fixed by over 1e-9 (1: the oracle's reward, 0: best-fixed's; the others,
+    including any where best-fixed earns more, are ``ties``); its IQM (robust to the
     contexts with a tiny gap, where the ratio is large either way) with a 95 %
-    bootstrap CI over those episodes, and the median."""
+    percentile bootstrap CI, and the median; nan where the policy has a nan reward.
+
+    The CI resamples those episodes as independent draws, pooled over scenarios and
+    runs: not stratified by scenario and not two-level, unlike :func:`summarize` and
+    :func:`paired_differences`, so a folder of runs that act alike narrows it (by
+    about the square root of the number of runs when they act the same). Contexts
+    without a best-fixed or oracle reward are left out (counted neither in
+    ``episodes`` nor in ``ties``); several rows of either on one context are averaged."""
     keys = ["scenario", "seed"]
     others = {name: df[df.policy == name].groupby(keys)["reward"].mean() for name in (best_fixed, oracle)}
     mine = with_runs(df[df.policy == policy])

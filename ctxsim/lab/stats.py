@@ -2,7 +2,8 @@
 
 Scores are arranged as a (contexts × tasks) matrix — here seeds × scenarios — or,
 for a policy trained several times, a (contexts × runs × tasks) array. The IQM is
-the mean of the middle 50 % of all scores; its confidence interval comes from a
+the mean of the middle 50 % of all scores (``scipy.stats.trim_mean(x, 0.25)`` of the
+flattened scores, as rliable: ⌊n/4⌋ values cut from each end); its confidence interval comes from a
 stratified bootstrap: the contexts are resampled *within* each task (so every
 scenario keeps its weight), and the training runs once per resample, the same runs
 for every task (a run is one policy on all scenarios; two levels, so five runs that
@@ -22,10 +23,13 @@ import pandas as pd
 
 
 def iqm(scores: np.ndarray) -> float:
-    """Interquartile mean of all values (the mean of the middle 50 %)."""
+    """Interquartile mean of all values (the mean of the middle 50 %): the mean of
+    the sorted values with ⌊n/4⌋ cut from each end, ``scipy.stats.trim_mean(x, 0.25)``
+    of the flattened values (rliable's IQM), also when n is not a multiple of 4; nan
+    for no values or when any value is nan."""
     flat = np.sort(np.asarray(scores, dtype=float).ravel())
     n = flat.size
-    if n == 0:
+    if n == 0 or np.isnan(flat[-1]):  # a nan sorts last: it is not a score above all others
         return float("nan")
     lo, hi = int(np.floor(n * 0.25)), int(np.ceil(n * 0.75))
     if hi <= lo:
