@@ -236,6 +236,35 @@ def test_gap_captured_is_the_share_between_best_fixed_and_the_oracle():
         gap_captured(pd.DataFrame(rows), "no-such", "best-fixed:x")
 
 
+
+def test_runs_that_act_alike_do_not_narrow_the_gap_interval():
+    """The gap's interval resamples the contexts within each scenario and the runs once
+    per resample, as the other intervals do: five runs that act exactly alike give about
+    the one run's interval (resampling episodes as independent draws narrowed it about
+    sqrt(5)-fold)."""
+    import numpy as np
+    import pandas as pd
+
+    from ctxsim.lab.evaluate import gap_captured
+
+    rng = np.random.default_rng(3)
+    shares = rng.uniform(-0.5, 1.2, size=(3, 12))
+    def frame(runs: int) -> pd.DataFrame:
+        rows = []
+        for s, scenario in enumerate("abc"):
+            for seed in range(12):
+                gap = 0.2 + 0.05 * seed
+                rows += [{"policy": "oracle", "run": "", "scenario": scenario, "seed": seed, "reward": 1.0 + gap},
+                         {"policy": "best-fixed:x", "run": "", "scenario": scenario, "seed": seed, "reward": 1.0}]
+                rows += [{"policy": "learned", "run": f"r{r}", "scenario": scenario, "seed": seed,
+                          "reward": 1.0 + shares[s, seed] * gap} for r in range(runs)]
+        return pd.DataFrame(rows)
+
+    one, five = (gap_captured(frame(runs), "learned", "best-fixed:x", reps=400) for runs in (1, 5))
+    assert five.iqm == pytest.approx(one.iqm) and (one.episodes, five.episodes) == (36, 180)
+    width = lambda g: g.ci_high - g.ci_low  # noqa: E731
+    assert 0.85 < width(five) / width(one) < 1.15, (width(one), width(five))
+
 def test_a_transcript_with_several_seeds_gets_a_note_and_identical_contexts(scenarios):
     from ctxsim.lab.scenarios import find_scenario
 

@@ -407,12 +407,14 @@ def gap_captured(
     contexts with a tiny gap, where the ratio is large either way) with a 95 %
     percentile bootstrap CI, and the median; nan where the policy has a nan reward.
 
-    The CI resamples those episodes as independent draws, pooled over scenarios and
-    runs: not stratified by scenario and not two-level, unlike :func:`summarize` and
-    :func:`paired_differences`, so a folder of runs that act alike narrows it (by
-    about the square root of the number of runs when they act the same). Contexts
-    without a best-fixed or oracle reward are left out (counted neither in
-    ``episodes`` nor in ``ties``); several rows of either on one context are averaged."""
+    The CI resamples as :func:`summarize` and :func:`paired_differences` do: the
+    contexts within each scenario, and the runs of a folder of trained policies once per
+    resample (:func:`~ctxsim.lab.stats.stratified_bootstrap_ci`), the statistic taken
+    over the episodes of a resample that have a gap; so runs that act alike do not
+    narrow it. Contexts without a best-fixed or oracle reward are left out (counted
+    neither in ``episodes`` nor in ``ties``); several rows of either on one context are
+    averaged. A scenario's contexts are its seeds in order; a scenario with fewer
+    contexts than another, or a run without one, leaves those cells empty."""
     keys = ["scenario", "seed"]
     others = {name: df[df.policy == name].groupby(keys)["reward"].mean() for name in (best_fixed, oracle)}
     mine = with_runs(df[df.policy == policy])
@@ -422,12 +424,32 @@ def gap_captured(
     joined = joined.dropna(subset=["fixed", "best"])
     gap = joined["best"] - joined["fixed"]
     open_ = gap > 1e-9
-    ratios = ((joined["reward"] - joined["fixed"])[open_] / gap[open_]).to_numpy(dtype=float)
+    ratio = (joined["reward"] - joined["fixed"]) / gap
+    ratios = ratio[open_].to_numpy(dtype=float)
     if not ratios.size:
         raise ValueError(f"{oracle!r} never beats {best_fixed!r} here: there is no gap to capture")
-    lo, hi = stratified_bootstrap_ci(ratios[:, None], iqm, reps=reps, seed=seed)
+    if np.isnan(ratios).any():  # a nan reward: no interval either
+        lo = hi = float("nan")
+    else:
+        lo, hi = stratified_bootstrap_ci(_ratio_tensor(joined.assign(ratio=ratio.where(open_))), _iqm_of_present,
+                                         reps=reps, seed=seed)
     return GapCaptured(iqm(ratios), lo, hi, float(np.median(ratios)),
                        int(open_.sum()), int((~open_).sum()))
+
+
+def _ratio_tensor(joined: pd.DataFrame) -> np.ndarray:
+    """(contexts × runs × scenarios) array of the ``ratio`` column, a scenario's contexts
+    in the order of its seeds; nan where an episode has no gap or no row."""
+    rows = joined.assign(context=joined.groupby("scenario")["seed"].rank(method="dense").astype(int) - 1)
+    table = rows.pivot(index="context", columns=["run", "scenario"], values="ratio")
+    runs, scenarios = sorted(set(rows["run"])), sorted(set(rows["scenario"]))
+    table = table.reindex(columns=pd.MultiIndex.from_product([runs, scenarios], names=["run", "scenario"]))
+    return table.to_numpy(dtype=float).reshape(len(table), len(runs), len(scenarios))
+
+
+def _iqm_of_present(values: np.ndarray) -> float:
+    """:func:`~ctxsim.lab.stats.iqm` of the values that are not nan (episodes with a gap)."""
+    return iqm(values[~np.isnan(values)])
 
 
 def settings_from_env_spec(
