@@ -49,7 +49,7 @@ from typing import Any
 
 from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
-from .messages import Breaker, call_arguments, compact_messages
+from .messages import Breaker, call_arguments, compact_messages, kept_some
 from .images import IMAGE_LINE, anthropic_block_tokens
 from .transcripts import ATTACHMENTS, part_type, text_and_images, text_of_parts
 
@@ -325,5 +325,5 @@ def compact_anthropic_messages(
     without ``system_prompt``, which is counted here:
     ``TokenBudget.for_request(200_000, tools=tools, message_format="anthropic")``)."""
     form = to_chat(messages, system, name=name)
-    return from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts,
-                                      keep_system=keep_system), form)
+    return kept_some(from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts,
+                                                keep_system=keep_system), form), "messages", name)

@@ -192,6 +192,16 @@ def _json_object(text: str) -> bool:
         return False
 
 
+def kept_some(request: dict[str, Any], key: str, name: str) -> dict[str, Any]:
+    """``request`` when its ``key`` (the Messages API's ``messages``, the Responses API's
+    ``input``) still holds an item; TranscriptError naming ``name`` and ``key``
+    otherwise: a break that kept only the system prompt leaves a request the API
+    refuses (its decisions are logged by then)."""
+    if not request[key]:
+        raise TranscriptError(f"the policy's break kept none of the {key} (the API needs one)", source=name, key=key)
+    return request
+
+
 def _paired(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """``messages`` with calls and results that lost their partner repaired (module
     docstring). A call is answered only by the tool messages right after its assistant

@@ -43,7 +43,7 @@ from typing import Any
 from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
 from .images import DETAILS
-from .messages import Breaker, call_arguments, compact_messages
+from .messages import Breaker, call_arguments, compact_messages, kept_some
 from .transcripts import part_type, text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: the index of its :class:`_Piece`
@@ -263,5 +263,5 @@ def compact_response_items(
     (build the budget with the tool schemas and without ``system_prompt``: the
     instructions are counted here)."""
     form = to_chat(items, instructions, name=name)
-    return from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts,
-                                      keep_system=keep_system), form)
+    return kept_some(from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts,
+                                                keep_system=keep_system), form), "input", name)

@@ -219,11 +219,14 @@ def test_any_session_broken_any_way_is_a_request_the_api_takes(turns, strategy, 
             compact_anthropic_messages(StrategyPolicy(strategy), request, limit, system=system)
         return
     chat = compact_messages(StrategyPolicy(strategy), to_chat(request, system).messages, limit, artifacts={})
+    if all(m["role"] == "system" for m in chat):  # the break kept the system prompt alone: no request to send
+        with pytest.raises(TranscriptError, match="key 'messages': the policy's break kept none of the messages"):
+            compact_anthropic_messages(StrategyPolicy(strategy), request, limit, system=system, artifacts={})
+        return
     out = compact_anthropic_messages(StrategyPolicy(strategy), request, limit, system=system, artifacts={})
-    assert out["system"] == system
-    if out["messages"]:
-        check_api_rules(out["messages"])
-    assert tokens(out) <= context_from_messages(chat).total_tokens if out["messages"] else True
+    assert out["system"] == system and out["messages"]
+    check_api_rules(out["messages"])
+    assert tokens(out) <= context_from_messages(chat).total_tokens
     for turn in out["messages"]:  # a thinking block only in a turn that had it, first
         kinds = [b["type"] for b in blocks_of(turn)]
         assert "thinking" not in kinds[1:]

@@ -10,7 +10,7 @@ import re
 from types import SimpleNamespace
 
 import pytest
-from api_forms import StrategyPolicy, anthropic_request, check_api_rules, data_url, image_part, shipped
+from api_forms import StrategyPolicy, anthropic_request, check_api_rules, data_url, image_part, responses_input, shipped
 
 from ctxsim.errors import TranscriptError
 from ctxsim.lab.compact import compact_file
@@ -110,6 +110,28 @@ def test_a_request_the_break_left_without_messages_is_refused_and_writes_nothing
     system, turns = anthropic_request(shipped(repo_root))
     session = tmp_path / "request.json"
     session.write_text(json.dumps({"model": "m", "system": system, "messages": turns}))
-    with pytest.raises(TranscriptError, match=r"key 'messages': the policy's break kept none of the messages"):
+    with pytest.raises(TranscriptError, match=r"request.json: key 'messages': the policy's break kept none of the messages"):
         compact_file(SystemOnly(), session, 3000, tmp_path / "out.json", form="anthropic")
     assert not (tmp_path / "out.json").exists()
+
+
+@pytest.mark.parametrize("form", ["anthropic", "responses"])
+def test_the_library_calls_refuse_a_request_the_break_left_without_messages(repo_root, form):
+    """``compact_anthropic_messages`` and ``compact_response_items`` raise, naming the
+    request's key, instead of returning a request without messages that the API refuses."""
+    from ctxsim.anthropic_messages import compact_anthropic_messages
+    from ctxsim.openai_responses import compact_response_items
+
+    chat = shipped(repo_root)
+    if form == "anthropic":
+        system, turns = anthropic_request(chat)
+        call, key, given = (lambda: compact_anthropic_messages(SystemOnly(), turns, 3000, system=system)), "messages", turns
+    else:
+        instructions, items = responses_input(chat)
+        call, key, given = (lambda: compact_response_items(SystemOnly(), items, 3000, instructions=instructions)), "input", items
+    with pytest.raises(TranscriptError, match=rf"key '{key}': the policy's break kept none of the {key}"):
+        call()
+    # a policy that keeps the messages returns them
+    kept = (compact_anthropic_messages(StrategyPolicy("remove_oldest"), turns, 10**6, system=system) if form == "anthropic"
+            else compact_response_items(StrategyPolicy("remove_oldest"), items, 10**6, instructions=instructions))
+    assert kept[key] == given

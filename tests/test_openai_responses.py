@@ -144,10 +144,14 @@ def test_any_session_broken_any_way_is_input_the_api_takes(turns, strategy, shar
             compact_response_items(StrategyPolicy(strategy), items, limit, instructions=instructions)
         return
     chat = compact_messages(StrategyPolicy(strategy), to_chat(items, instructions).messages, limit, artifacts={})
+    if all(m["role"] == "system" for m in chat):  # the break kept the instructions alone: no input to send
+        with pytest.raises(TranscriptError, match="key 'input': the policy's break kept none of the input"):
+            compact_response_items(StrategyPolicy(strategy), items, limit, instructions=instructions, artifacts={})
+        return
     out = compact_response_items(StrategyPolicy(strategy), items, limit, instructions=instructions, artifacts={})
-    assert out["instructions"] == instructions
+    assert out["instructions"] == instructions and out["input"]
     check_responses_rules(out["input"])
-    assert tokens(out) <= context_from_messages(chat).total_tokens if out["input"] else True
+    assert tokens(out) <= context_from_messages(chat).total_tokens
     for k, item in enumerate(out["input"]):
         if item.get("type") == "reasoning":
             assert items[items.index(item) + 1] == out["input"][k + 1]

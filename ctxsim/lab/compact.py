@@ -104,9 +104,6 @@ def compact_file(export: str | Path | Breaker, path: str | Path, limit: int, out
         compacted, system_after = result[messages_key], result.get(system_key)
         written = {k: v for k, v in request.items() if k not in (messages_key, system_key)} | result
         text = json.dumps(written, ensure_ascii=False, indent=1) + "\n"
-    if form != "chat" and not compacted:
-        raise TranscriptError(f"the policy's break kept none of the {messages_key} (the API needs one): nothing written",
-                              source=path, key=messages_key)
     before, after = _tokens(form, messages, system), _tokens(form, compacted, system_after)
     if after > limit:
         raise TranscriptError(f"the policy's break left {after:,} tokens, over the limit of {limit:,} (it could not fit "
