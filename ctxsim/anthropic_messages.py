@@ -51,14 +51,12 @@ from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
 from .messages import Breaker, call_arguments, compact_messages, kept_some
 from .images import IMAGE_LINE, anthropic_block_tokens
-from .transcripts import ATTACHMENTS, part_type, text_and_images, text_of_parts
+from .transcripts import ATTACHMENTS, EMPTY_OUTPUT, part_type, text_and_images, text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: where it came from (a :class:`_Piece` index)
 ORIGIN = "_anthropic"
 #: blocks carried with their turn and not counted
 THINKING = ("thinking", "redacted_thinking")
-#: what a tool result with no content is counted as (it comes back as it was)
-EMPTY_RESULT = "(no output)"
 
 
 @dataclass
@@ -170,7 +168,7 @@ def to_chat(messages: Any, system: Any = None, *, name: str = "messages") -> Cha
             for i, block in enumerate(blocks):
                 if block["type"] == "tool_result":
                     result, images = _result_of(block.get("content", ""), f"{at}: block {i}", name)
-                    result = result if result.strip() else EMPTY_RESULT
+                    result = result if result.strip() else EMPTY_OUTPUT
                     add({"role": "tool", "tool_call_id": block["tool_use_id"], "content": result, **_attachments(images)},
                         _Piece(k, (i,)))
             if texts and not text.strip():
@@ -291,7 +289,7 @@ def _valid(turns: list[tuple[str, list, list]]) -> list[tuple[str, list, list]]:
                 before = turns[k - 1][1] if k and turns[k - 1][0] == "assistant" else []
                 asked = {b["id"] for b in before if b["type"] == "tool_use"}
                 fixed = [b if b["type"] != "tool_result" or b["tool_use_id"] in asked
-                         else {"type": "text", "text": _result_of(b.get("content", ""), "", "")[0] or EMPTY_RESULT}
+                         else {"type": "text", "text": _result_of(b.get("content", ""), "", "")[0] or EMPTY_OUTPUT}
                          for b in blocks]
             changed = changed or fixed != blocks
             out.append((role, fixed, kept if fixed == blocks else [None]))

@@ -44,7 +44,7 @@ from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
 from .images import DETAILS
 from .messages import Breaker, call_arguments, compact_messages, kept_some
-from .transcripts import part_type, text_of_parts
+from .transcripts import EMPTY_OUTPUT, part_type, text_of_parts
 
 #: the key a chat message made by :func:`to_chat` carries: the index of its :class:`_Piece`
 ORIGIN = "_responses"
@@ -52,8 +52,6 @@ ORIGIN = "_responses"
 ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 #: text part types of a message item's content
 TEXT_PARTS = ("input_text", "output_text", "text")
-#: what an output with no text is counted as (it comes back as it was)
-EMPTY_OUTPUT = "(no output)"
 
 
 @dataclass

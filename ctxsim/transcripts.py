@@ -88,7 +88,8 @@ _TAG_LINE = re.compile(r"^<[^<>]+>$")
 #: the key of a chat message (folded, or made by a form's ``to_chat``) that holds the tokens
 #: of its images (:mod:`ctxsim.images`), which its text shows as ``[image]`` lines
 ATTACHMENTS = "_attachment_tokens"
-#: what a tool result with no text is read as (a message kept unchanged comes back as it was)
+#: what a tool result with no text is read as and counted as, in the chat form and in the
+#: Messages and Responses forms (a message kept unchanged comes back as it was)
 EMPTY_OUTPUT = "(no output)"
 _FILE_HEADER = re.compile(r"^\[File: (\S+) \((\d+) lines total\)\]", re.MULTILINE)
 

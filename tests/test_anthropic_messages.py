@@ -14,11 +14,11 @@ from api_forms import (BREAKS, SESSION_TURNS, Recording, StrategyPolicy, anthrop
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxsim.anthropic_messages import EMPTY_RESULT, compact_anthropic_messages, to_chat
+from ctxsim.anthropic_messages import compact_anthropic_messages, to_chat
 from ctxsim.errors import TranscriptError
 from ctxsim.messages import compact_messages
 from ctxsim.strategies import list_strategies
-from ctxsim.transcripts import context_from_messages
+from ctxsim.transcripts import EMPTY_OUTPUT, context_from_messages
 
 POINTER = re.compile(r'read_artifact\("(art-[0-9a-f]+)"\)')
 
@@ -137,7 +137,7 @@ def test_an_empty_tool_result_is_counted_as_a_placeholder_and_comes_back_empty(r
     result = next(b for t in turns for b in t["content"] if b["type"] == "tool_result")
     del result["content"]
     form = to_chat(turns, system)
-    assert EMPTY_RESULT in [m["content"] for m in form.messages if m["role"] == "tool"]
+    assert EMPTY_OUTPUT in [m["content"] for m in form.messages if m["role"] == "tool"]
     out = compact_anthropic_messages(StrategyPolicy("drop"), turns, 10**6, system=system)
     assert result in [b for t in out["messages"] for b in blocks_of(t)]
 

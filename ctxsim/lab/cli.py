@@ -498,7 +498,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from .tune import load_tune, run_tune
+    from .tune import load_tune, params_text, run_tune
 
     _check_option("workers", args.workers, 1)
     spec = load_tune(args.tune)
@@ -512,7 +512,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     rows = [[f"{v:.4g}" if isinstance(v, float) else v for v in row] for row in result.table[columns].itertuples(index=False)]
     title = f"Tune results (best first) -> {result.out / 'tune_results.md'}"
     console.print(_table(title, [c.removeprefix("param.") for c in columns], rows))
-    print("best: " + ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in result.best.items()))
+    print("best: " + params_text(result.best))
     return 0
 
 

@@ -223,6 +223,12 @@ def _failed_trial_name(path: str) -> str:
     return f"trial_{found.group(1)}" if found else "a trial"
 
 
+def params_text(params: dict[str, Any]) -> str:
+    """Hyperparameters as one line, ``name=value`` in the given order (floats to 4
+    significant digits)."""
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
 @dataclass
 class TuneResult:
     out: Path
@@ -291,8 +297,8 @@ def _search(spec: TuneSpec, out: Path, workers: int | None, verbose: bool) -> Tu
     for result in grid:
         if result.error is not None:
             errors.append(_trial_error(result.error))
-            params = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(result.config.items()))
-            failed.append(f"{_failed_trial_name(result.path)} ({params}) failed: {errors[-1]}")
+            failed.append(f"{_failed_trial_name(result.path)} ({params_text(dict(sorted(result.config.items())))}) "
+                          f"failed: {errors[-1]}")
             continue
         m = result.metrics
         rows.append({

@@ -62,6 +62,11 @@ class SparseRows(NamedTuple):
     values: np.ndarray
 
     @classmethod
+    def empty(cls, n: int, dim: int) -> SparseRows:
+        """``n`` zero rows of ``dim`` columns (no entries)."""
+        return cls((n, dim), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
+
+    @classmethod
     def from_dense(cls, matrix: np.ndarray) -> SparseRows:
         rows, cols = np.nonzero(matrix)
         return cls(matrix.shape, rows.astype(np.int64), cols.astype(np.int32), matrix[rows, cols].astype(np.float32))
@@ -300,7 +305,7 @@ class CachedEmbedder:
                 return computed
             found = [new[block] if entry is None else entry for block, entry in zip(blocks, found)]
         if not found:
-            return SparseRows((0, self.dim), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
+            return SparseRows.empty(0, self.dim)
         counts, cols, values = zip(*found)
         counts = np.concatenate(counts)
         return SparseRows((len(counts), self.dim), np.repeat(np.arange(len(counts), dtype=np.int64), counts),

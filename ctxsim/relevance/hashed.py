@@ -253,7 +253,7 @@ class HashedTfidfEmbedder(CachedEmbedder):
         # all texts at once: word hashes and idfs in one array, with the text of each
         features, per_text = _batch_features(texts)
         if not features.size:
-            return SparseRows((len(texts), DIM), np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32))
+            return SparseRows.empty(len(texts), DIM)
         owner = np.repeat(np.arange(len(texts), dtype=np.int64), per_text)
         hashes = features["hash"].astype(np.uint64)
         idfs = features["idf"]
