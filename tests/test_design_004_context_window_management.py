@@ -10,10 +10,12 @@ supersede writes, purge old errors).
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from ctxsim.config import model_limit, parse_token_count, usage_tier
-from ctxsim.errors import ContextError
+from ctxsim.errors import ContextError, RecoveryError
 from ctxsim.model import ContextState, ContextUnit, ToolEnvelope
 from ctxsim.strategies import StrategyContext, get_strategy, list_strategies, strategy_class
 from ctxsim.window import RECOVERY_OPTIONS, ContextItem, ContextWindow, ContextWindowExceeded
@@ -51,8 +53,24 @@ def test_warning_compacts_in_the_background():
     assert window.usage_tier == "warning"
     action = window.check_usage()
     assert action.action == "background" and action.background is not None
-    action.background.join(timeout=60)
+    freed = action.background.result(timeout=60)
     assert window.usage_tier == "safe" and window.stats().compaction_count == 1
+    assert freed > 0 and freed == window.stats().total_tokens_freed
+
+
+def test_a_failed_background_compaction_reaches_the_caller_and_the_log(caplog):
+    # the recovery mode "error" as the strategy: a real compaction that raises (BREAKER_FAILED)
+    window = _window(0.8)
+    before = [(item.id, item.content) for item in window.items()]
+    with caplog.at_level(logging.ERROR, logger="ctxsim.window"):
+        action = window.check_usage(strategy="error")
+        assert action.action == "background"
+        with pytest.raises(RecoveryError, match="BREAKER_FAILED"):
+            action.background.result(timeout=60)
+    assert [(item.id, item.content) for item in window.items()] == before
+    assert window.stats().compaction_count == 0
+    assert any(r.getMessage().startswith("Background compaction failed for agent agent: RecoveryError:")
+               and "BREAKER_FAILED" in r.getMessage() for r in caplog.records)
 
 
 def test_critical_forces_compaction_before_the_turn():

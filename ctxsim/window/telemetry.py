@@ -1,7 +1,8 @@
 """Design 000's observability: its log templates and its metrics.
 
 Logs go to the ``ctxsim.window`` logger with the seed's templates and levels
-(:data:`LOG_TEMPLATES`, and one for the window's recovery; placeholders filled with
+(:data:`LOG_TEMPLATES`, and two of ctxsim's: the window's recovery and a background
+compaction that failed; placeholders filled with
 :meth:`str.format`). Metrics are kept
 per window in :class:`WindowMetrics`: gauges (items, tokens, usage percent) are
 read from the window, counters (compactions, tokens freed) from its statistics, and
@@ -29,6 +30,8 @@ LOG_TEMPLATES: dict[str, tuple[int, str]] = {
     "full": (logging.ERROR, "Context window full for agent {agent_id}: current={current}, max={max}, requested={requested}"),
     # not a seed 000 template: the window's recovery (design 001's recovery_mode)
     "recovery": (logging.WARNING, "Compaction left no room for agent {agent_id}, running recovery {mode}"),
+    # not a seed 000 template: a background compaction (design 004's warning tier) that raised
+    "background_failed": (logging.ERROR, "Background compaction failed for agent {agent_id}: {error}"),
 }
 
 #: histogram bucket upper bounds (ms); the last bucket is everything above

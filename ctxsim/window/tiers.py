@@ -7,7 +7,8 @@ Before a turn, :meth:`ContextWindow.check_usage` reads the usage tier of the win
 tier        action
 ==========  ==============================================================
 safe        nothing
-warning     background compaction (a thread; the turn goes on)
+warning     background compaction (a thread; the turn goes on; its Future
+            gives the tokens freed or raises the compaction's error)
 critical    forced compaction (the turn waits for it)
 exceeded    :class:`ContextWindowExceeded` with the recovery options
 ==========  ==============================================================
@@ -20,7 +21,7 @@ with :meth:`ContextWindow.recover`.
 
 from __future__ import annotations
 
-import threading
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 from ..errors import CtxsimError
@@ -61,9 +62,11 @@ class ContextWindowExceeded(CtxsimError):
 class TierAction:
     """What :meth:`ContextWindow.check_usage` did: the tier, the action taken
     ("none", "background", "forced"), tokens freed by a forced compaction and the
-    background compaction's thread (join it to wait)."""
+    background compaction's :class:`~concurrent.futures.Future`: ``background.result()``
+    waits for it and returns the tokens it freed, or raises its error (which the
+    ``ctxsim.window`` logger also reports when it happens, for a caller that never asks)."""
 
     tier: str
     action: str
     tokens_freed: int = 0
-    background: threading.Thread | None = None
+    background: Future[int] | None = None

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
@@ -570,10 +571,24 @@ class ContextWindow:
             raise ContextWindowExceeded(self.current_tokens, self.max_tokens, self.usage_percent)
         target = self._tier_target()
         if tier == "warning":
-            worker = threading.Thread(target=self.compact, args=(strategy, target), name="ctxsim-compaction", daemon=True)
-            worker.start()
-            return TierAction(tier, "background", background=worker)
+            return TierAction(tier, "background", background=self._compact_in_background(strategy, target))
         return TierAction(tier, "forced", tokens_freed=self.compact(strategy, target))
+
+    def _compact_in_background(self, strategy: StrategySpec | None, target: float) -> Future[int]:
+        """:meth:`compact` in a daemon thread; its Future holds the tokens freed or the
+        error, which is logged as well (a fire-and-forget caller would not see it)."""
+        future: Future[int] = Future()
+
+        def run() -> None:
+            future.set_running_or_notify_cancel()
+            try:
+                future.set_result(self.compact(strategy, target))
+            except Exception as exc:  # noqa: BLE001 - handed to the caller through the Future
+                log("background_failed", agent_id=self.agent_id, error=f"{type(exc).__name__}: {exc}")
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="ctxsim-compaction", daemon=True).start()
+        return future
 
     def recover(self, action: str) -> int:
         """Run one of the recovery options of :class:`ContextWindowExceeded`; returns
