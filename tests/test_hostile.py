@@ -263,6 +263,57 @@ def test_policies_load_never_unpickles(tmp_path):
     assert not planted.exists()
 
 
+def _damaged_weights(policy: Path, damage: str) -> None:
+    """Damage the ``weights.npz`` of an export's ``policy/`` folder as a disk, a copy or a hand would."""
+    file = policy / "weights.npz"
+    good = file.read_bytes()
+    if damage == "empty":
+        file.write_bytes(b"")
+    elif damage == "cut short":
+        file.write_bytes(good[: len(good) // 2])
+    elif damage == "flipped bytes":
+        data = bytearray(good)
+        for i in range(100, len(data) - 100, 7):
+            data[i] ^= 0x5A
+        file.write_bytes(bytes(data))
+    elif damage == "flipped bytes, compressed":
+        with np.load(file) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        np.savez_compressed(file, **arrays)
+        data = bytearray(file.read_bytes())
+        for i in range(100, len(data) - 200, 5):
+            data[i] ^= 0x33
+        file.write_bytes(bytes(data))
+    elif damage == "one array":
+        with file.open("wb") as fh:
+            np.save(fh, np.zeros(3, dtype=np.float32))
+    else:  # an array of another kind of value under the weight's name
+        with np.load(file) as npz:
+            arrays = {name: npz[name] for name in npz.files}
+        arrays["w0"] = np.full(arrays["w0"].shape, {"text": "x", "bool": True, "complex": 1j}[damage])
+        np.savez(file, **arrays)
+
+
+@pytest.mark.parametrize("damage", ["empty", "cut short", "flipped bytes", "flipped bytes, compressed", "one array",
+                                    "text", "bool", "complex"])
+def test_a_damaged_weights_file_is_a_policy_error_naming_it(tmp_path, damage):
+    from ctxsim.episode import EpisodeSettings
+    from ctxsim.observe import ObservationConfig, feature_names
+    from ctxsim.policies import load
+
+    shape = (len(EpisodeSettings().actions), len(feature_names(ObservationConfig.of(EpisodeSettings()))))
+    folder = hand_made_export(tmp_path / "export", np.zeros(shape, dtype=np.float32))
+    _damaged_weights(folder / "policy", damage)
+    with pytest.raises(PolicyError) as err:
+        load(folder)
+    assert err.value.source == str(folder / "policy" / "weights.npz")
+    message = str(err.value)
+    if damage in ("text", "bool", "complex"):
+        assert err.value.key == "network.layers[0]" and "array 'w0' holds" in message and "expected floats" in message
+    else:
+        assert "cannot read the weights (" in message
+
+
 def test_an_export_with_bad_settings_names_the_key_and_value(tmp_path):
     from ctxsim.episode import EpisodeSettings
     from ctxsim.observe import ObservationConfig, feature_names

@@ -507,10 +507,14 @@ def _settings(spec: PolicySpec, file: Path) -> EpisodeSettings:
 def _layers(spec: PolicySpec, weights: Path) -> list[Layer]:
     check_input(weights, "exported policy", PolicyError)
     try:
-        with np.load(weights, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except (OSError, ValueError) as exc:
-        raise PolicyError(f"cannot read the weights ({exc})", source=weights) from None
+        data = np.load(weights, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):  # a lone .npy array
+            raise ValueError("a single NumPy array, not a .npz archive of the network's arrays")
+        with data:
+            arrays = {name: data[name] for name in data.files}
+    except Exception as exc:  # noqa: BLE001 - empty, cut short or damaged (zipfile and zlib raise a dozen kinds)
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise PolicyError(f"cannot read the weights ({reason[:200]})", source=weights) from None
     layers, width = [], len(spec.observation.features)
     for i, ls in enumerate(spec.network.layers):
         key = f"network.layers[{i}]"
@@ -519,8 +523,14 @@ def _layers(spec: PolicySpec, weights: Path) -> list[Layer]:
         for name, shape in ((ls.weight, (ls.outputs, ls.inputs)), (ls.bias, (ls.outputs,))):
             if name not in arrays:
                 raise PolicyError(f"array {name!r} is missing", source=weights, key=key)
-            if arrays[name].shape != shape or not np.isfinite(arrays[name]).all():
-                raise PolicyError(f"array {name!r} has shape {arrays[name].shape}, expected {shape} finite values", source=weights, key=key)
+            array = arrays[name]
+            if array.shape != shape:
+                raise PolicyError(f"array {name!r} has shape {array.shape}, expected {shape}", source=weights, key=key)
+            if not np.issubdtype(array.dtype, np.floating):
+                raise PolicyError(f"array {name!r} holds {array.dtype} values, expected floats", source=weights, key=key)
+            if not np.isfinite(array).all():
+                raise PolicyError(f"array {name!r} holds values that are not finite (NaN or infinite)", source=weights,
+                                  key=key)
         layers.append(Layer(arrays[ls.weight].astype(np.float32), arrays[ls.bias].astype(np.float32), ls.activation, ls.param))
         width = ls.outputs
     if width != len(spec.actions):
