@@ -20,7 +20,6 @@ import re
 import shutil
 import stat
 import tempfile
-import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator, TypeVar
@@ -148,19 +147,16 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
-#: what reading a kept file raises when it is missing, torn or of an older format
-UNREADABLE = (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile)
-
-
 def read_or_make(path: Path, read: Callable[[Path], T], make: Callable[[], T], dump: Callable[[T], bytes]) -> tuple[T, bool]:
     """The value kept at ``path``, else made and kept there: ``(read(path), False)``
-    when that succeeds; otherwise (no file, or one ``read`` cannot take:
-    :data:`UNREADABLE`) ``(make(), True)``, written to ``path`` atomically as
-    ``dump(value)`` first. For pure, slow results named by what they depend on (a
-    fit, a teacher's rows in the pool folder)."""
+    when that succeeds; otherwise (no file, or one ``read`` cannot take: missing,
+    torn, damaged or of an older format, whatever error reading it raises — a damaged
+    ``.npz`` alone raises a dozen kinds) ``(make(), True)``, written to ``path``
+    atomically as ``dump(value)`` first. For pure, slow results named by what they
+    depend on (a fit, a teacher's rows in the pool folder): a kept file is a cache."""
     try:
         return read(path), False
-    except UNREADABLE:
+    except Exception:  # noqa: BLE001 - a cache that cannot be read is made again
         pass
     value = make()
     atomic_write_bytes(path, dump(value))

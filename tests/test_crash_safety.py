@@ -16,8 +16,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import zlib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ctxsim.atomic import atomic_write_bytes, read_or_make
@@ -237,6 +239,33 @@ def test_a_kept_result_is_read_when_whole_and_made_again_when_missing_or_torn(tm
     path.write_text('{"val')  # torn
     assert read_or_make(path, read, make, dump) == ({"value": 2}, True) and path.read_text() == '{"value": 2}'
     assert [p.name for p in path.parent.iterdir()] == ["fit.json"]  # no temporary left
+
+
+def test_a_kept_archive_with_damaged_bytes_is_made_again(tmp_path):
+    """A teacher's rows are kept as a compressed .npz; damaged bytes in one make zlib
+    (not zipfile) raise on reading: the rows are made again, never raised."""
+    import io
+
+    def dump(value):
+        buffer = io.BytesIO()
+        np.savez_compressed(buffer, values=value)
+        return buffer.getvalue()
+
+    def read(path):
+        with np.load(path) as kept:
+            return kept["values"]
+
+    path = tmp_path / "rows.npz"
+    rows = np.arange(4000, dtype=np.float64).reshape(40, 100) % 7
+    atomic_write_bytes(path, dump(rows))
+    data = bytearray(path.read_bytes())
+    for i in range(100, len(data) - 200, 5):
+        data[i] ^= 0x33
+    path.write_bytes(bytes(data))
+    with pytest.raises(zlib.error):
+        read(path)
+    value, made = read_or_make(path, read, lambda: rows + 1, dump)
+    assert made and np.array_equal(value, rows + 1) and np.array_equal(read(path), rows + 1)
 
 
 def test_every_file_writer_is_atomic_or_listed():
