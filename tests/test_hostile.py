@@ -331,6 +331,19 @@ def test_an_export_with_bad_settings_names_the_key_and_value(tmp_path):
         assert err.value.key == key and value in str(err.value) and err.value.source == str(spec_file)
 
 
+@pytest.mark.parametrize("data", [b"cno_such_module_of_ctxsim\nThing\n.", b"\x80\x04X\x02\x00\x00\x00\xff\xfe.",
+                                  b"\x80\x04\x95", b""], ids=["unknown-module", "bad-utf8", "cut-short", "empty"])
+def test_a_damaged_vecnormalize_file_is_a_policy_error_naming_it(tmp_path, data):
+    """A run's vecnormalize.pkl (SB3's pickle) that is damaged: whatever unpickling raises
+    (ModuleNotFoundError, UnicodeDecodeError, ...) is one PolicyError naming the file."""
+    from ctxsim.lab.runs import read_normalization
+
+    (tmp_path / "vecnormalize.pkl").write_bytes(data)
+    with pytest.raises(PolicyError, match="cannot read the VecNormalize statistics") as err:
+        read_normalization(tmp_path)
+    assert err.value.source == str(tmp_path / "vecnormalize.pkl")
+
+
 # ---- optional extras ---------------------------------------------------------------------------
 #: runs ``ctxsim`` (argv[1:]) in a process where langchain-core (the extra ``peers``) cannot be imported
 WITHOUT_LANGCHAIN = "import sys; sys.modules['langchain_core'] = None; from ctxsim.lab.cli import main; sys.exit(main(sys.argv[1:]))"

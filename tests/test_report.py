@@ -193,14 +193,21 @@ def test_a_folder_of_runs_gives_each_runs_learning_curve(tmp_path: Path, run_dir
         ({"results": np.ones((2, 3))}, "evaluations.npz: key 'timesteps': missing array (has ['results'])"),
         ({"timesteps": np.array([]), "results": np.array([])}, "evaluations.npz: key 'timesteps': expected a non-empty"),
         ({"timesteps": np.arange(3), "results": np.ones((2, 4))}, "evaluations.npz: key 'results': expected finite rewards"),
+        ("unknown compression", "evaluations.npz: key 'timesteps': expected an array of numbers (That compression method"),
     ],
-    ids=["garbage", "no-timesteps", "empty", "results-shape"],
+    ids=["garbage", "no-timesteps", "empty", "results-shape", "damaged-header"],
 )
 def test_bad_evaluations_npz_is_one_line_and_writes_nothing(tmp_path: Path, sweep_dir: Path, capsys, arrays, needle):
     run = tmp_path / "run"
     run.mkdir()
     if isinstance(arrays, bytes):
         (run / "evaluations.npz").write_bytes(arrays)
+    elif isinstance(arrays, str):  # a whole archive whose directory names a compression zipfile lacks (it raised NotImplementedError)
+        np.savez(run / "evaluations.npz", timesteps=np.arange(3), results=np.ones((3, 2)))
+        data = bytearray((run / "evaluations.npz").read_bytes())
+        entry = data.find(b"PK\x01\x02")  # the first central directory entry; its method is at offset 10
+        data[entry + 10:entry + 12] = (99).to_bytes(2, "little")
+        (run / "evaluations.npz").write_bytes(bytes(data))
     else:
         np.savez(run / "evaluations.npz", **arrays)
     kept = tmp_path / "kept"  # a folder that existed before keeps exactly what it held

@@ -19,8 +19,6 @@ them through this module only. SB3 and torch are imported on first use.
 from __future__ import annotations
 
 import pickle
-import zipfile
-import zlib
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +71,9 @@ def read_normalization(run_dir: Path) -> dict[str, Any] | None:
         with open(file, "rb") as fh:
             vec = pickle.load(fh)  # SB3's own format (VecNormalize.save); the run is the user's
         return normalization_stats(vec)
-    except (OSError, pickle.UnpicklingError, AttributeError, EOFError) as exc:
-        raise PolicyError(f"cannot read the VecNormalize statistics ({exc})", source=file) from None
+    except Exception as exc:  # noqa: BLE001 - a damaged pickle raises any kind of error (ModuleNotFoundError, MemoryError, ...)
+        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
+        raise PolicyError(f"cannot read the VecNormalize statistics ({reason})", source=file) from None
 
 
 def normalization_stats(vec) -> dict[str, Any] | None:
@@ -132,7 +131,9 @@ def read_evaluations(run: Path) -> tuple[np.ndarray, np.ndarray]:
                 arrays[name] = np.asarray(data[name], dtype=float)
     except OSError as exc:
         raise ConfigError(f"cannot read file ({exc.strerror or exc})", source=path) from None
-    except (ValueError, TypeError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+    except ConfigError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a damaged archive: zipfile and zlib raise a dozen kinds
         if name is None:
             raise ConfigError("not a NumPy .npz archive", source=path) from None
         raise ConfigError(f"expected an array of numbers ({' '.join(str(exc).split())[:100]})", source=path,
