@@ -230,11 +230,56 @@ def read_session_text(path: Path) -> str:
         raise TranscriptError(f"line {line}: not UTF-8 (byte {raw[exc.start:exc.start + 1]!r} at offset {exc.start})", source=path) from None
 
 
+#: a JSON escape of a UTF-16 surrogate: the only way a JSON text can spell one
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def lone_surrogate(value: Any, path: str = "") -> tuple[str, int, str] | None:
+    """(where, index, character) of the first lone surrogate (``"\\ud800"``: valid JSON,
+    half of a UTF-16 pair, not a character, which no UTF-8 file can hold) in a parsed JSON
+    ``value``'s strings and keys, ``where`` its path (``content``,
+    ``tool_calls[0].function.arguments``); None when there is none."""
+    if isinstance(value, str):
+        if value.isascii():
+            return None
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return path, exc.start, value[exc.start]
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = f"{path}.{key}" if path else str(key)
+            found = lone_surrogate(key, where) or lone_surrogate(item, where)
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = lone_surrogate(item, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def refuse_lone_surrogates(value: Any, text: str, at: str, source: Path | str, path: str = "") -> None:
+    """TranscriptError naming ``at`` and the key when ``value`` (parsed from ``text``)
+    holds a lone surrogate: text that could be read but not written back."""
+    if _SURROGATE_ESCAPE.search(text) is None:  # the JSON spells none: nothing to walk
+        return
+    found = lone_surrogate(value, path)
+    if found:
+        where, index, char = found
+        raise TranscriptError(f"{at}'{where}' holds {char!r} at character {index}, half of a UTF-16 pair, "
+                              "not a character", source=source)
+
+
 def read_json_lines(path: Path) -> list[tuple[int, Any]]:
     """(line number, value) of each line of a JSON Lines file (:func:`read_session_text`)
     as it is written, blank lines skipped; TranscriptError naming the file and line for
-    a file too large, unreadable, not UTF-8, bad JSON or empty."""
+    a file too large, unreadable, not UTF-8, bad JSON, holding a lone surrogate anywhere
+    (:func:`lone_surrogate`) or empty."""
     text = read_session_text(path)
+    suspect = _SURROGATE_ESCAPE.search(text) is not None  # one scan of the file; lines walked only then
     messages = []
     for number, line in enumerate(text.split("\n"), start=1):  # JSON Lines end lines with \n only
         if not line.strip():
@@ -246,6 +291,8 @@ def read_json_lines(path: Path) -> list[tuple[int, Any]]:
         except (ValueError, RecursionError) as exc:  # a key twice, an integer too long to convert, nesting too deep
             why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raise TranscriptError(f"line {number}: bad JSON ({why})", source=path) from None
+        if suspect:
+            refuse_lone_surrogates(message, line, f"line {number}: ", path)
         messages.append((number, message))
     if not messages:
         raise TranscriptError("empty transcript (no messages)", source=path)
@@ -318,6 +365,8 @@ def _chat_completions(message: dict[str, Any], at: str, source: Path | str) -> d
         raise TranscriptError(f"{at}: 'tool_calls' on a {message.get('role')!r} message (assistant only)", source=source)
     if not isinstance(calls, list):
         raise TranscriptError(f"{at}: 'tool_calls' must be a list, got {describe_value(calls)}", source=source)
+    if content is not None and not isinstance(content, str):  # a list of parts is text by now
+        raise TranscriptError(f"{at}: 'content' must be a string, got {describe_value(content)}", source=source)
     parsed = []
     for i, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None

@@ -135,3 +135,36 @@ def test_the_library_calls_refuse_a_request_the_break_left_without_messages(repo
     kept = (compact_anthropic_messages(StrategyPolicy("remove_oldest"), turns, 10**6, system=system) if form == "anthropic"
             else compact_response_items(StrategyPolicy("remove_oldest"), items, 10**6, instructions=instructions))
     assert kept[key] == given
+
+
+@pytest.mark.parametrize("form", ["chat", "anthropic", "responses"])
+def test_a_session_holding_a_lone_surrogate_anywhere_is_refused_and_writes_nothing(repo_root, tmp_path, form):
+    """``"\\ud800"`` is valid JSON but no character: kept in a key the break passes through
+    (a call's arguments, a reasoning summary, a request's model), the output could not be
+    written as UTF-8 (UnicodeEncodeError after the break ran). It is refused on reading,
+    naming the line or the key; a surrogate pair (an emoji) is text and is kept."""
+    chat = shipped(repo_root)
+    if form == "chat":
+        lines = [json.dumps(m) for m in chat]
+        call = next(i for i, m in enumerate(chat) if "[tool_call]" in m["content"])
+        message = {**chat[call], "tool_calls": [{"id": "c1", "type": "function",
+                                                 "function": {"name": "bash", "arguments": "{\"cmd\": \"echo \ud800\"}"}}]}
+        lines[call] = json.dumps(message)
+        text, needle = "\n".join(lines) + "\n", rf"line {call + 1}: 'tool_calls\[0\]\.function\.arguments' holds '\\ud800'"
+    elif form == "anthropic":
+        system, turns = anthropic_request(chat)
+        text, needle = json.dumps({"model": "m\ud800", "system": system, "messages": turns}), r"'model' holds '\\ud800' at character 1"
+    else:
+        instructions, items = responses_input(chat, reasoning=True)
+        at = next(i for i, item in enumerate(items) if item.get("type") == "reasoning")
+        items[at] = {**items[at], "summary": [{"type": "summary_text", "text": "thinking \ud800"}]}
+        text, needle = json.dumps({"model": "m", "instructions": instructions, "input": items}), rf"'input\[{at}\]\.summary\[0\]\.text' holds"
+    session = tmp_path / ("session.jsonl" if form == "chat" else "request.json")
+    session.write_text(text)
+    with pytest.raises(TranscriptError, match=needle):
+        compact_file(StrategyPolicy("drop"), session, 3000, tmp_path / "out.json", form=form)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [session.name]
+    # the same session with a surrogate pair (one character, an emoji) is read and written
+    session.write_text(text.replace("\\ud800", "\\ud83d\\ude00"))
+    compact_file(StrategyPolicy("remove_oldest"), session, 10**6, tmp_path / "out.json", form=form)
+    assert "\U0001f600" in (tmp_path / "out.json").read_text(encoding="utf-8")

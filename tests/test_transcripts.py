@@ -200,6 +200,8 @@ BAD = [
     ("audio part", '{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": ""}}]}\n',
      "line 1: content part 0 is type 'input_audio'; only text parts are read"),
     ("tool_calls on a user message", '{"role": "user", "content": "x", "tool_calls": []}\n', "'tool_calls' on a 'user' message"),
+    ("content type beside tool calls", '{"role": "assistant", "content": NaN, "tool_calls": [{"id": "a", "function": {"name": "bash", "arguments": "{}"}}]}\n',
+     "line 1: 'content' must be a string, got nan"),
     ("tool call without a name", '{"role": "assistant", "content": null, "tool_calls": [{"id": "a", "function": {"arguments": "{}"}}]}\n',
      "line 1: tool_calls[0] needs function.name"),
     ("key twice", '{"role": "user", "content": "x", "role": "system"}\n', "line 1: bad JSON (key 'role' appears twice)"),

@@ -34,7 +34,7 @@ from ..messages import Breaker, compact_messages
 from ..openai_responses import compact_response_items
 from ..openai_responses import to_chat as responses_chat
 from ..policies import load
-from ..transcripts import context_from_messages, read_json_lines, read_session_text
+from ..transcripts import context_from_messages, read_json_lines, read_session_text, refuse_lone_surrogates
 from ..validation import loads_json
 
 #: the forms ``ctxsim compact`` reads: the key of the request's messages, of its system prompt
@@ -64,6 +64,7 @@ def _request(path: Path, form: str) -> dict[str, Any]:
     if not isinstance(request, dict) or not isinstance(request.get(key), list):
         raise TranscriptError(f"expected a JSON object with {key!r} a list (the {form} form), got "
                               f"{describe_value(request)}", source=path, key=key)
+    refuse_lone_surrogates(request, text, "", path)
     return request
 
 
