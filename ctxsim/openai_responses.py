@@ -117,7 +117,7 @@ def _kind(item: Any, at: str, name: str) -> str:
         raise TranscriptError(f"{at}: expected an object, got {describe_value(item)}", source=name)
     kind = item.get("type", "message" if "role" in item else None)
     if kind == "message":
-        if item.get("role") not in ROLES:
+        if not isinstance(item.get("role"), str) or item["role"] not in ROLES:
             raise TranscriptError(f"{at}: 'role' must be one of {list(ROLES)}, got {describe_value(item.get('role'))}",
                                   source=name)
     elif kind == "function_call":

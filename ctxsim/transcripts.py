@@ -342,6 +342,9 @@ def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:
                                       "half of a UTF-16 pair, not a character", source=source) from None
     if name is not None and not isinstance(name, str):
         raise TranscriptError(f"{at}: 'name' must be a string, got {describe_value(name)}", source=source)
+    call_id = message.get("tool_call_id")
+    if call_id is not None and not isinstance(call_id, str):
+        raise TranscriptError(f"{at}: 'tool_call_id' must be a string, got {describe_value(call_id)}", source=source)
     return message
 
 

@@ -87,6 +87,7 @@ def test_a_developer_message_and_an_empty_output(repo_root):
 @pytest.mark.parametrize("items, instructions, match", [
     ([], None, "expected a non-empty list of input items"),
     ([{"role": "tool", "content": "x"}], None, r"item 1: 'role' must be one of"),
+    ([{"role": ["user"], "content": "x"}], None, r"item 1: 'role' must be one of .*, got \['user'\]"),
     ([{"role": "assistant", "content": [{"type": "input_image", "image_url": "x"}]}], None,
      r"item 1: content part 0 is type 'input_image'; only text parts"),
     ([{"role": "user", "content": [{"type": "input_image", "detail": "low"}]}], None,

@@ -191,6 +191,8 @@ BAD = [
     ("role type", '{"role": 1, "content": "hi"}\n', "line 1: 'role' must be one of"),
     ("unknown role", '{"role": "robot", "content": "hi"}\n', "line 1: 'role' must be one of"),
     ("empty content", '{"role": "user", "content": "  "}\n', "line 1: 'content' is empty"),
+    ("tool_call_id type", '{"role": "user", "content": "x"}\n{"role": "tool", "content": "ok", "tool_call_id": ["c1"]}\n',
+     "line 2: 'tool_call_id' must be a string, got ['c1']"),
     ("name type", '{"role": "tool", "content": "x", "name": 3}\n', "line 1: 'name' must be a string"),
     ("empty file", "\n\n", "empty transcript"),
     ("image part without a url", '{"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image_url", "image_url": {}}]}\n',
