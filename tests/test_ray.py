@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -56,6 +59,22 @@ def test_ray_backend_matches_the_local_backend(tmp_path: Path):
     for name in ("results.csv", "transitions.jsonl"):
         assert (ray / name).read_bytes() == (local / name).read_bytes(), name
     assert len(pd.read_csv(ray / "results.csv")) == 4
+
+
+@pytest.mark.optional
+@pytest.mark.skipif(find_spec("ray") is None, reason="needs the extra 'ray'")
+def test_the_local_ray_a_command_starts_prints_no_notice_and_keeps_token_authentication():
+    """Ray logs, at each start of a local instance, that it turned token authentication on
+    (its default): ray_session keeps the setting and does not print the notice (it broke
+    the one-line output of the quiet commands). In a process of its own: Ray's logging
+    binds the streams it finds at its first start."""
+    script = ("import os; from ctxsim.lab.sweep import RayConfig, ray_session\n"
+              "with ray_session(RayConfig(num_cpus=1)):\n    print(os.environ.get('RAY_AUTH_MODE'))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "token"
+    assert "Token authentication" not in done.stderr, done.stderr
 
 
 @pytest.mark.optional

@@ -309,11 +309,18 @@ def import_ray(purpose: str = "the ray backend"):
     return ray
 
 
+#: the logger of Ray's notice, at each local start, that token authentication is on
+RAY_AUTH_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
 @contextmanager
 def ray_session(config: RayConfig, num_cpus: int | None = None) -> Iterator[Any]:
     """Ray, initialized for the duration: connected to ``config.address`` (else
     RAY_ADDRESS) when given, else a local instance with ``num_cpus`` (default
-    ``config.num_cpus``); an already initialized Ray is used as it is."""
+    ``config.num_cpus``); an already initialized Ray is used as it is. A local
+    instance keeps the token authentication Ray turns on by default; the notice Ray
+    logs about it at each start (:data:`RAY_AUTH_NOTICE_LOGGER`) is not printed, since
+    the instance lives only as long as the command."""
     ray = import_ray()
     started = not ray.is_initialized()
     if started:
@@ -322,7 +329,13 @@ def ray_session(config: RayConfig, num_cpus: int | None = None) -> Iterator[Any]
         if address:
             ray.init(address=address, **quiet)
         else:
-            ray.init(num_cpus=num_cpus or config.num_cpus, include_dashboard=False, **quiet)
+            notice = logging.getLogger(RAY_AUTH_NOTICE_LOGGER)
+            level = notice.level
+            notice.setLevel(logging.ERROR)
+            try:
+                ray.init(num_cpus=num_cpus or config.num_cpus, include_dashboard=False, **quiet)
+            finally:
+                notice.setLevel(level)
     try:
         yield ray
     finally:
