@@ -188,6 +188,77 @@ def count_lines(text: str) -> int:
     return sum(count_tokens(segment) for segment in segments) + len(segments) - 1
 
 
+def fitting_count(pieces: Sequence[str], sep: str, max_tokens: int, *, from_end: bool = False) -> int:
+    """How many of ``pieces`` (the first ones, or with ``from_end`` the last ones)
+    joined by ``sep`` fit ``max_tokens``: the ``k`` where ``count_tokens`` of the
+    ``k`` pieces joined first exceeds it, less one (a loop that adds one piece at a
+    time and stops at the first that does not fit), or all of them.
+
+    Counted in one pass over the text, not once per piece added (which takes time
+    quadratic in the pieces: 1.3 s to keep 16,000 of 100,000 tokens of a log by lines):
+    cl100k's pre-tokenizer reads no character behind the one it starts at, so the
+    pieces of a text grown at its end are its pieces until its last one (whose match
+    reads to the text's end), then those of the last one and what was added, scanned
+    again; and the pieces of a text grown at its start are those of what was added,
+    scanned until a piece ends where one of the old text's pieces starts, then the old
+    text's. Texts that are not ASCII (or without the ASCII pieces,
+    :func:`ascii_count`) are counted whole at each step."""
+    if not all(map(str.isascii, pieces)) or not sep.isascii() or _encoding() is None or not _ascii_pieces_apply():
+        return _fitting_count_whole(pieces, sep, max_tokens, from_end)
+    return (_fitting_from_end if from_end else _fitting_from_start)(pieces, sep, max_tokens)
+
+
+def _fitting_count_whole(pieces: Sequence[str], sep: str, max_tokens: int, from_end: bool) -> int:
+    chosen: list[str] = []
+    for k, piece in enumerate(reversed(pieces) if from_end else pieces):
+        chosen.append(piece)
+        if count_tokens(sep.join(chosen[::-1] if from_end else chosen)) > max_tokens:
+            return k
+    return len(pieces)
+
+
+def _fitting_from_start(pieces: Sequence[str], sep: str, max_tokens: int) -> int:
+    total, last, last_tokens = 0, "", 0  # the joined text's tokens, its last pre-tokenizer piece and that piece's
+    for k, piece in enumerate(pieces):
+        found = _ASCII_PIECES.findall(last + (sep + piece if k else piece))
+        counts = list(map(_PIECE_TOKENS.__getitem__, found))
+        grown = total - last_tokens + sum(counts)
+        if grown > max_tokens:
+            return k
+        if found:
+            total, last, last_tokens = grown, found[-1], counts[-1]
+    return len(pieces)
+
+
+def _fitting_from_end(pieces: Sequence[str], sep: str, max_tokens: int) -> int:
+    text = ""  # the last pieces joined so far
+    # where each pre-tokenizer piece of ``text`` starts, as its distance from the end
+    # (ascending), and the tokens from there to the end; 0: the end itself
+    distances: list[int] = [0]
+    tokens_from: dict[int, int] = {0: 0}
+    for k in range(len(pieces)):
+        added = pieces[-1 - k] + (sep if k else "")
+        grown = added + text
+        size = len(grown)
+        tokens, starts, synced = 0, [], 0  # starts: (start, tokens before it) of each piece scanned
+        for match in _ASCII_PIECES.finditer(grown):
+            starts.append((match.start(), tokens))
+            tokens += _PIECE_TOKENS[match.group()]
+            if size - match.end() in tokens_from:  # where a piece of ``text`` starts: the rest are its own
+                synced = size - match.end()
+                break
+        total = tokens + tokens_from[synced]
+        if total > max_tokens:
+            return k
+        while distances[-1] > synced:  # pieces of ``text`` the scan went over: scanned again
+            del tokens_from[distances.pop()]
+        for start, before in reversed(starts):
+            distances.append(size - start)
+            tokens_from[size - start] = total - before
+        text = grown
+    return len(pieces)
+
+
 def encode(text: str) -> list[int]:
     """cl100k token ids of ``text`` (special tokens are encoded as plain text)."""
     enc = _encoding()

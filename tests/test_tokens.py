@@ -219,3 +219,64 @@ def test_without_the_ascii_pattern_every_text_goes_to_tiktoken(monkeypatch):
     finally:
         tokens._ascii_pieces_apply.cache_clear()
         tokens.clear_caches()
+
+
+def _fitting_by_tiktoken(pieces, sep, max_tokens, from_end):
+    """The plain definition: add one piece at a time (from the end when ``from_end``),
+    count the joined text with tiktoken, stop at the first that does not fit."""
+    chosen = []
+    for k, piece in enumerate(reversed(pieces) if from_end else pieces):
+        chosen.append(piece)
+        if len(ENC.encode_ordinary(sep.join(chosen[::-1] if from_end else chosen))) > max_tokens:
+            return k
+    return len(pieces)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(ASCII_PARTS | LINE_PARTS.map("".join), min_size=1, max_size=12), st.sampled_from(["\n\n", "\n", " "]),
+       st.booleans())
+def test_fitting_count_is_the_one_piece_at_a_time_count(pieces, sep, from_end):
+    """fitting_count, counted in one pass (the joined text's pre-tokenizer pieces reused
+    as it grows at either end), is the count of the loop that tokenizes the whole joined
+    text at each step: ASCII pieces meeting at every kind of pre-tokenizer cut, and
+    texts that are not ASCII (counted whole). The budgets are tight: the exact count of
+    each number of pieces, and one less, where any miscount changes the answer."""
+    from ctxsim.tokens import fitting_count
+
+    pieces = [p for p in pieces if p.strip()] or ["x"]
+    for j in range(1, len(pieces) + 1):
+        kept = pieces[-j:] if from_end else pieces[:j]
+        exact = len(ENC.encode_ordinary(sep.join(kept)))
+        for max_tokens in (exact, exact - 1):
+            expected = _fitting_by_tiktoken(pieces, sep, max_tokens, from_end)
+            assert fitting_count(pieces, sep, max_tokens, from_end=from_end) == expected, (j, max_tokens)
+
+
+def test_fitting_count_is_the_one_piece_at_a_time_count_on_the_shipped_contexts():
+    """The same on the paragraphs, lines and words of every unit of the shipped contexts
+    and of a shipped session, at budgets from a handful of tokens to the whole text."""
+    import json
+
+    from ctxsim.lab.contexts import build_context
+    from ctxsim.lab.scenarios import DEFAULT_SUITE, load_scenarios
+    from ctxsim.paths import DATA_DIR
+    from ctxsim.tokens import fitting_count
+
+    contents = {unit.content for scenario in load_scenarios(DEFAULT_SUITE) for unit in build_context(scenario, 0).units}
+    session = DATA_DIR / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
+    contents |= {json.loads(line)["content"] for line in session.read_text().splitlines()}
+    checked = 0
+    for text in sorted(contents):
+        for sep in ("\n\n", "\n", " "):
+            pieces = [p for p in text.split(sep) if p.strip()]
+            if len(pieces) < 2:
+                continue
+            whole = count_tokens(sep.join(pieces))
+            # the plain loop costs the square of what it keeps: whole-text budgets on short texts only
+            budgets = {3, min(whole // 5, 60), min(whole // 2, 150)} | ({whole - 1} if len(pieces) <= 12 else set())
+            for max_tokens in sorted(budgets):
+                for from_end in (False, True):
+                    got = fitting_count(pieces, sep, max_tokens, from_end=from_end)
+                    assert got == _fitting_by_tiktoken(pieces, sep, max_tokens, from_end), (text[:80], sep, max_tokens)
+                    checked += 1
+    assert checked > 2000

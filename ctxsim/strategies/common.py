@@ -9,7 +9,7 @@ import numpy as np
 from ..latency import Cost
 from ..model import ContextState, ContextUnit, content_hash
 from ..relevance import cosine_to_query
-from ..tokens import count_tokens
+from ..tokens import count_tokens, fitting_count
 from .base import StrategyContext
 
 SUMMARY_PREFIX = "[Context Summary - Turns {first}-{last}]"
@@ -111,17 +111,10 @@ def truncate_paragraphs(text: str, max_tokens: int, *, keep: str = "head") -> st
         return text
     for sep in ("\n\n", "\n", " "):
         pieces = [p for p in text.split(sep) if p.strip()]
-        if keep == "tail":
-            pieces.reverse()
-        chosen: list[str] = []
-        for piece in pieces:
-            candidate = chosen + [piece]
-            ordered = candidate[::-1] if keep == "tail" else candidate
-            if count_tokens(sep.join(ordered)) > max_tokens:
-                break
-            chosen = candidate
-        if chosen:
-            return sep.join(chosen[::-1] if keep == "tail" else chosen)
+        # the pieces added one at a time (from the end for "tail") until the next would not fit
+        kept = fitting_count(pieces, sep, max_tokens, from_end=keep == "tail")
+        if kept:
+            return sep.join(pieces[-kept:] if keep == "tail" else pieces[:kept])
     return ""
 
 
