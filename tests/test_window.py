@@ -777,6 +777,29 @@ def test_window_methods_refuse_wrong_argument_types_naming_them():
     assert window.snapshot().items == snap.items
 
 
+@pytest.mark.parametrize(("fields", "key"), [
+    ({"metadata": {"summary_depth": None}}, "metadata.summary_depth"),
+    ({"metadata": {"summary_depth": "deep"}}, "metadata.summary_depth"),
+    ({"metadata": {"summary_depth": 1.5}}, "metadata.summary_depth"),
+    ({"metadata": {"summary_depth": -1}}, "metadata.summary_depth"),
+    ({"metadata": {"summary_depth": True}}, "metadata.summary_depth"),
+    ({"metadata": {"tool_name": 5}}, "metadata.tool_name"),
+    ({"metadata": {"call_id": {}}}, "metadata.call_id"),
+    ({"metadata": {"unit_type": ["summary"]}}, "metadata.unit_type"),
+    ({"added_at": "first"}, "added_at"),
+    ({"added_at": 2.0}, "added_at"),
+])
+def test_an_item_with_metadata_the_window_cannot_read_is_refused_when_made(fields, key):
+    """A summary_depth of None or text failed the window's next compaction (TypeError,
+    ValueError), 1.5 and -1 were taken as 1 and -1, and an added_at of text failed its
+    ordering: each is refused when the item is made, naming the item and the key."""
+    with pytest.raises(ContextError) as err:
+        ContextItem("Notes about the garden.", "tool_result", id="i1", **fields)
+    assert err.value.key == key and "'i1'" in str(err.value)
+    ContextItem("Notes about the garden.", "tool_result", id="i1",
+                metadata={"summary_depth": 2, "tool_name": "bash", "call_id": "c1", "unit_type": "summary"})
+
+
 def test_every_compaction_reason_is_a_documented_one(chain_config):
     """The recovery, build and manual compactions name their reason, each one of
     :data:`~ctxsim.window.events.COMPACTION_REASONS`."""

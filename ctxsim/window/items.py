@@ -144,9 +144,12 @@ class ContextItem:
         if not isinstance(self.metadata, Mapping):
             raise ContextError(f"ContextItem {self.id!r}.metadata must be a mapping, got {describe_value(self.metadata)}",
                                key="metadata")
+        if isinstance(self.added_at, bool) or not isinstance(self.added_at, int):
+            raise ContextError(f"ContextItem {self.id!r}.added_at must be a whole number, got {describe_value(self.added_at)}",
+                               key="added_at")
         object.__setattr__(self, "pinned", bool(self.pinned))
         object.__setattr__(self, "metadata", dict(self.metadata))
-        _check_arguments(self)
+        _check_metadata(self)
         object.__setattr__(self, "token_count", count_tokens(self.content))
 
     @property
@@ -181,6 +184,23 @@ def item_tool(item: ContextItem) -> ToolEnvelope | None:
     if isinstance(arguments, dict):
         arguments = json.dumps(arguments, sort_keys=True, default=str)
     return _tool_envelope(name, arguments, item.content, str(item.metadata.get("call_id") or f"call-{item.id}"))
+
+
+def _check_metadata(item: ContextItem) -> None:
+    """The metadata keys the window reads, checked when the item is made (so that no
+    compaction of the window fails on them later): ``summary_depth`` a whole number
+    >= 0, ``tool_name``, ``call_id`` and ``unit_type`` text, ``arguments`` a dict or
+    JSON text (:func:`_check_arguments`); ContextError naming the item and the key."""
+    depth = item.metadata.get("summary_depth", 0)
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < 0:
+        raise ContextError(f"ContextItem {item.id!r}: metadata['summary_depth'] must be a whole number >= 0, got "
+                           f"{describe_value(depth)}", key="metadata.summary_depth")
+    for key in ("tool_name", "call_id", "unit_type"):
+        value = item.metadata.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ContextError(f"ContextItem {item.id!r}: metadata[{key!r}] must be text, got {describe_value(value)}",
+                               key=f"metadata.{key}")
+    _check_arguments(item)
 
 
 def _check_arguments(item: ContextItem) -> dict | str:
