@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .budget import TokenBudget
-from .errors import TranscriptError
+from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, ContextState, ContextUnit
 from .tokens import REPLY_PRIMING
 from .transcripts import ATTACHMENTS, TOOL_CALL_LINE, context_from_messages
@@ -85,6 +85,12 @@ def compact_messages(
     """
     if isinstance(limit, TokenBudget):
         limit = limit.available_for_messages
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
+        raise TranscriptError(f"must be a positive number of tokens or a TokenBudget, got {describe_value(limit)}",
+                              source=name, key="limit")
+    if artifacts is not None and not isinstance(artifacts, MutableMapping):
+        raise TranscriptError(f"must be a dict (artifact id -> text) or None, got {describe_value(artifacts)}",
+                              source=name, key="artifacts")
     state = context_from_messages(messages, limit=limit, min_limit=min(limit, DEFAULT_MIN_LIMIT), name=name)
     if state.fits():
         return [dict(m) for m in messages]

@@ -146,11 +146,14 @@ class TransitionWriter:
         self.path = Path(path)
         self.run_id = str(run_id)
         self.full_text = full_text
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.first_episode = 0
         if not overwrite:
             recognise(self.path)
-        self._fh = open(self.path, "wb" if overwrite else "ab")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fh = open(self.path, "wb" if overwrite else "ab")
+        except OSError as exc:  # a folder that cannot be made, a directory, no permission
+            raise LogFormatError(f"cannot write the log ({exc.strerror or exc})", source=self.path) from None
         if not overwrite:
             try:
                 with self._locked():
@@ -359,7 +362,7 @@ def recognise(path: Path) -> None:
     except FileNotFoundError:
         return
     except OSError as exc:
-        raise LogFormatError(f"cannot read file ({exc.strerror or exc})", source=path) from None
+        raise LogFormatError(f"cannot read the log ({exc.strerror or exc})", source=path) from None
     if not first:
         return
     record = _parse_line(first.rstrip(b"\n"), path, "line 1") if first.endswith(b"\n") else None

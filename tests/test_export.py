@@ -777,6 +777,36 @@ def test_a_log_that_cannot_be_appended_to_fails_before_the_break(exports, held_o
     assert log.read_text() == '{"note": "some other JSON file"}\n'
 
 
+@pytest.mark.parametrize("place", ["under a file", "a directory"])
+def test_a_log_that_cannot_be_written_is_one_error_naming_it_before_the_break(exports, held_out, tmp_path, place):
+    """A log under a path that is a file (its folder cannot be made) or that is a
+    directory: a LogFormatError naming the path, not the OSError of mkdir or open."""
+    from ctxsim.errors import LogFormatError
+
+    policy = load(exports["MaskablePPO"].out)
+    (tmp_path / "notes.txt").write_text("mine\n")
+    log = tmp_path / "notes.txt" / "decisions.jsonl" if place == "under a file" else tmp_path
+    with pytest.raises(LogFormatError, match=r"cannot (write|read) the log") as err:
+        policy.break_context(held_out[0][2], log=log)
+    assert err.value.source == str(log)
+    assert (tmp_path / "notes.txt").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize(("limit", "artifacts", "key"), [
+    ("3000", None, "limit"), (None, None, "limit"), ([3000], None, "limit"), (3000, [], "artifacts"),
+])
+def test_compact_messages_refuses_a_limit_or_artifacts_of_another_type(exports, repo_root, limit, artifacts, key):
+    """A limit of text, None or a list failed with TypeError inside; a list as the
+    artifacts store was taken (and would fail once the break moved content out)."""
+    from ctxsim.errors import TranscriptError
+
+    policy = load(exports["MaskablePPO"].out)
+    chat = [json.loads(line) for line in (repo_root / "data" / "transcripts" / "swe-marshmallow-1867-fc.jsonl").read_text().splitlines()]
+    with pytest.raises(TranscriptError) as err:
+        policy.compact_messages(chat, limit, artifacts=artifacts)
+    assert err.value.key == key and err.value.source == "messages"
+
+
 def test_export_refuses_a_network_it_misreads(runs, tmp_path, monkeypatch):
     """The exported network is checked against the SB3 model on every held-out decision."""
     import ctxsim.lab.export as export
