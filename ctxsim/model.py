@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from math import isfinite
 from types import MappingProxyType
 from typing import Any, Callable, Generic, Hashable, Iterable, Mapping, TypeVar
 
@@ -215,8 +216,34 @@ class ContextUnit(Immutable):
         if type(self.attachment_tokens) is not int or self.attachment_tokens < 0:
             raise ContextError(f"ContextUnit {self.id!r}: attachment_tokens must be an integer >= 0, got "
                                f"{describe_value(self.attachment_tokens)}", key="attachment_tokens")
+        if not (type(self.pinned) is bool and type(self.turn) is int and type(self.token_count) is int
+                and type(self.summary_depth) is int and self.summary_depth >= 0
+                and (type(self.timestamp) is float or type(self.timestamp) is int) and isfinite(self.timestamp)
+                and (self.tool is None or isinstance(self.tool, ToolEnvelope))
+                and type(self.meta) is tuple and type(self.fact_ids) is tuple and type(self.source_ids) is tuple):
+            self._refuse_field_types()  # one test above for the usual unit; which field, only when one is wrong
         if self.token_count < 0:
             object.__setattr__(self, "token_count", count_tokens(self.content) + self.attachment_tokens)
+
+    def _refuse_field_types(self) -> None:
+        """ContextError naming the first field of a type no ContextUnit holds (a
+        ``pinned`` of ``"false"`` would read as pinned, a ``token_count`` of text fails
+        every sum later)."""
+        obj = f"ContextUnit {self.id!r}"
+        checks = (
+            ("pinned", type(self.pinned) is bool, "True or False"),
+            ("turn", type(self.turn) is int, "a whole number"),
+            ("token_count", type(self.token_count) is int, "a whole number (negative: counted from the content)"),
+            ("summary_depth", type(self.summary_depth) is int and self.summary_depth >= 0, "a whole number >= 0"),
+            ("timestamp", type(self.timestamp) in (float, int) and isfinite(self.timestamp), "a finite number"),
+            ("tool", self.tool is None or isinstance(self.tool, ToolEnvelope), "a ToolEnvelope or None"),
+            ("meta", type(self.meta) is tuple, "a tuple of (key, value) pairs"),
+            ("fact_ids", type(self.fact_ids) is tuple, "a tuple of ids"),
+            ("source_ids", type(self.source_ids) is tuple, "a tuple of ids"),
+        )
+        for name, ok, expected in checks:
+            if not ok:
+                raise ContextError(f"{obj}.{name} must be {expected}, got {describe_value(getattr(self, name))}", key=name)
 
     def with_content(self, content: str, **changes: Any) -> "ContextUnit":
         """A copy with new content (token count recomputed) and other changes; its

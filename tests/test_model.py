@@ -30,6 +30,21 @@ def test_bad_unit_values_name_the_field(field, value):
     assert field in str(exc.value)
 
 
+@pytest.mark.parametrize(
+    "field,value",
+    [("pinned", "false"), ("pinned", 1), ("turn", "3"), ("turn", 2.5), ("token_count", "5"), ("summary_depth", -1),
+     ("summary_depth", "1"), ("summary_depth", True), ("timestamp", "noon"), ("timestamp", float("nan")),
+     ("tool", "bash"), ("meta", {"a": "b"}), ("fact_ids", ["f1"]), ("source_ids", "u0")],
+)
+def test_a_field_of_another_type_is_refused_naming_it(field, value):
+    """A pinned of "false" read as pinned, a token_count of text failed every sum later,
+    a negative summary depth or a dict of meta were taken: each is refused when the unit
+    is made, naming the field (the key) and the value."""
+    with pytest.raises(ContextError) as exc:
+        unit(**{field: value})
+    assert exc.value.key == field and f"ContextUnit 'u1'.{field} must be" in str(exc.value)
+
+
 def test_state_totals_equal_request_tokens():
     s = ContextState((unit("a"), unit("b", role="assistant", content="Sure, I will keep it under budget.")), limit=4000)
     assert s.total_tokens == count_messages(s.render_messages())
