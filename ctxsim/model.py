@@ -318,7 +318,15 @@ class ContextState(Immutable):
 
     def __post_init__(self) -> None:
         if not isinstance(self.units, tuple):
+            if isinstance(self.units, (str, bytes, Mapping)) or not isinstance(self.units, Iterable):
+                raise ContextError(f"ContextState.units must be a sequence of ContextUnits, got {describe_value(self.units)}",
+                                   key="units")
             object.__setattr__(self, "units", tuple(self.units))
+        if not (type(self.task) is str and type(self.scenario) is str and (self.seed is None or type(self.seed) is int)
+                and type(self.fact_table) is tuple and type(self.artifacts) is tuple and type(self.dropped) is tuple
+                and type(self.history) is tuple and type(self.priority_areas) is tuple
+                and type(self.warning_threshold) in (float, int)):
+            self._refuse_field_types()
         for name in ("limit", "min_limit"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -346,6 +354,21 @@ class ContextState(Immutable):
         total += REPLY_PRIMING[self.message_format] if self.units else 0
         object.__setattr__(self, "total_tokens", total)
         self.__dict__["_index"] = index  # what _index would build: it was built to check the ids
+
+    def _refuse_field_types(self) -> None:
+        """ContextError naming the first field of a type no ContextState holds."""
+        checks = (
+            ("task", type(self.task) is str, "text"),
+            ("scenario", type(self.scenario) is str, "text"),
+            ("seed", self.seed is None or type(self.seed) is int, "a whole number or None"),
+            ("warning_threshold", type(self.warning_threshold) in (float, int), "a number in (0, 1]"),
+            *((name, type(getattr(self, name)) is tuple, "a tuple")
+              for name in ("fact_table", "artifacts", "dropped", "history", "priority_areas")),
+        )
+        for name, ok, expected in checks:
+            if not ok:
+                raise ContextError(f"ContextState.{name} must be {expected}, got {describe_value(getattr(self, name))}",
+                                   key=name)
 
     # ---- reading -------------------------------------------------------
     @computed_once

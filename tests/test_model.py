@@ -45,6 +45,20 @@ def test_a_field_of_another_type_is_refused_naming_it(field, value):
     assert exc.value.key == field and f"ContextUnit 'u1'.{field} must be" in str(exc.value)
 
 
+@pytest.mark.parametrize(
+    "field,value",
+    [("units", None), ("units", "abc"), ("task", None), ("task", 5), ("scenario", 5), ("seed", "1"),
+     ("warning_threshold", "0.8"), ("fact_table", None), ("fact_table", ["f1"]), ("history", "summarize"),
+     ("artifacts", "x"), ("dropped", None), ("priority_areas", "To Do List")],
+)
+def test_a_state_field_of_another_type_is_refused_naming_it(field, value):
+    """None as the units raised TypeError, a warning threshold of text TypeError; a task
+    of None, a history of text or a list of facts were taken and failed later."""
+    with pytest.raises(ContextError) as exc:
+        ContextState(**{"units": (unit(),), "limit": 4000, field: value})
+    assert exc.value.key == field and f"ContextState.{field} must be" in str(exc.value)
+
+
 def test_state_totals_equal_request_tokens():
     s = ContextState((unit("a"), unit("b", role="assistant", content="Sure, I will keep it under budget.")), limit=4000)
     assert s.total_tokens == count_messages(s.render_messages())
