@@ -140,6 +140,34 @@ class StrategyContext:
     summarizer_options: dict[str, Any] = field(default_factory=dict)
     steps: StepMemo | None = field(default=None, compare=False, repr=False)
 
+    def __post_init__(self) -> None:
+        target = self.target_tokens
+        if not ((target is None or (type(target) is int and target >= 0)) and (self.query is None or type(self.query) is str)
+                and (self.budget is None or isinstance(self.budget, ContextBudget)) and type(self.skip_aggressive) is bool
+                and type(self.embedder_id) is str and type(self.summarizer_kind) is str
+                and isinstance(self.latency, LatencyModel) and isinstance(self.summarizer_options, dict)):
+            self._refuse_field_types()
+
+    def _refuse_field_types(self) -> None:
+        """StrategyError naming the first field of a type no StrategyContext holds (a
+        target of text failed inside each strategy, a skip_aggressive of "no" read as
+        True)."""
+        target = self.target_tokens
+        checks = (
+            ("target_tokens", target is None or (type(target) is int and target >= 0), "a whole number >= 0 or None"),
+            ("query", self.query is None or type(self.query) is str, "text or None"),
+            ("budget", self.budget is None or isinstance(self.budget, ContextBudget), "a ContextBudget or None"),
+            ("skip_aggressive", type(self.skip_aggressive) is bool, "True or False"),
+            ("embedder_id", type(self.embedder_id) is str, "an embedder id"),
+            ("summarizer_kind", type(self.summarizer_kind) is str, "a summarizer kind"),
+            ("latency", isinstance(self.latency, LatencyModel), "a LatencyModel"),
+            ("summarizer_options", isinstance(self.summarizer_options, dict), "a dict"),
+        )
+        for name, ok, expected in checks:
+            if not ok:
+                raise StrategyError(f"StrategyContext.{name} must be {expected}, got {describe_value(getattr(self, name))}",
+                                    key=name)
+
     def apply_step(self, strategy: Strategy, state: ContextState) -> StrategyResult:
         """``strategy.apply(state, self)``, answered by ``steps`` when there is one."""
         return strategy.apply(state, self) if self.steps is None else self.steps.apply_step(strategy, state, self)
