@@ -152,3 +152,19 @@ def test_the_budgets_max_tokens_caps_every_strategys_target():
     after = get_strategy("remove_oldest").apply(state, StrategyContext(target_tokens=900, budget=ContextBudget(max_tokens=300)))
     assert after.tokens_after <= 300 < get_strategy("remove_oldest").apply(state, StrategyContext(target_tokens=900)).tokens_after
 
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("target_tokens", "100"), ("target_tokens", -5), ("target_tokens", 2.5), ("target_tokens", True), ("query", 5),
+    ("budget", "x"), ("skip_aggressive", "no"), ("embedder_id", None), ("summarizer_options", [1]),
+])
+def test_a_strategy_context_field_of_another_type_is_refused_naming_it(field, value):
+    """Design 003's context: a target of text failed inside each strategy (TypeError), a
+    query of a number inside the summarizers (AttributeError), a skip_aggressive of "no"
+    read as True; each is refused when the context is made, naming the field."""
+    from ctxsim.errors import StrategyError
+
+    with pytest.raises(StrategyError) as err:
+        StrategyContext(**{field: value})
+    assert err.value.key == field and f"StrategyContext.{field} must be" in str(err.value)
+    assert StrategyContext(target_tokens=0).target_tokens == 0  # an empty target is a target
