@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import reprlib
 from pathlib import Path
+from typing import Callable, Iterable
 
 
 class CtxsimError(Exception):
@@ -88,3 +89,13 @@ def describe_value(value: object, limit: int = 60) -> str:
     except ValueError:  # an int with more digits than Python prints
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def refuse_first(what: str, checks: Iterable[tuple[str, bool, str]], value_of: Callable[[str], object],
+                 error: type[CtxsimError] = ContextError) -> None:
+    """Raise ``error`` for the first ``(field, ok, expected)`` of ``checks`` that is not
+    ok: "``what``.field must be ``expected``, got <value>", keyed by the field (the
+    field types of the model's objects, checked once together and named only on failure)."""
+    for name, ok, expected in checks:
+        if not ok:
+            raise error(f"{what}.{name} must be {expected}, got {describe_value(value_of(name))}", key=name)

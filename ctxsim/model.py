@@ -11,11 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from functools import partial
 from math import isfinite
 from types import MappingProxyType
 from typing import Any, Callable, Generic, Hashable, Iterable, Mapping, TypeVar
 
-from .errors import ContextError, describe_value
+from .errors import ContextError, describe_value, refuse_first
 from .tokens import DEFAULT_FORMAT, MESSAGE_OVERHEAD, REPLY_PRIMING, count_tokens, message_overhead
 
 UNIT_TYPES = ("message", "code", "plan_ref", "log", "tool_result", "summary", "placeholder", "other")
@@ -241,9 +242,7 @@ class ContextUnit(Immutable):
             ("fact_ids", type(self.fact_ids) is tuple, "a tuple of ids"),
             ("source_ids", type(self.source_ids) is tuple, "a tuple of ids"),
         )
-        for name, ok, expected in checks:
-            if not ok:
-                raise ContextError(f"{obj}.{name} must be {expected}, got {describe_value(getattr(self, name))}", key=name)
+        refuse_first(obj, checks, partial(getattr, self))
 
     def with_content(self, content: str, **changes: Any) -> "ContextUnit":
         """A copy with new content (token count recomputed) and other changes; its
@@ -365,10 +364,7 @@ class ContextState(Immutable):
             *((name, type(getattr(self, name)) is tuple, "a tuple")
               for name in ("fact_table", "artifacts", "dropped", "history", "priority_areas")),
         )
-        for name, ok, expected in checks:
-            if not ok:
-                raise ContextError(f"ContextState.{name} must be {expected}, got {describe_value(getattr(self, name))}",
-                                   key=name)
+        refuse_first("ContextState", checks, partial(getattr, self))
 
     # ---- reading -------------------------------------------------------
     @computed_once

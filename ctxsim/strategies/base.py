@@ -22,11 +22,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from enum import IntEnum
+from functools import partial
 from typing import Any, ClassVar, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import StrategyError, describe_value
+from ..errors import StrategyError, describe_value, refuse_first
 from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
 from ..relevance import get_embedder
@@ -163,10 +164,7 @@ class StrategyContext:
             ("latency", isinstance(self.latency, LatencyModel), "a LatencyModel"),
             ("summarizer_options", isinstance(self.summarizer_options, dict), "a dict"),
         )
-        for name, ok, expected in checks:
-            if not ok:
-                raise StrategyError(f"StrategyContext.{name} must be {expected}, got {describe_value(getattr(self, name))}",
-                                    key=name)
+        refuse_first("StrategyContext", checks, partial(getattr, self), StrategyError)
 
     def apply_step(self, strategy: Strategy, state: ContextState) -> StrategyResult:
         """``strategy.apply(state, self)``, answered by ``steps`` when there is one."""
