@@ -46,8 +46,10 @@ class TokenBudget:
             if f.name == "soft_threshold":
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
                     raise ConfigError(f"TokenBudget.soft_threshold must be in (0, 1], got {describe_value(value)}", key=f.name)
-            elif isinstance(value, bool) or not isinstance(value, int) or value < (1 if f.name == "max_input_tokens" else 0):
-                raise ConfigError(f"TokenBudget.{f.name} must be an integer >= 0, got {describe_value(value)}", key=f.name)
+                continue
+            least = 1 if f.name == "max_input_tokens" else 0
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigError(f"TokenBudget.{f.name} must be an integer >= {least}, got {describe_value(value)}", key=f.name)
         if self.available_for_messages <= 0:
             raise ConfigError(
                 f"TokenBudget leaves no room for messages: {self.overhead} tokens of overhead in "

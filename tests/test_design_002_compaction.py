@@ -251,3 +251,8 @@ def test_budget_counts_its_parts_and_rejects_bad_values():
         TokenBudget(1000, soft_threshold=1.5)
     with pytest.raises(ConfigError, match="no room for messages"):
         TokenBudget(2000)
+    # the bound each message states is the one it applies (it said >= 0 of a window of 0 tokens)
+    with pytest.raises(ConfigError, match="max_input_tokens must be an integer >= 1, got 0"):
+        TokenBudget(0)
+    with pytest.raises(ConfigError, match="system_prompt_tokens must be an integer >= 0, got -1"):
+        TokenBudget(100_000, system_prompt_tokens=-1)
