@@ -6,6 +6,7 @@ the file, the key and the offending value, so the CLI can print them as one line
 
 from __future__ import annotations
 
+import numbers
 import reprlib
 from pathlib import Path
 from typing import Callable, Iterable
@@ -89,6 +90,17 @@ def describe_value(value: object, limit: int = 60) -> str:
     except ValueError:  # an int with more digits than Python prints
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def plain_numbers(obj: object, integers: Iterable[str] = (), reals: Iterable[str] = ()) -> None:
+    """Set the named fields of a frozen dataclass ``obj`` that hold a number of another
+    type (numpy's, a Fraction) to the plain ``int`` or ``float`` (never a bool: True is
+    not a count), so that the type checks after accept what a researcher's arrays give."""
+    for names, plain, kind in ((integers, int, numbers.Integral), (reals, float, numbers.Real)):
+        for name in names:
+            value = getattr(obj, name)
+            if type(value) is not plain and not isinstance(value, bool) and isinstance(value, kind):
+                object.__setattr__(obj, name, plain(value))
 
 
 def refuse_first(what: str, checks: Iterable[tuple[str, bool, str]], value_of: Callable[[str], object],

@@ -16,7 +16,7 @@ from math import isfinite
 from types import MappingProxyType
 from typing import Any, Callable, Generic, Hashable, Iterable, Mapping, TypeVar
 
-from .errors import ContextError, describe_value, refuse_first
+from .errors import ContextError, describe_value, plain_numbers, refuse_first
 from .tokens import DEFAULT_FORMAT, MESSAGE_OVERHEAD, REPLY_PRIMING, count_tokens, message_overhead
 
 UNIT_TYPES = ("message", "code", "plan_ref", "log", "tool_result", "summary", "placeholder", "other")
@@ -222,14 +222,16 @@ class ContextUnit(Immutable):
                 and (type(self.timestamp) is float or type(self.timestamp) is int) and isfinite(self.timestamp)
                 and (self.tool is None or isinstance(self.tool, ToolEnvelope))
                 and type(self.meta) is tuple and type(self.fact_ids) is tuple and type(self.source_ids) is tuple):
-            self._refuse_field_types()  # one test above for the usual unit; which field, only when one is wrong
+            self._check_field_types()  # one test above for the usual unit; the field by field check only when it fails
         if self.token_count < 0:
             object.__setattr__(self, "token_count", count_tokens(self.content) + self.attachment_tokens)
 
-    def _refuse_field_types(self) -> None:
-        """ContextError naming the first field of a type no ContextUnit holds (a
-        ``pinned`` of ``"false"`` would read as pinned, a ``token_count`` of text fails
-        every sum later)."""
+    def _check_field_types(self) -> None:
+        """The field types, when the quick test in ``__post_init__`` fails: numpy's numbers
+        are taken as plain ones; otherwise ContextError naming the first field of a type
+        no ContextUnit holds (a ``pinned`` of ``"false"`` would read as pinned, a
+        ``token_count`` of text fails every sum later)."""
+        plain_numbers(self, ("turn", "token_count", "summary_depth"), ("timestamp",))
         obj = f"ContextUnit {self.id!r}"
         checks = (
             ("pinned", type(self.pinned) is bool, "True or False"),
@@ -325,7 +327,7 @@ class ContextState(Immutable):
                 and type(self.fact_table) is tuple and type(self.artifacts) is tuple and type(self.dropped) is tuple
                 and type(self.history) is tuple and type(self.priority_areas) is tuple
                 and type(self.warning_threshold) in (float, int)):
-            self._refuse_field_types()
+            self._check_field_types()
         for name in ("limit", "min_limit"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
@@ -354,8 +356,11 @@ class ContextState(Immutable):
         object.__setattr__(self, "total_tokens", total)
         self.__dict__["_index"] = index  # what _index would build: it was built to check the ids
 
-    def _refuse_field_types(self) -> None:
-        """ContextError naming the first field of a type no ContextState holds."""
+    def _check_field_types(self) -> None:
+        """The field types, when the quick test in ``__post_init__`` fails: a numpy seed
+        or threshold is taken as the plain number; otherwise ContextError naming the
+        first field of a type no ContextState holds."""
+        plain_numbers(self, ("seed",), ("warning_threshold",))
         checks = (
             ("task", type(self.task) is str, "text"),
             ("scenario", type(self.scenario) is str, "text"),

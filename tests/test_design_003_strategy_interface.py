@@ -168,3 +168,6 @@ def test_a_strategy_context_field_of_another_type_is_refused_naming_it(field, va
         StrategyContext(**{field: value})
     assert err.value.key == field and f"StrategyContext.{field} must be" in str(err.value)
     assert StrategyContext(target_tokens=0).target_tokens == 0  # an empty target is a target
+    import numpy as np
+
+    assert type(StrategyContext(target_tokens=np.int64(50)).target_tokens) is int  # a numpy target is the plain int

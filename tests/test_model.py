@@ -59,6 +59,22 @@ def test_a_state_field_of_another_type_is_refused_naming_it(field, value):
     assert exc.value.key == field and f"ContextState.{field} must be" in str(exc.value)
 
 
+def test_numpy_numbers_are_taken_as_the_plain_ones():
+    """A researcher's arrays give numpy integers and floats: a turn, timestamp, summary
+    depth, seed or threshold of numpy's is the plain number (the same unit, the same
+    fingerprint); a numpy 2.5 turn is still refused."""
+    import numpy as np
+
+    plain = unit(turn=3, timestamp=2.0, summary_depth=1)
+    drawn = unit(turn=np.int64(3), timestamp=np.float64(2.0), summary_depth=np.int32(1))
+    assert (type(drawn.turn), type(drawn.timestamp), type(drawn.summary_depth)) == (int, float, int)
+    assert drawn == plain and drawn.fingerprint == plain.fingerprint
+    state = ContextState((drawn,), limit=4000, seed=np.int64(4), warning_threshold=np.float64(0.8))
+    assert (type(state.seed), type(state.warning_threshold)) == (int, float)
+    with pytest.raises(ContextError, match="turn must be a whole number"):
+        unit(turn=np.float64(2.5))
+
+
 def test_state_totals_equal_request_tokens():
     s = ContextState((unit("a"), unit("b", role="assistant", content="Sure, I will keep it under budget.")), limit=4000)
     assert s.total_tokens == count_messages(s.render_messages())

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Iterable, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ..errors import StrategyError, describe_value, refuse_first
+from ..errors import StrategyError, describe_value, plain_numbers, refuse_first
 from ..latency import Cost, LatencyModel
 from ..model import ContextState, ContextUnit
 from ..relevance import get_embedder
@@ -147,12 +147,14 @@ class StrategyContext:
                 and (self.budget is None or isinstance(self.budget, ContextBudget)) and type(self.skip_aggressive) is bool
                 and type(self.embedder_id) is str and type(self.summarizer_kind) is str
                 and isinstance(self.latency, LatencyModel) and isinstance(self.summarizer_options, dict)):
-            self._refuse_field_types()
+            self._check_field_types()
 
-    def _refuse_field_types(self) -> None:
-        """StrategyError naming the first field of a type no StrategyContext holds (a
-        target of text failed inside each strategy, a skip_aggressive of "no" read as
-        True)."""
+    def _check_field_types(self) -> None:
+        """The field types, when the quick test in ``__post_init__`` fails: a numpy target
+        is taken as the plain int; otherwise StrategyError naming the first field of a
+        type no StrategyContext holds (a target of text failed inside each strategy, a
+        skip_aggressive of "no" read as True)."""
+        plain_numbers(self, ("target_tokens",))
         target = self.target_tokens
         checks = (
             ("target_tokens", target is None or (type(target) is int and target >= 0), "a whole number >= 0 or None"),
