@@ -330,6 +330,9 @@ class ContextState(Immutable):
             self._check_field_types()
         for name in ("limit", "min_limit"):
             value = getattr(self, name)
+            if type(value) is not int:  # numpy's integers are taken as the plain one
+                plain_numbers(self, (name,))
+                value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ContextError(f"ContextState.{name} must be a positive integer, got {describe_value(value)}", key=name)
         if self.limit < self.min_limit:

@@ -69,8 +69,12 @@ def test_numpy_numbers_are_taken_as_the_plain_ones():
     drawn = unit(turn=np.int64(3), timestamp=np.float64(2.0), summary_depth=np.int32(1))
     assert (type(drawn.turn), type(drawn.timestamp), type(drawn.summary_depth)) == (int, float, int)
     assert drawn == plain and drawn.fingerprint == plain.fingerprint
-    state = ContextState((drawn,), limit=4000, seed=np.int64(4), warning_threshold=np.float64(0.8))
-    assert (type(state.seed), type(state.warning_threshold)) == (int, float)
+    state = ContextState((drawn,), limit=np.int64(4000), min_limit=np.int32(100), seed=np.int64(4),
+                         warning_threshold=np.float64(0.8))
+    assert [type(getattr(state, f)) for f in ("limit", "min_limit", "seed", "warning_threshold")] == [int, int, int, float]
+    for limit in (np.float64(4000.0), True):
+        with pytest.raises(ContextError, match="limit must be a positive integer"):
+            ContextState((drawn,), limit=limit)
     with pytest.raises(ContextError, match="turn must be a whole number"):
         unit(turn=np.float64(2.5))
 
