@@ -261,16 +261,18 @@ def lone_surrogate(value: Any, path: str = "") -> tuple[str, int, str] | None:
     return None
 
 
-def refuse_lone_surrogates(value: Any, text: str, at: str, source: Path | str, path: str = "") -> None:
-    """TranscriptError naming ``at`` and the key when ``value`` (parsed from ``text``)
-    holds a lone surrogate: text that could be read but not written back."""
-    if _SURROGATE_ESCAPE.search(text) is None:  # the JSON spells none: nothing to walk
+def refuse_lone_surrogates(value: Any, at: str, source: Path | str, text: str | None = None) -> None:
+    """TranscriptError naming ``at`` (a line, or nothing) and the key when ``value``
+    holds a lone surrogate: text that could be read but not written back. ``text``: the
+    JSON ``value`` was parsed from, when there is one (spelling no surrogate's escape,
+    it holds none: nothing is walked)."""
+    if text is not None and _SURROGATE_ESCAPE.search(text) is None:
         return
-    found = lone_surrogate(value, path)
+    found = lone_surrogate(value)
     if found:
         where, index, char = found
-        raise TranscriptError(f"{at}'{where}' holds {char!r} at character {index}, half of a UTF-16 pair, "
-                              "not a character", source=source)
+        raise TranscriptError(f"{at + ': ' if at else ''}'{where}' holds {char!r} at character {index}, half of a "
+                              "UTF-16 pair, not a character", source=source)
 
 
 def read_json_lines(path: Path) -> list[tuple[int, Any]]:
@@ -292,7 +294,7 @@ def read_json_lines(path: Path) -> list[tuple[int, Any]]:
             why = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raise TranscriptError(f"line {number}: bad JSON ({why})", source=path) from None
         if suspect:
-            refuse_lone_surrogates(message, line, f"line {number}: ", path)
+            refuse_lone_surrogates(message, f"line {number}", path, line)
         messages.append((number, message))
     if not messages:
         raise TranscriptError("empty transcript (no messages)", source=path)
@@ -333,13 +335,7 @@ def _checked(message: Any, at: str, source: Path | str) -> dict[str, Any]:
         message = {**message, "content": content}
     elif not content.strip():
         raise TranscriptError(f"{at}: 'content' is empty", source=source)
-    for key, text in (("content", content), ("name", name)):
-        if isinstance(text, str) and not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as exc:  # a lone surrogate (\ud800): valid JSON, not text
-                raise TranscriptError(f"{at}: '{key}' holds {text[exc.start]!r} at character {exc.start}, "
-                                      "half of a UTF-16 pair, not a character", source=source) from None
+    refuse_lone_surrogates({"content": content, "name": name}, at, source)  # messages given in memory too
     if name is not None and not isinstance(name, str):
         raise TranscriptError(f"{at}: 'name' must be a string, got {describe_value(name)}", source=source)
     call_id = message.get("tool_call_id")

@@ -64,7 +64,7 @@ def _request(path: Path, form: str) -> dict[str, Any]:
     if not isinstance(request, dict) or not isinstance(request.get(key), list):
         raise TranscriptError(f"expected a JSON object with {key!r} a list (the {form} form), got "
                               f"{describe_value(request)}", source=path, key=key)
-    refuse_lone_surrogates(request, text, "", path)
+    refuse_lone_surrogates(request, "", path, text)
     return request
 
 

@@ -241,7 +241,7 @@ def item_to_unit(item: ContextItem) -> ContextUnit:
         priority=priority_band(item.priority),
         pinned=item.pinned,
         token_count=item.token_count,
-        summary_depth=int(item.metadata.get("summary_depth", 0)),
+        summary_depth=item.metadata.get("summary_depth", 0),  # checked when the item was made
         meta=((ITEM_PRIORITY_META, str(item.priority)), ("item_type", item.type)),
         tool=item_tool(item),
     )
