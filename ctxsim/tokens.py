@@ -201,11 +201,16 @@ def fitting_count(pieces: Sequence[str], sep: str, max_tokens: int, *, from_end:
     reads to the text's end), then those of the last one and what was added, scanned
     again; and the pieces of a text grown at its start are those of what was added,
     scanned until a piece ends where one of the old text's pieces starts, then the old
-    text's. Texts that are not ASCII (or without the ASCII pieces,
-    :func:`ascii_count`) are counted whole at each step."""
-    if not all(map(str.isascii, pieces)) or not sep.isascii() or _encoding() is None or not _ascii_pieces_apply():
+    text's. A text that is not ASCII (a test log with a ``✓``) is counted by segments
+    between the places where the pre-tokenizer must start a piece (:data:`_CUT`), each
+    segment once it is closed, the open one at each step (:func:`_fitting_by_cuts`).
+    Without the cl100k encoding every step counts the whole joined text."""
+    enc = _encoding()
+    if enc is None or getattr(enc, "_pat_str", None) != CL100K_PATTERN:
         return _fitting_count_whole(pieces, sep, max_tokens, from_end)
-    return (_fitting_from_end if from_end else _fitting_from_start)(pieces, sep, max_tokens)
+    if all(map(str.isascii, pieces)) and sep.isascii() and _ascii_pieces_apply():
+        return (_fitting_from_end if from_end else _fitting_from_start)(pieces, sep, max_tokens)
+    return _fitting_by_cuts(pieces, sep, max_tokens, from_end)
 
 
 def _fitting_count_whole(pieces: Sequence[str], sep: str, max_tokens: int, from_end: bool) -> int:
@@ -256,6 +261,49 @@ def _fitting_from_end(pieces: Sequence[str], sep: str, max_tokens: int) -> int:
             distances.append(size - start)
             tokens_from[size - start] = total - before
         text = grown
+    return len(pieces)
+
+
+#: the places where cl100k's pre-tokenizer starts a new piece whatever the text holds
+#: around them (:func:`count_joined`'s rule): after a line break before a character that
+#: is not whitespace, and before a space after a character that is not whitespace. A
+#: text's count is the sum of the counts of its segments between such places. (Python's
+#: whitespace holds Unicode's and four separators more, so a place found is one.)
+_CUT = re.compile(r"(?<=\n)(?=\S)|(?<=\S)(?= )")
+
+
+def _fitting_by_cuts(pieces: Sequence[str], sep: str, max_tokens: int, from_end: bool) -> int:
+    """:func:`fitting_count` for any text, in segments: the joined text is the segments
+    before its last :data:`_CUT` (whose tokens are added up once) and the open one after
+    it, counted again at each step (with ``from_end``, the open segment is the one before
+    its first cut). New cuts can only be in what a step adds and where it meets the old
+    text (a cut depends on the two characters around it), so a step scans what it adds;
+    when every join is a cut (stripped lines or paragraphs, words), each character is
+    counted about twice."""
+    count = count_tokens.__wrapped__  # segments seldom recur: not kept
+    closed, open_ = 0, ""  # the closed segments' tokens, the open segment's text
+    for k in range(len(pieces)):
+        if from_end:
+            added = pieces[-1 - k] + (sep if k else "")
+            text = added + open_
+            cut = _CUT.search(text[:len(added) + 1], 1)  # the first, in ``added`` or where it meets the old text
+            if cut is not None:
+                closed_now, open_now = closed + count(text[cut.start():]), text[:cut.start()]
+        else:
+            added = sep + pieces[k] if k else pieces[k]
+            text = open_ + added
+            scanned = max(len(open_) - 1, 0)  # from the old text's last character: a cut where the two meet
+            cut = None
+            for cut in _CUT.finditer(text[scanned:]):
+                pass
+            if cut is not None:
+                at = scanned + cut.start()
+                closed_now, open_now = closed + count(text[:at]), text[at:]
+        if cut is None:
+            closed_now, open_now = closed, text
+        if closed_now + count(open_now) > max_tokens:
+            return k
+        closed, open_ = closed_now, open_now
     return len(pieces)
 
 

@@ -232,14 +232,27 @@ def _fitting_by_tiktoken(pieces, sep, max_tokens, from_end):
     return len(pieces)
 
 
+#: characters beyond ASCII of the kinds the pre-tokenizer treats apart: letters (with a
+#: combining mark, a dotted capital), digits of other scripts and other numbers, Unicode
+#: whitespace (no-break, ideographic, line separator, next line), a zero-width space and a
+#: byte-order mark (not whitespace), marks of a test log, typographic quotes and dashes
+OTHER_PARTS = st.lists(
+    st.sampled_from(["✓", "✗", "→", "é", "e\u0301", "İ", "ß", "日本", "你好", "🙂", "١٢٣", "²", "Ⅻ", "\xa0", "\u3000",
+                     "\u2028", "\x85", "\u200b", "\ufeff", "’s", "“", "”", "—", "…", "word", " ", "\n", "42", ".", "'s",
+                     "\t", "(", "\x1c"]),
+    max_size=12,
+).map("".join)
+
+
 @settings(max_examples=500, deadline=None)
-@given(st.lists(ASCII_PARTS | LINE_PARTS.map("".join), min_size=1, max_size=12), st.sampled_from(["\n\n", "\n", " "]),
-       st.booleans())
+@given(st.lists(ASCII_PARTS | LINE_PARTS.map("".join) | OTHER_PARTS, min_size=1, max_size=12),
+       st.sampled_from(["\n\n", "\n", " ", ", ", "\u2028"]), st.booleans())
 def test_fitting_count_is_the_one_piece_at_a_time_count(pieces, sep, from_end):
     """fitting_count, counted in one pass (the joined text's pre-tokenizer pieces reused
-    as it grows at either end), is the count of the loop that tokenizes the whole joined
-    text at each step: ASCII pieces meeting at every kind of pre-tokenizer cut, and
-    texts that are not ASCII (counted whole). The budgets are tight: the exact count of
+    as it grows at either end), or for a text that is not ASCII in segments between the
+    places where the pre-tokenizer must cut, is the count of the loop that tokenizes the
+    whole joined text at each step: pieces meeting at every kind of pre-tokenizer cut,
+    with and without characters beyond ASCII. The budgets are tight: the exact count of
     each number of pieces, and one less, where any miscount changes the answer."""
     from ctxsim.tokens import fitting_count
 
@@ -255,6 +268,7 @@ def test_fitting_count_is_the_one_piece_at_a_time_count(pieces, sep, from_end):
 def test_fitting_count_is_the_one_piece_at_a_time_count_on_the_shipped_contexts():
     """The same on the paragraphs, lines and words of every unit of the shipped contexts
     and of a shipped session, at budgets from a handful of tokens to the whole text."""
+    import gzip
     import json
 
     from ctxsim.lab.contexts import build_context
@@ -265,6 +279,13 @@ def test_fitting_count_is_the_one_piece_at_a_time_count_on_the_shipped_contexts(
     contents = {unit.content for scenario in load_scenarios(DEFAULT_SUITE) for unit in build_context(scenario, 0).units}
     session = DATA_DIR / "transcripts" / "swe-marshmallow-1867-fc.jsonl"
     contents |= {json.loads(line)["content"] for line in session.read_text().splitlines()}
+    # and the messages of the shipped coding-agent sessions that are not ASCII (test logs with ✓ and ✗, ...)
+    for path in sorted((DATA_DIR / "transcripts" / "mini-swe-agent").glob("*.jsonl.gz"))[:40]:
+        for line in gzip.decompress(path.read_bytes()).decode("utf-8").splitlines():
+            content = json.loads(line).get("content")
+            if isinstance(content, str) and not content.isascii():
+                contents.add(content)
+    assert sum(not text.isascii() for text in contents) >= 20
     checked = 0
     for text in sorted(contents):
         for sep in ("\n\n", "\n", " "):
