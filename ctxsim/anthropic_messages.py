@@ -312,16 +312,17 @@ def _turn(role: str, blocks: list[dict[str, Any]], kept: list[int | None], form:
 def compact_anthropic_messages(
     policy: Breaker, messages: list[dict[str, Any]], limit: int | TokenBudget, *, system: Any = None,
     log: str | Path | None = None, name: str = "messages", artifacts: MutableMapping[str, str] | None = None,
-    keep_system: bool = True,
+    keep_system: bool = True, keep_newest: bool = True,
 ) -> dict[str, Any]:
     """A Messages API request (``system``, ``messages``) broken by ``policy`` to fit
     ``limit`` tokens, system prompt included (module docstring): ``{"system": ...,
     "messages": [...]}`` (no ``system`` key when none was given), to pass on with
-    ``client.messages.create(..., **result)``. ``log``, ``artifacts``, ``keep_system`` (the
+    ``client.messages.create(..., **result)``. ``log``, ``artifacts``, ``keep_newest``, ``keep_system`` (the
     system prompt kept as it came) and a :class:`~ctxsim.budget.TokenBudget` ``limit`` are
     :func:`ctxsim.messages.compact_messages`' (build the budget with the tool schemas and
     without ``system_prompt``, which is counted here:
     ``TokenBudget.for_request(200_000, tools=tools, message_format="anthropic")``)."""
     form = to_chat(messages, system, name=name)
     return kept_some(from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts,
-                                                keep_system=keep_system), form), "messages", name)
+                                                keep_system=keep_system, keep_newest=keep_newest), form),
+                     "messages", name)

@@ -37,10 +37,11 @@ ORIGIN = "_langchain"
 def compact_langchain_messages(
     policy: Breaker, messages: Sequence[Any], limit: int | TokenBudget, *, log: str | Path | None = None,
     name: str = "messages", artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True,
+    keep_newest: bool = True,
 ) -> list[Any]:
     """``messages`` (langchain-core ``BaseMessage`` objects) broken by ``policy`` to fit
     ``limit`` tokens, as messages (module docstring). ``log``, ``artifacts``,
-    ``keep_system`` (a ``SystemMessage`` kept as it came) and a
+    ``keep_newest``, ``keep_system`` (a ``SystemMessage`` kept as it came) and a
     :class:`~ctxsim.budget.TokenBudget` ``limit`` are :func:`ctxsim.messages.compact_messages`'."""
     from langchain_core.messages import AIMessage, HumanMessage, convert_to_openai_messages
 
@@ -51,7 +52,9 @@ def compact_langchain_messages(
                               "each message must be one", source=name)
     chat = [{**message, ORIGIN: i} for i, message in enumerate(converted)]
     out = []
-    for m in compact_messages(policy, chat, limit, log=log, name=name, artifacts=artifacts, keep_system=keep_system):
+    compacted = compact_messages(policy, chat, limit, log=log, name=name, artifacts=artifacts, keep_system=keep_system,
+                                 keep_newest=keep_newest)
+    for m in compacted:
         index = m.get(ORIGIN)
         if index is None:  # written by the break, or a tool result whose call is gone
             out.append(AIMessage(content=m["content"]) if m["role"] == "assistant" else HumanMessage(content=m["content"]))

@@ -30,6 +30,20 @@ go to its JSONL log), and writes the result back as messages:
   frameworks keep theirs when they compact (a system message later on is a P1 message
   like the task); ``keep_system=False`` lets the break treat the system prompt as any
   other P1 message;
+* the newest turn stays: what the agent answers next — the user or tool messages after
+  the last assistant message, with that message when they are the results of its calls —
+  is held back from the break and comes back whole and last, and the break fits the
+  messages before it into the tokens it leaves (an agent that lost the result of its
+  last call would not know that it ran). A newest turn that takes more than half of the
+  limit (:data:`NEWEST_SHARE`) is first cut to half of it when its last message is a
+  tool result or a user message of plain text: its first and last paragraphs (lines,
+  words) kept in about equal parts, one line between them saying how many tokens were
+  cut, as agent harnesses cut a long tool output; when it cannot be held back (no room
+  for the rest, or nothing before it to break), the break takes it as any other
+  message. ``keep_newest=False``: the break takes the whole list, as the policy was
+  trained and evaluated (:class:`~ctxsim.episode.OverflowEpisode` breaks whole
+  contexts). The decision log then records the break of the messages before the turn,
+  at the limit it leaves;
 * content the break moved out of the prompt (``externalize``, ``clear_tool_results``:
   design 002's artifacts, each behind a pointer message that names it,
   ``read_artifact("art-…")``) goes into the caller's ``artifacts`` mapping, artifact id
@@ -45,7 +59,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import MutableMapping
+from collections.abc import MutableMapping, Sequence
 from dataclasses import replace
 from itertools import takewhile
 from pathlib import Path
@@ -54,8 +68,13 @@ from typing import Any, Protocol
 from .budget import TokenBudget
 from .errors import TranscriptError, describe_value
 from .model import DEFAULT_MIN_LIMIT, ContextState, ContextUnit
-from .tokens import REPLY_PRIMING
+from .tokens import REPLY_PRIMING, count_tokens, fitting_count
 from .transcripts import ATTACHMENTS, TOOL_CALL_LINE, context_from_messages
+
+#: the newest turn is held back from the break while it takes at most this share of the limit
+NEWEST_SHARE = 0.5
+#: tokens the line that says where and how much of a message was cut takes, at most
+CUT_NOTE_TOKENS = 16
 
 
 class Breaker(Protocol):
@@ -67,6 +86,7 @@ class Breaker(Protocol):
 def compact_messages(
     policy: Breaker, messages: list[dict[str, Any]], limit: int | TokenBudget, *, log: str | Path | None = None,
     name: str = "messages", artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True,
+    keep_newest: bool = True,
 ) -> list[dict[str, Any]]:
     """``messages`` broken by ``policy`` to fit ``limit`` tokens (module docstring).
 
@@ -81,7 +101,8 @@ def compact_messages(
     messages raise TranscriptError naming ``name`` and the message number (from 1).
     ``keep_system``: the system prompt (the system messages the list opens with) is
     pinned (module docstring); when it alone takes more than ``limit``, TranscriptError
-    says so.
+    says so. ``keep_newest``: the newest turn is held back from the break (cut to half
+    the limit first when it takes more; module docstring).
     """
     if isinstance(limit, TokenBudget):
         limit = limit.available_for_messages
@@ -96,15 +117,106 @@ def compact_messages(
         return [dict(m) for m in messages]
     if keep_system:
         state = _with_system_pinned(state, name)
-    final = policy.break_context(state, target_tokens=limit, log=log).state
-    moved = final.artifacts_since(state)
+    held = newest_turn(state) if keep_newest else 0
+    if keep_newest and not held and (cut := _newest_cut(messages, state, keep_system, name)) is not None:
+        messages, state = cut
+        held = newest_turn(state)
+    history = state
+    if held:
+        room = limit - state.tokens_of(state.units[-held:])
+        history = state.with_units(state.units[:-held], limit=room, min_limit=min(room, state.min_limit))
+    final = policy.break_context(history, target_tokens=history.limit, log=log).state
+    moved = final.artifacts_since(history)
     if moved and artifacts is None:
         warnings.warn(
             f"{name}: the break moved {len(moved)} span(s) out of the messages behind read_artifact pointers "
             f"({', '.join(a.id for a in moved)}); pass artifacts= (a dict) to keep their content", stacklevel=2)
     elif moved:
         artifacts.update((a.id, a.content) for a in moved)
-    return messages_of(final, state, messages)
+    if not held:
+        return messages_of(final, state, messages)
+    first_held = _message_index(state.units[-held])
+    return _paired(messages_of(final, history, messages[:first_held]) + [dict(m) for m in messages[first_held:]])
+
+
+def newest_turn(state: ContextState) -> int:
+    """How many of ``state``'s last units :func:`compact_messages` holds back from the
+    break (module docstring): the user or tool messages after the last assistant message,
+    with that message when they are tool results (they answer its calls); 0 when the
+    messages end with an assistant message, when nothing would be left to break, or when
+    the turn takes more than half of the limit (:data:`NEWEST_SHARE`) or leaves the rest
+    no room over what is pinned."""
+    units = state.units
+    held = _turn_length(units)
+    if not held:
+        return 0
+    rest = units[:-held]
+    if not any(not u.pinned for u in rest):
+        return 0
+    room = state.limit - state.tokens_of(units[-held:])
+    pinned = state.tokens_of(u for u in rest if u.pinned) + REPLY_PRIMING[state.message_format]
+    if state.tokens_of(units[-held:]) > state.limit * NEWEST_SHARE or room <= pinned:
+        return 0
+    return held
+
+
+def _turn_length(units: Sequence[ContextUnit]) -> int:
+    """How many units the newest turn of ``units`` is (:func:`newest_turn`, before its checks)."""
+    held = len(list(takewhile(lambda u: u.role in ("user", "tool"), reversed(units))))
+    if held and units[-held].role == "tool" and len(units) > held and units[-held - 1].role == "assistant":
+        held += 1
+    return held
+
+
+def _newest_cut(messages: list[dict[str, Any]], state: ContextState, keep_system: bool,
+                name: str) -> tuple[list[dict[str, Any]], ContextState] | None:
+    """(the messages with the newest one's text cut, their context) so that the newest turn
+    takes half of the limit (:func:`newest_turn`), or None when the newest message is no
+    tool result or user message of plain text or no cut lets the turn be held back. The
+    cut keeps the text's first and last lines (words, for a text of one long line) in
+    about equal parts, as they were, and says in one line between them how many tokens
+    it took out, as agent harnesses cut a tool's long output."""
+    last = messages[-1]
+    text = last.get("content")
+    if last.get("role") not in ("user", "tool") or not isinstance(text, str) or not state.units[-1].content == text:
+        return None
+    turn = _turn_length(state.units)
+    room = int(state.limit * NEWEST_SHARE) - state.tokens_of(state.units[-turn:])
+    total = state.units[-1].token_count
+    keep = total + room - CUT_NOTE_TOKENS
+    for _ in range(3):  # pieces may count a token or two more once joined
+        if keep <= 0:
+            return None
+        head, tail = _head_and_tail(text, keep - keep // 2, keep // 2)
+        gone = total - count_tokens(head) - count_tokens(tail)
+        cut_text = f"{head}\n[… {gone:,} tokens of this message cut here …]\n{tail}"
+        cut = [*messages[:-1], {**last, "content": cut_text}]
+        cut_state = context_from_messages(cut, limit=state.limit, min_limit=state.min_limit, name=name)
+        if keep_system:
+            cut_state = _with_system_pinned(cut_state, name)
+        if newest_turn(cut_state):
+            return cut, cut_state
+        keep -= max(cut_state.tokens_of(cut_state.units[-turn:]) - int(state.limit * NEWEST_SHARE), 1)
+    return None
+
+
+def _head_and_tail(text: str, head_tokens: int, tail_tokens: int) -> tuple[str, str]:
+    """The first lines of ``text`` that fit ``head_tokens`` and the last of the lines after
+    them that fit ``tail_tokens``, each as it stands in ``text``; the words of a text whose
+    first and last lines do not fit; ("", "") when not even a word does."""
+    for sep in ("\n", " "):
+        pieces = text.split(sep)
+        first = fitting_count(pieces, sep, head_tokens)
+        last = fitting_count(pieces[first:], sep, tail_tokens, from_end=True)
+        if first or last:
+            return sep.join(pieces[:first]), sep.join(pieces[len(pieces) - last:])
+    return "", ""
+
+
+def _message_index(unit: ContextUnit) -> int:
+    """The index in the message list of the message ``unit`` was read from (unit ``line-i``
+    is message ``i``, from 1)."""
+    return int(unit.id.removeprefix("line-")) - 1
 
 
 def _with_system_pinned(state: ContextState, name: str = "messages") -> ContextState:

@@ -250,16 +250,16 @@ def _restated(item: dict[str, Any]) -> dict[str, Any]:
 def compact_response_items(
     policy: Breaker, items: list[dict[str, Any]], limit: int | TokenBudget, *, instructions: str | None = None,
     log: str | Path | None = None, name: str = "input", artifacts: MutableMapping[str, str] | None = None,
-    keep_system: bool = True,
+    keep_system: bool = True, keep_newest: bool = True,
 ) -> dict[str, Any]:
     """A Responses API input (``instructions``, ``input`` items) broken by ``policy`` to
     fit ``limit`` tokens, instructions included (module docstring): ``{"instructions":
     ..., "input": [...]}`` (no ``instructions`` key when none was given), to pass on with
-    ``client.responses.create(..., **result)``. ``log``, ``artifacts``, ``keep_system`` (the
+    ``client.responses.create(..., **result)``. ``log``, ``artifacts``, ``keep_newest``, ``keep_system`` (the
     instructions, and the system or developer messages the input opens with, kept as they came) and a
     :class:`~ctxsim.budget.TokenBudget` ``limit`` are :func:`ctxsim.messages.compact_messages`'
     (build the budget with the tool schemas and without ``system_prompt``: the
     instructions are counted here)."""
     form = to_chat(items, instructions, name=name)
     return kept_some(from_chat(compact_messages(policy, form.messages, limit, log=log, name=name, artifacts=artifacts,
-                                                keep_system=keep_system), form), "input", name)
+                                                keep_system=keep_system, keep_newest=keep_newest), form), "input", name)

@@ -1,7 +1,8 @@
 """An exported policy's ``compact_messages`` beside LangChain's ``trim_messages`` on real sessions.
 
-Each session of the corpus's held-out split (``data/transcripts/mini-swe-agent``,
-astropy and marshmallow, which no shipped experiment trains or selects on) is cut
+Each session of a split of the corpus (``data/transcripts/mini-swe-agent``; by default
+the held-out split, astropy and marshmallow, which no shipped experiment trains or
+selects on) is cut
 after a share of its messages (:func:`ctxsim.cuts.cut_index`); the messages before the
 cut are what an agent would send, the rest is what it went on to do, and the strings
 of the context that the rest uses again are the probes (:mod:`ctxsim.cuts`), with the
@@ -9,16 +10,20 @@ task line and the agent template's instructions the cut states (listed by hand i
 ``--instructions``, default ``data/transcripts/instructions.yaml``). Both
 compact the context to ``--fraction`` of its tokens:
 
-* ``compact_messages``: the exported policy's chain, one call, messages in and out;
+* ``compact_messages``: the exported policy's chain, one call, messages in and out, the
+  newest turn (the agent's last call and its result) held back from the break;
+* ``compact_messages(keep_newest=False)``: the chain on every message, as the policy was
+  trained and evaluated;
 * ``trim_messages(strategy="last", include_system=True)``: LangChain's trim, counting
   tokens as ctxsim does (cl100k with the per-message overhead).
 
 Printed per method: messages and tokens after (ctxsim's count of the returned
-messages), the share of the probes the returned messages still hold, and whether the
-task statement (the first user message) is still there.
+messages), the share of the probes the returned messages still hold, whether the
+task statement (the first user message) is still there, and whether the newest message
+(the result of the agent's last call) came back as it was sent.
 
-    python examples/compact_vs_trim.py EXPORT_DIR [--sessions N] [--cut 0.6] [--fraction 0.5]
-        [--instructions FILE]
+    python examples/compact_vs_trim.py EXPORT_DIR [--sessions N] [--split held_out] [--cut 0.6]
+        [--fraction 0.5] [--instructions FILE]
 
 Needs the ``peers`` extra (``langchain-core``), part of ``dev``.
 """
@@ -81,7 +86,9 @@ def trimmed(messages: list[dict], limit: int) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("export", help="an export folder (ctxsim export RUN --out DIR)")
-    parser.add_argument("--sessions", type=int, default=16, help="held-out sessions (default 16)")
+    parser.add_argument("--sessions", type=int, default=16, help="sessions, the first of the split (default 16)")
+    parser.add_argument("--split", choices=["train", "validation", "held_out"], default="held_out",
+                        help="the corpus split the sessions come from (default held_out)")
     parser.add_argument("--cut", type=float, default=0.6, help="share of each session's messages kept as context")
     parser.add_argument("--fraction", type=float, default=0.5, help="token limit as a share of the cut context")
     parser.add_argument("--instructions", type=Path, default=DATA_DIR / "transcripts" / "instructions.yaml",
@@ -93,27 +100,30 @@ def main(argv: list[str] | None = None) -> int:
     except (CtxsimError, OSError) as exc:  # one line, as the ctxsim command prints it
         print(f"compact_vs_trim: error: {exc}", file=sys.stderr)
         return 2
-    rows: dict[str, list[tuple[int, int, float, bool]]] = {"compact_messages": [], "trim_messages": []}
+    rows: dict[str, list[tuple[int, int, float, bool, bool]]] = {
+        "compact_messages": [], "compact_messages(keep_newest=False)": [], "trim_messages": []}
     limits = []
-    for path in corpus_files(split="held_out")[: args.sessions]:
+    for path in corpus_files(split=args.split)[: args.sessions]:
         cut = load_transcript(path, cut=args.cut, instructions=instructions)  # its first messages; its facts, the probes
         messages = read_messages(path)[: len(cut.units)]
         limit = int(cut.total_tokens * args.fraction)
         limits.append(limit)
         task = next(m["content"] for m in messages if m["role"] == "user")
         for name, out in (("compact_messages", policy.compact_messages(messages, limit)),
+                          ("compact_messages(keep_newest=False)", policy.compact_messages(messages, limit, keep_newest=False)),
                           ("trim_messages", trimmed(messages, limit))):
             text = text_of(out)
             tokens = tokens_of(out)
-            rows[name].append((len(out), tokens, share_answered(cut.fact_table, text), task in text))
-    print(f"{len(limits)} held-out sessions, cut at {args.cut:.0%} of their messages, compacted to "
+            rows[name].append((len(out), tokens, share_answered(cut.fact_table, text), task in text,
+                               bool(out) and out[-1] == messages[-1]))
+    print(f"{len(limits)} {args.split.replace('_', '-')} sessions, cut at {args.cut:.0%} of their messages, compacted to "
           f"{args.fraction:.0%} of the cut's tokens (limit {statistics.mean(limits):,.0f} tokens on average; means)\n")
-    print("| method | messages | tokens | probes held | task kept |")
-    print("|---|---|---|---|---|")
+    print("| method | messages | tokens | probes held | task kept | newest kept |")
+    print("|---|---|---|---|---|---|")
     for name, values in rows.items():
-        messages, tokens, probes, task = zip(*values)
+        messages, tokens, probes, task, newest = zip(*values)
         print(f"| `{name}` | {statistics.mean(messages):.1f} | {statistics.mean(tokens):,.0f} | "
-              f"{statistics.mean(probes):.2f} | {sum(task)}/{len(task)} |")
+              f"{statistics.mean(probes):.2f} | {sum(task)}/{len(task)} | {sum(newest)}/{len(newest)} |")
     return 0
 
 

@@ -111,7 +111,7 @@ def test_a_request_the_break_left_without_messages_is_refused_and_writes_nothing
     session = tmp_path / "request.json"
     session.write_text(json.dumps({"model": "m", "system": system, "messages": turns}))
     with pytest.raises(TranscriptError, match=r"request.json: key 'messages': the policy's break kept none of the messages"):
-        compact_file(SystemOnly(), session, 3000, tmp_path / "out.json", form="anthropic")
+        compact_file(SystemOnly(), session, 3000, tmp_path / "out.json", form="anthropic", keep_newest=False)
     assert not (tmp_path / "out.json").exists()
 
 
@@ -125,10 +125,12 @@ def test_the_library_calls_refuse_a_request_the_break_left_without_messages(repo
     chat = shipped(repo_root)
     if form == "anthropic":
         system, turns = anthropic_request(chat)
-        call, key, given = (lambda: compact_anthropic_messages(SystemOnly(), turns, 3000, system=system)), "messages", turns
+        call, key, given = (lambda: compact_anthropic_messages(SystemOnly(), turns, 3000, system=system,
+                                                               keep_newest=False)), "messages", turns
     else:
         instructions, items = responses_input(chat)
-        call, key, given = (lambda: compact_response_items(SystemOnly(), items, 3000, instructions=instructions)), "input", items
+        call, key, given = (lambda: compact_response_items(SystemOnly(), items, 3000, instructions=instructions,
+                                                           keep_newest=False)), "input", items
     with pytest.raises(TranscriptError, match=rf"key '{key}': the policy's break kept none of the {key}"):
         call()
     # a policy that keeps the messages returns them

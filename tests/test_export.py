@@ -452,6 +452,11 @@ def test_the_compact_command_writes_each_form_back_in_its_form(exports, repo_roo
         assert f"-> {outs[form]}" in capsys.readouterr().out
     written = [json.loads(line) for line in outs["chat"].read_text().splitlines()]
     assert context_from_messages(written).total_tokens <= limit < context_from_messages(chat).total_tokens
+    assert written[-2:] == chat[-2:]  # the newest turn, the agent's last call and its result, as they came
+    flat = tmp_path / "flat.out"  # --break-newest: the break takes every message, as the policy was evaluated
+    assert main(["compact", export, str(session), "--limit", str(limit), "--break-newest", "--out", str(flat)]) == 0
+    assert [json.loads(line) for line in flat.read_text().splitlines()] == load(export).compact_messages(
+        chat, limit, artifacts={}, keep_newest=False)
     anthropic = json.loads(outs["anthropic"].read_text())
     assert (anthropic["model"], anthropic["max_tokens"]) == ("m", 512)
     check_api_rules(anthropic["messages"])
@@ -859,12 +864,14 @@ def test_the_compact_vs_trim_example_compares_both_on_held_out_sessions(exports,
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)
     assert example.main([str(exports["MaskablePPO"].out), "--sessions", "2", "--fraction", "0.5"]) == 0
-    rows = {line.split("|")[1].strip(): line.split("|")[2:6] for line in capsys.readouterr().out.splitlines()
+    rows = {line.split("|")[1].strip(): line.split("|")[2:7] for line in capsys.readouterr().out.splitlines()
             if line.startswith("| `")}
-    assert set(rows) == {"`compact_messages`", "`trim_messages`"}
-    for messages, tokens, probes, task in rows.values():
+    assert set(rows) == {"`compact_messages`", "`compact_messages(keep_newest=False)`", "`trim_messages`"}
+    for messages, tokens, probes, task, newest in rows.values():
         assert float(messages) > 0 and int(tokens.replace(",", "")) > 0 and 0 <= float(probes) <= 1
-        assert task.strip().endswith("/2")
+        assert task.strip().endswith("/2") and newest.strip().endswith("/2")
+    # the default holds the newest turn back, and trim_messages keeps the newest messages
+    assert rows["`compact_messages`"][4].strip() == rows["`trim_messages`"][4].strip() == "2/2"
     # what trim_messages keeps fits the limit as ctxsim counts tokens
     path = example.corpus_files(split="held_out")[0]
     messages = example.read_messages(path)[:40]

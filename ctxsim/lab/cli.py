@@ -444,7 +444,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
     from .compact import compact_file
 
     _check_option("limit", args.limit, 1, 10**9)
-    done = compact_file(args.export, args.file, args.limit, args.out, form=args.form, log=args.log, artifacts=args.artifacts)
+    done = compact_file(args.export, args.file, args.limit, args.out, form=args.form, log=args.log, artifacts=args.artifacts,
+                        keep_newest=not args.break_newest)
     moved = f"; {done.artifacts} artifact(s) -> {done.artifacts_file}" if done.artifacts else ""
     print(f"{args.file}: {done.messages_before} -> {done.messages_after} {'items' if args.form == 'responses' else 'messages'}, "
           f"{done.tokens_before:,} -> {done.tokens_after:,} tokens (limit {args.limit:,}) -> {args.out}{moved}")
@@ -632,6 +633,9 @@ def build_parser() -> argparse.ArgumentParser:
     co.add_argument("--log", help="JSONL log of the policy's decisions (appended to)")
     co.add_argument("--artifacts", help="where content moved behind read_artifact pointers goes (JSON; default "
                                         "OUT.artifacts.json, written only when the break moved any)")
+    co.add_argument("--break-newest", action="store_true",
+                    help="let the break take the newest turn too (by default it is held back whole, or cut to half "
+                         "the limit when it takes more, and the break fits the rest into what it leaves)")
     co.set_defaults(func=cmd_compact)
 
     sw = sub.add_parser("sweep", help="regression sweep: policies x scenarios x seeds, checked against a baseline")

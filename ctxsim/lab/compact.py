@@ -75,7 +75,7 @@ def _tokens(form: str, messages: list[dict[str, Any]], system: Any) -> int:
 
 
 def compact_file(export: str | Path | Breaker, path: str | Path, limit: int, out: str | Path, *, form: str = "chat",
-                 log: str | Path | None = None, artifacts: str | Path | None = None) -> Compacted:
+                 log: str | Path | None = None, artifacts: str | Path | None = None, keep_newest: bool = True) -> Compacted:
     """``path`` (a session in ``form``, module docstring) compacted by the exported policy at
     ``export`` (or a policy with ``break_context``) to fit ``limit`` tokens, written to
     ``out`` in the same form; the decisions go to ``log`` (JSONL) when given, what the
@@ -94,14 +94,16 @@ def compact_file(export: str | Path | Breaker, path: str | Path, limit: int, out
             raise TranscriptError("line 1 is a request object, not a chat message: give --form anthropic (messages, "
                                   "system) or --form responses (input, instructions)", source=path)
         system = None
-        result = compact_messages(policy, messages, limit, log=log, name=str(path), artifacts=store)
+        result = compact_messages(policy, messages, limit, log=log, name=str(path), artifacts=store,
+                                  keep_newest=keep_newest)
         compacted, system_after = result, None
         text = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in result)
     else:
         request = _request(path, form)
         messages, system = request[messages_key], request.get(system_key)
         compact = compact_anthropic_messages if form == "anthropic" else compact_response_items
-        result = compact(policy, messages, limit, log=log, name=str(path), artifacts=store, **{system_key: system})
+        result = compact(policy, messages, limit, log=log, name=str(path), artifacts=store, keep_newest=keep_newest,
+                         **{system_key: system})
         compacted, system_after = result[messages_key], result.get(system_key)
         written = {k: v for k, v in request.items() if k not in (messages_key, system_key)} | result
         text = json.dumps(written, ensure_ascii=False, indent=1) + "\n"

@@ -348,51 +348,56 @@ class ExportedPolicy(Policy):
 
     def compact_messages(
         self, messages: list[dict[str, Any]], limit: int | TokenBudget, *, log: str | Path | None = None,
-        artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True,
+        artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True, keep_newest: bool = True,
     ) -> list[dict[str, Any]]:
         """An agent's chat messages broken to fit ``limit`` tokens (or a
         :class:`~ctxsim.budget.TokenBudget`'s room for messages), as chat messages
         (:func:`ctxsim.messages.compact_messages`; decisions go to ``log``, default
         the policy's :attr:`log`; content moved behind ``read_artifact`` pointers into
         ``artifacts``, artifact id -> content; the system messages kept unchanged unless
-        ``keep_system`` is False)."""
-        return compact_messages(self, messages, limit, log=log, artifacts=artifacts, keep_system=keep_system)
+        ``keep_system`` is False; the newest turn held back from the break unless
+        ``keep_newest`` is False)."""
+        return compact_messages(self, messages, limit, log=log, artifacts=artifacts, keep_system=keep_system,
+                                keep_newest=keep_newest)
 
     def compact_anthropic_messages(
         self, messages: list[dict[str, Any]], limit: int | TokenBudget, *, system: Any = None,
         log: str | Path | None = None, artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True,
+        keep_newest: bool = True,
     ) -> dict[str, Any]:
         """An Anthropic Messages API request (``system``, ``messages``) broken to fit
         ``limit`` tokens, system prompt included: ``{"system"?, "messages"}`` for
         ``client.messages.create(..., **result)``
         (:func:`ctxsim.anthropic_messages.compact_anthropic_messages`; ``log``,
-        ``artifacts`` and ``keep_system`` as :meth:`compact_messages` takes them)."""
+        ``artifacts``, ``keep_system`` and ``keep_newest`` as :meth:`compact_messages` takes them)."""
         return compact_anthropic_messages(self, messages, limit, system=system, log=log, artifacts=artifacts,
-                                          keep_system=keep_system)
+                                          keep_system=keep_system, keep_newest=keep_newest)
 
     def compact_response_items(
         self, items: list[dict[str, Any]], limit: int | TokenBudget, *, instructions: str | None = None,
         log: str | Path | None = None, artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True,
+        keep_newest: bool = True,
     ) -> dict[str, Any]:
         """An OpenAI Responses API input (``instructions``, ``input`` items) broken to fit
         ``limit`` tokens, instructions included: ``{"instructions"?, "input"}`` for
         ``client.responses.create(..., **result)``
         (:func:`ctxsim.openai_responses.compact_response_items`; ``log``, ``artifacts``
-        and ``keep_system`` as :meth:`compact_messages` takes them)."""
+        ``keep_system`` and ``keep_newest`` as :meth:`compact_messages` takes them)."""
         return compact_response_items(self, items, limit, instructions=instructions, log=log, artifacts=artifacts,
-                                      keep_system=keep_system)
+                                      keep_system=keep_system, keep_newest=keep_newest)
 
     def compact_langchain_messages(
         self, messages: list[Any], limit: int | TokenBudget, *, log: str | Path | None = None,
-        artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True,
+        artifacts: MutableMapping[str, str] | None = None, keep_system: bool = True, keep_newest: bool = True,
     ) -> list[Any]:
         """An agent's LangChain messages (langchain-core ``BaseMessage`` objects) broken to
         fit ``limit`` tokens, as messages (:func:`ctxsim.langchain_messages.compact_langchain_messages`;
         needs langchain-core, imported only here; ``log``, ``artifacts`` and
-        ``keep_system`` as :meth:`compact_messages` takes them)."""
+        ``keep_system`` and ``keep_newest`` as :meth:`compact_messages` takes them)."""
         from ..langchain_messages import compact_langchain_messages
 
-        return compact_langchain_messages(self, messages, limit, log=log, artifacts=artifacts, keep_system=keep_system)
+        return compact_langchain_messages(self, messages, limit, log=log, artifacts=artifacts, keep_system=keep_system,
+                                          keep_newest=keep_newest)
 
     def _log(self, writer: TransitionWriter, episode: OverflowEpisode, steps: list[Step]) -> None:
         """Append the episode's decisions in the schema of :mod:`ctxsim.transitions`."""
