@@ -34,7 +34,9 @@ go to its JSONL log), and writes the result back as messages:
   the last assistant message, with that message when they are the results of its calls —
   is held back from the break and comes back whole and last, and the break fits the
   messages before it into the tokens it leaves (an agent that lost the result of its
-  last call would not know that it ran). A newest turn that takes more than half of the
+  last call would not know that it ran). When the call is what makes the turn too long
+  (a file written in its arguments), the results alone are held back, and come back as
+  ``user`` messages if the break removed the call. A newest turn that takes more than half of the
   limit (:data:`NEWEST_SHARE`) is first cut to half of it when its last message is a
   tool result or a user message of plain text: its first and last paragraphs (lines,
   words) kept in about equal parts, one line between them saying how many tokens were
@@ -133,39 +135,37 @@ def compact_messages(
             f"({', '.join(a.id for a in moved)}); pass artifacts= (a dict) to keep their content", stacklevel=2)
     elif moved:
         artifacts.update((a.id, a.content) for a in moved)
-    if not held:
-        return messages_of(final, state, messages)
-    first_held = _message_index(state.units[-held])
-    return _paired(messages_of(final, history, messages[:first_held]) + [dict(m) for m in messages[first_held:]])
+    if held:  # the turn after what the break left, as it was read (or cut)
+        final = final.with_units(final.units + state.units[-held:])
+    return messages_of(final, state, messages)
 
 
 def newest_turn(state: ContextState) -> int:
     """How many of ``state``'s last units :func:`compact_messages` holds back from the
     break (module docstring): the user or tool messages after the last assistant message,
-    with that message when they are tool results (they answer its calls); 0 when the
-    messages end with an assistant message, when nothing would be left to break, or when
-    the turn takes more than half of the limit (:data:`NEWEST_SHARE`) or leaves the rest
-    no room over what is pinned."""
+    with that message when they are tool results (they answer its calls), or those
+    messages alone when the call is what takes the room; 0 when the messages end with an
+    assistant message, or when each of those takes more than half of the limit
+    (:data:`NEWEST_SHARE`), leaves nothing before it to break or leaves no room over what
+    is pinned."""
     units = state.units
-    held = _turn_length(units)
-    if not held:
-        return 0
-    rest = units[:-held]
-    if not any(not u.pinned for u in rest):
-        return 0
-    room = state.limit - state.tokens_of(units[-held:])
-    pinned = state.tokens_of(u for u in rest if u.pinned) + REPLY_PRIMING[state.message_format]
-    if state.tokens_of(units[-held:]) > state.limit * NEWEST_SHARE or room <= pinned:
-        return 0
-    return held
+    for held in _turn_lengths(units):
+        rest, turn_tokens = units[:-held], state.tokens_of(units[-held:])
+        pinned = state.tokens_of(u for u in rest if u.pinned) + REPLY_PRIMING[state.message_format]
+        if (any(not u.pinned for u in rest) and turn_tokens <= state.limit * NEWEST_SHARE
+                and state.limit - turn_tokens > pinned):
+            return held
+    return 0
 
 
-def _turn_length(units: Sequence[ContextUnit]) -> int:
-    """How many units the newest turn of ``units`` is (:func:`newest_turn`, before its checks)."""
+def _turn_lengths(units: Sequence[ContextUnit]) -> tuple[int, ...]:
+    """The unit counts :func:`newest_turn` tries, in order: the newest turn with the
+    assistant message whose calls its tool results answer, then the results alone; ()
+    when ``units`` end with an assistant message."""
     held = len(list(takewhile(lambda u: u.role in ("user", "tool"), reversed(units))))
     if held and units[-held].role == "tool" and len(units) > held and units[-held - 1].role == "assistant":
-        held += 1
-    return held
+        return held + 1, held
+    return (held,) if held else ()
 
 
 def _newest_cut(messages: list[dict[str, Any]], state: ContextState, keep_system: bool,
@@ -180,23 +180,22 @@ def _newest_cut(messages: list[dict[str, Any]], state: ContextState, keep_system
     text = last.get("content")
     if last.get("role") not in ("user", "tool") or not isinstance(text, str) or not state.units[-1].content == text:
         return None
-    turn = _turn_length(state.units)
-    room = int(state.limit * NEWEST_SHARE) - state.tokens_of(state.units[-turn:])
-    total = state.units[-1].token_count
-    keep = total + room - CUT_NOTE_TOKENS
-    for _ in range(3):  # pieces may count a token or two more once joined
-        if keep <= 0:
-            return None
-        head, tail = _head_and_tail(text, keep - keep // 2, keep // 2)
-        gone = total - count_tokens(head) - count_tokens(tail)
-        cut_text = f"{head}\n[… {gone:,} tokens of this message cut here …]\n{tail}"
-        cut = [*messages[:-1], {**last, "content": cut_text}]
-        cut_state = context_from_messages(cut, limit=state.limit, min_limit=state.min_limit, name=name)
-        if keep_system:
-            cut_state = _with_system_pinned(cut_state, name)
-        if newest_turn(cut_state):
-            return cut, cut_state
-        keep -= max(cut_state.tokens_of(cut_state.units[-turn:]) - int(state.limit * NEWEST_SHARE), 1)
+    half, total = int(state.limit * NEWEST_SHARE), state.units[-1].token_count
+    for turn in _turn_lengths(state.units):  # with its call, then the results alone
+        keep = total + half - state.tokens_of(state.units[-turn:]) - CUT_NOTE_TOKENS
+        for _ in range(3):  # pieces may count a token or two more once joined
+            if keep <= 0:
+                break
+            head, tail = _head_and_tail(text, keep - keep // 2, keep // 2)
+            gone = total - count_tokens(head) - count_tokens(tail)
+            cut_text = f"{head}\n[… {gone:,} tokens of this message cut here …]\n{tail}"
+            cut = [*messages[:-1], {**last, "content": cut_text}]
+            cut_state = context_from_messages(cut, limit=state.limit, min_limit=state.min_limit, name=name)
+            if keep_system:
+                cut_state = _with_system_pinned(cut_state, name)
+            if newest_turn(cut_state):
+                return cut, cut_state
+            keep -= max(cut_state.tokens_of(cut_state.units[-turn:]) - half, 1)
     return None
 
 
@@ -211,12 +210,6 @@ def _head_and_tail(text: str, head_tokens: int, tail_tokens: int) -> tuple[str, 
         if first or last:
             return sep.join(pieces[:first]), sep.join(pieces[len(pieces) - last:])
     return "", ""
-
-
-def _message_index(unit: ContextUnit) -> int:
-    """The index in the message list of the message ``unit`` was read from (unit ``line-i``
-    is message ``i``, from 1)."""
-    return int(unit.id.removeprefix("line-")) - 1
 
 
 def _with_system_pinned(state: ContextState, name: str = "messages") -> ContextState:

@@ -167,6 +167,16 @@ def test_the_break_gets_the_messages_before_the_newest_turn_and_the_tokens_it_le
     assert target == given.limit == 3000 - turn_tokens
     assert out == [sent[0], *sent[-2:]]
 
+    # a call that takes more than half the limit (a file written in its arguments): its
+    # result alone is held back, and comes back as a user message when the call is gone
+    write = [{"role": "assistant", "content": None, "tool_calls": [{"id": "w1", "type": "function", "function": {
+                 "name": "write_file", "arguments": json.dumps({"path": "cache.py", "text": LOG * 3})}}]},
+             {"role": "tool", "tool_call_id": "w1", "content": "written"}]
+    policy = KeepsSystemOnly()
+    out = compact_messages(policy, messages() + write, 3000)
+    (given, target), = policy.given
+    assert len(given.units) == len(messages()) + 1 and out == [sent[0], {"role": "user", "content": "written"}]
+
     for messages_, keep in ((sent, False), (sent + [{"role": "assistant", "content": "Done."}], True)):
         policy = KeepsSystemOnly()
         out = compact_messages(policy, messages_, 3000, keep_newest=keep)

@@ -471,6 +471,41 @@ def test_the_compact_command_writes_each_form_back_in_its_form(exports, repo_roo
         assert pointers == (set(json.loads(stored.read_text())) if stored.exists() else set())
 
 
+def test_an_agent_loop_that_compacts_whenever_it_passes_the_limit_keeps_its_newest_result(exports):
+    """Two real coding-agent sessions replayed message by message, the agent compacting
+    its own list with the exported policy whenever a tool result takes it over the limit
+    and going on from the compacted list (summaries of summaries, pointers kept across
+    calls): every compaction fits, ends with the result just received, keeps each tool
+    result right after its call, and every pointer resolves in the one store."""
+    import gzip
+
+    from ctxsim.lab.corpus import corpus_files
+    from ctxsim.transcripts import context_from_messages
+
+    policy, limit, compactions, cuts = load(exports["MaskablePPO"].out), 4000, 0, 0
+    for path in corpus_files(split="train")[:2]:
+        session = [json.loads(line) for line in gzip.open(path, "rt", encoding="utf-8")]
+        sent, store = [], {}
+        for message in session:
+            sent.append(message)
+            if message["role"] != "tool" or context_from_messages(sent).total_tokens <= limit:
+                continue
+            sent = policy.compact_messages(sent, limit, artifacts=store)
+            compactions += 1
+            assert context_from_messages(sent).total_tokens <= limit
+            got, given = sent[-1]["content"], message["content"]  # as it came, or cut to half the limit
+            cut = re.split(r"\n\[… [\d,]+ tokens of this message cut here …\]\n", got)
+            assert got == given or (len(cut) == 2 and given.startswith(cut[0]) and given.endswith(cut[1]))
+            cuts += got != given
+            for k, m in enumerate(sent):
+                if m["role"] == "tool":
+                    call = next(x for x in reversed(sent[:k]) if x["role"] != "tool")
+                    assert m["tool_call_id"] in {c["id"] for c in call.get("tool_calls") or ()}
+            pointers = re.findall(r'read_artifact\("(art-[0-9a-f]+)"\)', "".join(m.get("content") or "" for m in sent))
+            assert set(pointers) <= set(store)
+    assert compactions > 20 and 0 < cuts < compactions
+
+
 def test_the_compact_command_refuses_bad_input_in_one_line(exports, repo_root, tmp_path, capsys):
     export = str(exports["MaskablePPO"].out)
     request = tmp_path / "request.json"
